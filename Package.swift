@@ -38,7 +38,7 @@ let package = Package(
         // Encoders between the queue's callback and the packet log: PCM and Opus.
         .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus"]),
         // Core Audio Format files: writer, reader, crash recovery.
-        .target(name: "CAF"),
+        .target(name: "CAF", dependencies: ["CaptureCore"]),
         // Frames, messages and protocol state machines; pure, no sockets.
         .target(
             name: "CaptureWire",
@@ -47,11 +47,16 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
+        // SwiftNIO adapters for the wire format: frame decoder and encoder handlers.
+        .target(
+            name: "CaptureWireNIO",
+            dependencies: ["CaptureWire", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         // The SwiftNIO client: connect, handshake, send window, acks.
         .target(
             name: "CaptureSender",
             dependencies: [
-                "CaptureCore", "CaptureCodecs", "CaptureWire",
+                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -61,7 +66,7 @@ let package = Package(
         .target(
             name: "CaptureReceiver",
             dependencies: [
-                "CaptureCore", "CaptureWire", "CAF",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -90,10 +95,17 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "TestSupport"]),
-        .testTarget(name: "CAFTests", dependencies: ["CAF", "TestSupport"]),
-        .testTarget(name: "CaptureWireTests", dependencies: ["CaptureWire", "TestSupport"]),
-        .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "TestSupport"]),
-        .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "TestSupport"]),
+        .testTarget(name: "CAFTests", dependencies: ["CAF", "COpus", "TestSupport"]),
+        .testTarget(
+            name: "CaptureWireTests",
+            dependencies: [
+                "CaptureWire", "CaptureWireNIO", "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
+        .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CAF", "CaptureWire", "TestSupport", "capture-send", "capture-recv"]

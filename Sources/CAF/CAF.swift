@@ -1,0 +1,1 @@
+// CAF: see docs/DESIGN.md

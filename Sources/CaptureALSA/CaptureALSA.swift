@@ -1,0 +1,1 @@
+// CaptureALSA: see docs/DESIGN.md

@@ -1,0 +1,1 @@
+// CaptureReceiver: see docs/DESIGN.md

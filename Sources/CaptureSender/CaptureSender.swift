@@ -1,0 +1,1 @@
+// CaptureSender: see docs/DESIGN.md

@@ -1,0 +1,1 @@
+// CaptureSndFile: see docs/DESIGN.md

@@ -1,0 +1,1 @@
+// CaptureWireNIO: see docs/DESIGN.md

@@ -28,7 +28,8 @@ public struct CaptureStatistics: Equatable, Sendable {
 /// The capture thread never allocates and takes no lock: buffers travel between the two threads
 /// through lock-free rings. A real-time source (a device) is never made to wait: when no buffer is
 /// free, the queue still drains the source into a scratch buffer and counts those frames as lost
-/// (an overrun), which the next delivered buffer reports in `framesLostBefore`. A source that is not
+/// (an overrun), which the next delivered buffer reports in `framesLostBefore` (a loss at the very end
+/// of the stream has no buffer after it: `statistics` counts it). A source that is not
 /// real time (a file read as fast as possible) waits for a free buffer instead.
 ///
 /// Lifecycle, as `AudioQueueStart`/`Pause`/`Stop`/`Dispose`: `start()`, `pause()`, `resume()`,

@@ -1,0 +1,31 @@
+# Two set-up commands for a newcomer: `make demo` and `make test`. `make bench` measures.
+SWIFT ?= swift
+BIN_DEBUG := .build/debug
+BIN_RELEASE := .build/release
+
+.PHONY: deps build test demo bench release clean proto
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+demo: build
+	@scripts/demo.sh $(BIN_DEBUG)
+
+bench: release
+	@bench/run.sh $(BIN_RELEASE)
+
+proto:
+	scripts/generate-proto.sh
+
+clean:
+	rm -rf .build out

@@ -1,0 +1,116 @@
+import CaptureCodecs
+import CaptureCore
+import Foundation
+
+/// The sending side's audio path before the network: a capture queue over a source, whose callback
+/// runs the encoder and appends packets (and gaps, for overruns) to the packet log.
+///
+/// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
+/// may allocate and the log may take its lock there.
+public final class CapturePipeline: @unchecked Sendable {
+    /// The queue, for its lifecycle (pause/resume/stop) and statistics.
+    public let queue: CaptureQueue
+    /// Where the packets go.
+    public let log: PacketLog
+    /// The encoder's output format, as the handshake describes it.
+    public let outputFormat: StreamFormat
+    /// The encoder's magic cookie.
+    public let magicCookie: [UInt8]
+    /// The encoder's priming frames.
+    public let primingFrames: Int
+
+    private let encoder: any AudioEncoder
+    private let lock = NSLock()
+    private var failure: EncoderError?
+    /// Sample index just past the last captured buffer (input timeline).
+    private var lastEnd: Int64 = 0
+    /// Sample index just past the last encoded packet (output timeline).
+    private var lastOutputEnd: Int64 = 0
+    private var levels: LevelMeter
+
+    /// Creates the pipeline; nothing runs until `start()`.
+    public init(
+        source: any AudioSource, encoder: any AudioEncoder, configuration: CaptureQueue.Configuration, log: PacketLog
+    ) throws(CaptureError) {
+        self.encoder = encoder
+        self.log = log
+        outputFormat = encoder.outputFormat
+        magicCookie = encoder.magicCookie
+        primingFrames = encoder.primingFrames
+        levels = LevelMeter(format: source.format)
+        let box = CallbackBox()
+        queue = try CaptureQueue(source: source, configuration: configuration) { buffer in box.pipeline?.handle(buffer) }
+        box.pipeline = self
+    }
+
+    /// Breaks the reference cycle between the queue's callback and the pipeline.
+    private final class CallbackBox: @unchecked Sendable {
+        weak var pipeline: CapturePipeline?
+    }
+
+    /// Starts capture.
+    public func start() throws(CaptureError) { try queue.start() }
+
+    /// The levels of the audio seen so far since the last call, and resets them.
+    public func takeLevels() -> LevelMeter.Reading { lock.withLock { levels.take() } }
+
+    private func handle(_ buffer: CapturedBuffer) {
+        lock.withLock { levels.measure(buffer) }
+        if buffer.framesLostBefore > 0 {
+            let lost = Int64(buffer.framesLostBefore)
+            log.appendGap(sampleTime: buffer.startTime.sampleTime - lost, length: lost, reason: "overrun")
+        }
+        guard lock.withLock({ failure == nil }) else { return }
+        do {
+            if let packets = try encoder.encode(buffer) {
+                lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
+                log.append(packets)
+            }
+            lock.withLock { lastEnd = buffer.startTime.sampleTime + Int64(buffer.packetCount) }
+        } catch {
+            lock.withLock { failure = error }
+            Thread.detachNewThread { [queue] in queue.stop(immediate: true) }
+        }
+    }
+
+    /// Waits until capture ends (source finished, stopped or failed), flushes the encoder and records
+    /// the end of the stream in the log. Returns how capture ended.
+    public func waitAndFinish(reasonIfStopped: String = "interrupted") -> Result<CaptureQueue.Completion, SenderError> {
+        let completion = queue.waitForCompletion()
+        if let failure = lock.withLock({ failure }) {
+            log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))
+            return .failure(.encoderFailed(failure.description))
+        }
+        var remainder = 0
+        do {
+            let tail = try encoder.finish()
+            if let packets = tail.packets {
+                lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
+                log.append(packets)
+            }
+            remainder = tail.remainderFrames
+        } catch {
+            log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))
+            return .failure(.encoderFailed(error.description))
+        }
+        // Frames lost at the very end (no buffer followed them) become a trailing gap.
+        let statistics = queue.statistics
+        let timelineEnd = statistics.framesCaptured + statistics.framesLost
+        let capturedEnd = lock.withLock { lastEnd }
+        if outputFormat.isLinearPCM, timelineEnd > capturedEnd {
+            log.appendGap(sampleTime: capturedEnd, length: timelineEnd - capturedEnd, reason: "overrun")
+        }
+        let reason: String
+        switch completion {
+        case .endOfStream: reason = "end-of-source"
+        case .stopped: reason = reasonIfStopped
+        case .failed(let error): reason = "capture-failed: \(error.description)"
+        }
+        let endSampleTime = outputFormat.isLinearPCM ? max(timelineEnd, capturedEnd) : lock.withLock { lastOutputEnd }
+        log.finish(StreamEnd(endSampleTime: endSampleTime, remainderFrames: remainder, reason: reason))
+        if case .failed(let error) = completion {
+            return .failure(.captureFailed(error.description))
+        }
+        return .success(completion)
+    }
+}

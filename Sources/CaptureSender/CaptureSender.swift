@@ -1,1 +1,0 @@
-// CaptureSender: see docs/DESIGN.md

@@ -1,0 +1,37 @@
+/// Why a stream could not be sent. Each message is the one line capture-send prints before it exits
+/// non-zero, and says what to do.
+public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The receiver could not be reached.
+    case connectFailed(host: String, port: Int, reason: String)
+    /// The receiver refused the stream or reported an error.
+    case refused(code: String, message: String)
+    /// The connection broke before the receiver acknowledged the end of the stream.
+    case connectionLost(String)
+    /// The receiver broke the protocol.
+    case protocolViolation(String)
+    /// Capture failed.
+    case captureFailed(String)
+    /// The encoder failed.
+    case encoderFailed(String)
+    /// No answer in time.
+    case timedOut(String)
+
+    public var description: String {
+        switch self {
+        case .connectFailed(let host, let port, let reason):
+            return "cannot connect to \(host):\(port): \(reason); check that capture-recv is running there and the port is open"
+        case .refused(let code, let message):
+            return "the receiver refused the stream (\(code)): \(message)"
+        case .connectionLost(let reason):
+            return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason)"
+        case .protocolViolation(let reason):
+            return "the receiver broke the protocol: \(reason); check that capture-recv is the same version"
+        case .captureFailed(let reason):
+            return "capture failed: \(reason)"
+        case .encoderFailed(let reason):
+            return "encoding failed: \(reason)"
+        case .timedOut(let reason):
+            return "timed out: \(reason)"
+        }
+    }
+}

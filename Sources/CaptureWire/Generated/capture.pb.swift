@@ -336,6 +336,9 @@ public nonisolated struct Capture_V1_Error: Sendable {
     /// the stream is already connected elsewhere
     case streamBusy // = 12
     case `internal` // = 13
+
+    /// a well-formed message whose fields break the protocol's rules
+    case invalidMessage // = 14
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -358,6 +361,7 @@ public nonisolated struct Capture_V1_Error: Sendable {
       case 11: self = .shuttingDown
       case 12: self = .streamBusy
       case 13: self = .internal
+      case 14: self = .invalidMessage
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -378,6 +382,7 @@ public nonisolated struct Capture_V1_Error: Sendable {
       case .shuttingDown: return 11
       case .streamBusy: return 12
       case .internal: return 13
+      case .invalidMessage: return 14
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -398,6 +403,7 @@ public nonisolated struct Capture_V1_Error: Sendable {
       .shuttingDown,
       .streamBusy,
       .internal,
+      .invalidMessage,
     ]
 
   }
@@ -967,5 +973,5 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
 }
 
 nonisolated extension Capture_V1_Error.Code: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0UNSPECIFIED\0\u{1}MALFORMED_FRAME\0\u{1}FRAME_TOO_LARGE\0\u{1}UNSUPPORTED_VERSION\0\u{1}BAD_FORMAT\0\u{1}UNEXPECTED_MESSAGE\0\u{1}AUTHENTICATION_FAILED\0\u{1}TOO_MANY_STREAMS\0\u{1}TIMEOUT\0\u{1}SEQUENCE_GAP\0\u{1}STORAGE_FAILED\0\u{1}SHUTTING_DOWN\0\u{1}STREAM_BUSY\0\u{1}INTERNAL\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0UNSPECIFIED\0\u{1}MALFORMED_FRAME\0\u{1}FRAME_TOO_LARGE\0\u{1}UNSUPPORTED_VERSION\0\u{1}BAD_FORMAT\0\u{1}UNEXPECTED_MESSAGE\0\u{1}AUTHENTICATION_FAILED\0\u{1}TOO_MANY_STREAMS\0\u{1}TIMEOUT\0\u{1}SEQUENCE_GAP\0\u{1}STORAGE_FAILED\0\u{1}SHUTTING_DOWN\0\u{1}STREAM_BUSY\0\u{1}INTERNAL\0\u{1}INVALID_MESSAGE\0")
 }

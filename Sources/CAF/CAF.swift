@@ -1,1 +1,0 @@
-// CAF: see docs/DESIGN.md

@@ -1,0 +1,160 @@
+import CaptureCore
+
+/// Parses a CAF file chunk by chunk with bounded reads; every size and count is checked against the
+/// file's real length before it is used.
+enum CAFParser {
+    /// Metadata chunks (everything but audio data and `free`) larger than this are refused as malformed.
+    static let maximumMetadataChunk: Int64 = 256 << 20
+
+    /// Parses `file`. With `stopAfterDataHeader`, parsing ends at the data chunk's header, ignoring
+    /// anything after the audio (used by recovery, which rebuilds those chunks from the journal).
+    static func parse(_ file: PosixFile, stopAfterDataHeader: Bool) throws(CAFError) -> CAFFile {
+        let path = file.path
+        let length = try file.length()
+        let header = try file.read(count: Int(CAFChunkType.fileHeaderSize), at: 0)
+        var headerReader = ByteReader(header)
+        guard let magic = headerReader.read(UInt32.self), magic == CAFChunkType.fileType,
+            let version = headerReader.read(UInt16.self), headerReader.read(UInt16.self) != nil
+        else { throw .notCAF(path: path) }
+        guard version == 1 else { throw .unsupportedVersion(path: path, version: version) }
+
+        var format: StreamFormat?
+        var channelLayoutTag: UInt32?
+        var info: [(key: String, value: String)] = []
+        var magicCookie: [UInt8] = []
+        var packetTableBody: [UInt8]?
+        var markerBody: [UInt8]?
+        var stringsBody: [UInt8]?
+        var data: (headerOffset: Int64, offset: Int64, size: Int64, finalized: Bool)?
+
+        var offset = CAFChunkType.fileHeaderSize
+        chunks: while offset < length {
+            guard length - offset >= CAFChunkType.headerSize else {
+                throw .truncatedChunk(path: path, chunk: "chunk header", offset: offset)
+            }
+            var reader = ByteReader(try file.read(count: Int(CAFChunkType.headerSize), at: offset))
+            guard let type = reader.read(UInt32.self), let size = reader.read(Int64.self) else {
+                throw .truncatedChunk(path: path, chunk: "chunk header", offset: offset)
+            }
+            let name = CAFChunkType.name(type)
+            let bodyStart = offset + CAFChunkType.headerSize
+            if format == nil, type != CAFChunkType.description {
+                throw .missingChunk(path: path, chunk: "desc")
+            }
+            if type == CAFChunkType.audioData {
+                guard data == nil else {
+                    throw .malformedChunk(path: path, chunk: name, reason: "the file has a second data chunk")
+                }
+                guard size == CAFChunkType.sizeUnknown || size >= 4 else {
+                    throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) leaves no room for the edit count")
+                }
+                guard length - bodyStart >= 4 else { throw .truncatedChunk(path: path, chunk: name, offset: offset) }
+                if size == CAFChunkType.sizeUnknown {
+                    data = (offset, bodyStart + 4, length - bodyStart - 4, false)
+                    break chunks  // a data chunk of unknown size runs to the end of the file
+                }
+                guard size <= length - bodyStart else { throw .truncatedChunk(path: path, chunk: name, offset: offset) }
+                data = (offset, bodyStart + 4, size - 4, true)
+                if stopAfterDataHeader { break chunks }
+                offset = bodyStart + size
+                continue
+            }
+            guard size >= 0 else {
+                throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) is negative, which only the last data chunk may be")
+            }
+            guard size <= length - bodyStart else { throw .truncatedChunk(path: path, chunk: name, offset: offset) }
+            let isMetadata = [
+                CAFChunkType.description, CAFChunkType.channelLayout, CAFChunkType.information,
+                CAFChunkType.magicCookie, CAFChunkType.packetTable, CAFChunkType.marker, CAFChunkType.strings,
+            ].contains(type)
+            if isMetadata {
+                guard size <= maximumMetadataChunk else {
+                    throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) is implausibly large")
+                }
+                let body = try file.read(count: Int(size), at: bodyStart)
+                switch type {
+                case CAFChunkType.description:
+                    guard format == nil else {
+                        throw .malformedChunk(path: path, chunk: name, reason: "the file has a second desc chunk")
+                    }
+                    format = try CAFDescription.decode(body, path: path)
+                case CAFChunkType.channelLayout:
+                    var bodyReader = ByteReader(body)
+                    guard body.count >= 12, let tag = bodyReader.read(UInt32.self) else {
+                        throw .malformedChunk(path: path, chunk: name, reason: "it is shorter than 12 bytes")
+                    }
+                    channelLayoutTag = tag
+                case CAFChunkType.information:
+                    info = try decodeInformation(body, path: path)
+                case CAFChunkType.magicCookie:
+                    magicCookie = body
+                case CAFChunkType.packetTable:
+                    packetTableBody = body
+                case CAFChunkType.marker:
+                    markerBody = body
+                default:
+                    stringsBody = body
+                }
+            }
+            offset = bodyStart + size
+        }
+
+        guard let format else { throw .missingChunk(path: path, chunk: "desc") }
+        guard let data else { throw .missingChunk(path: path, chunk: "data") }
+        let variableSizes = format.bytesPerPacket == 0
+        let variableFrames = format.framesPerPacket == 0
+        var packetTable: CAFPacketTable?
+        if let packetTableBody {
+            let table = try CAFPacketTable.decode(
+                packetTableBody, variableSizes: variableSizes, variableFrames: variableFrames, path: path)
+            if variableSizes {
+                let described = table.packetSizes.reduce(Int64(0)) { $0 + Int64($1) }
+                guard described <= data.size else {
+                    throw .malformedChunk(path: path, chunk: "pakt", reason: "its packets add up to \(described) bytes but the data chunk holds \(data.size)")
+                }
+            }
+            packetTable = table
+        } else if (variableSizes || variableFrames) && data.finalized && !stopAfterDataHeader {
+            throw .missingChunk(path: path, chunk: "pakt")
+        }
+        let strings = try stringsBody.map { (body) throws(CAFError) in try CAFMarkerChunks.decodeStrings(body, path: path) } ?? [:]
+        let markers = try markerBody.map { (body) throws(CAFError) in
+            try CAFMarkerChunks.decodeMarkers(body, strings: strings, path: path)
+        } ?? []
+        return CAFFile(
+            path: path, format: format, channelLayoutTag: channelLayoutTag, info: info, magicCookie: magicCookie,
+            packetTable: packetTable, dataChunkHeaderOffset: data.headerOffset, dataOffset: data.offset,
+            dataSize: data.size, isFinalized: data.finalized, markers: markers
+        )
+    }
+
+    /// The key/value pairs of an `info` body: an entry count, then NUL-terminated UTF-8 keys and values.
+    static func decodeInformation(_ body: [UInt8], path: String) throws(CAFError) -> [(key: String, value: String)] {
+        var reader = ByteReader(body)
+        guard let count = reader.read(UInt32.self) else {
+            throw .malformedChunk(path: path, chunk: "info", reason: "it is shorter than its entry count")
+        }
+        guard Int64(count) * 2 <= Int64(reader.remaining) else {
+            throw .malformedChunk(path: path, chunk: "info", reason: "it claims \(count) entries but has room for fewer")
+        }
+        var pairs: [(key: String, value: String)] = []
+        for index in 0..<count {
+            guard let key = reader.readNulTerminated(), let value = reader.readNulTerminated() else {
+                throw .malformedChunk(path: path, chunk: "info", reason: "entry \(index) is not a pair of NUL-terminated UTF-8 strings")
+            }
+            pairs.append((key, value))
+        }
+        return pairs
+    }
+
+    /// The `info` body for `pairs`.
+    static func encodeInformation(_ pairs: [(key: String, value: String)]) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.append(UInt32(pairs.count))
+        for pair in pairs {
+            writer.append(nulTerminated: pair.key)
+            writer.append(nulTerminated: pair.value)
+        }
+        return writer.bytes
+    }
+}

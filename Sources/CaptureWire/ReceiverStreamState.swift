@@ -1,0 +1,220 @@
+import CaptureCore
+
+/// The receiver's side of one connection's protocol, pure: it checks the order and the contents of
+/// what the sender sends and says what to do (`ReceiverAction`). A thrown `WireError` ends the
+/// connection: send its `errorFrame` and close; every later call throws it again.
+///
+/// Order: preamble, Hello, (receiver decides: `accept(resumingAt:)`), then AudioData and Gap in
+/// sequence, EndOfStream; Heartbeat and Error at any time after Hello.
+public struct ReceiverStreamState: Sendable {
+    /// Where the connection is in the protocol.
+    public enum Phase: Sendable, Equatable {
+        case awaitingPreamble
+        case awaitingHello
+        /// Hello received; the receiver has not yet accepted or rejected it.
+        case awaitingDecision
+        case streaming
+        /// EndOfStream received.
+        case ended
+        /// An error ended the connection, or the sender reported a fatal error.
+        case closed
+    }
+
+    /// Where the connection is in the protocol.
+    public private(set) var phase: Phase = .awaitingPreamble
+    /// The sender's Hello, once validated.
+    public private(set) var hello: ValidatedHello?
+    /// The sequence expected next.
+    public private(set) var nextSequence: UInt64 = WireProtocol.firstSequence
+    /// The sample index expected next.
+    public private(set) var nextSampleTime: Int64 = 0
+    /// Limits applied to the Hello.
+    public let limits: ValidatedHello.Limits
+
+    private var failure: WireError?
+
+    /// The highest sequence received (or already durable before this connection); 0 when none.
+    public var highestReceivedSequence: UInt64 { nextSequence - 1 }
+
+    public init(limits: ValidatedHello.Limits = ValidatedHello.Limits()) {
+        self.limits = limits
+    }
+
+    /// The preamble was read (the frame decoder checked magic and version).
+    public mutating func receivePreamble(version: UInt8) throws(WireError) {
+        try run { (state: inout Self) throws(WireError) in
+            guard state.phase == .awaitingPreamble else {
+                throw .sendOutOfOrder("the preamble was reported twice")
+            }
+            guard version == WireProtocol.version else {
+                throw .unsupportedVersion(received: UInt32(version), supported: UInt32(WireProtocol.version))
+            }
+            state.phase = .awaitingHello
+        }
+    }
+
+    /// Accepts the Hello and fixes where the stream resumes. Throws `cannotResume` when the sender
+    /// no longer holds the audio from `resume.nextSequence` on.
+    public mutating func accept(resumingAt resume: ResumePoint) throws(WireError) {
+        try run { (state: inout Self) throws(WireError) in
+            guard state.phase == .awaitingDecision, let hello = state.hello else {
+                throw .sendOutOfOrder("accept(resumingAt:) needs a Hello awaiting a decision")
+            }
+            guard resume.nextSequence >= WireProtocol.firstSequence else {
+                throw .sendOutOfOrder("resume sequence must be at least \(WireProtocol.firstSequence)")
+            }
+            let oldestHeld = hello.message.resumeFromSequence
+            if oldestHeld > 0, resume.nextSequence < oldestHeld {
+                throw .cannotResume(requested: resume.nextSequence, oldestHeld: oldestHeld)
+            }
+            state.nextSequence = resume.nextSequence
+            state.nextSampleTime = resume.nextSampleTime
+            state.phase = .streaming
+        }
+    }
+
+    /// Rejects the Hello (the receiver sends its own Error); the connection is over.
+    public mutating func reject() {
+        phase = .closed
+    }
+
+    /// Checks one message from the sender and says what to do with it.
+    public mutating func receive(_ message: WireMessage) throws(WireError) -> ReceiverAction {
+        try run { (state: inout Self) throws(WireError) in try state.handle(message) }
+    }
+
+    private mutating func run<T>(_ body: (inout Self) throws(WireError) -> T) throws(WireError) -> T {
+        if let failure { throw failure }
+        do throws(WireError) {
+            return try body(&self)
+        } catch {
+            failure = error
+            phase = .closed
+            throw error
+        }
+    }
+
+    private mutating func handle(_ message: WireMessage) throws(WireError) -> ReceiverAction {
+        switch (phase, message) {
+        case (.awaitingPreamble, _):
+            throw .sendOutOfOrder("a message was reported before the preamble")
+        case (.awaitingHello, .hello(let hello)):
+            let validated = try ValidatedHello(hello, limits: limits)
+            self.hello = validated
+            phase = .awaitingDecision
+            return .decideOnHello(validated)
+        case (.awaitingHello, _):
+            throw .unexpectedMessage(message.type, expecting: "Hello")
+        case (_, .error(let error)):
+            if error.fatal { phase = .closed }
+            return .peerError(error)
+        case (.awaitingDecision, .heartbeat), (.streaming, .heartbeat), (.ended, .heartbeat):
+            return .heartbeat
+        case (.streaming, .audioData(let audio)):
+            return try receiveAudio(audio)
+        case (.streaming, .gap(let gap)):
+            return try receiveGap(gap)
+        case (.streaming, .endOfStream(let end)):
+            return try receiveEnd(end)
+        case (.awaitingDecision, _):
+            throw .unexpectedMessage(message.type, expecting: "nothing until HelloAccepted is sent")
+        case (.streaming, _):
+            throw .unexpectedMessage(message.type, expecting: "AudioData, Gap, Heartbeat or EndOfStream")
+        case (.ended, _):
+            throw .unexpectedMessage(message.type, expecting: "nothing after EndOfStream")
+        case (.closed, _):
+            throw .unexpectedMessage(message.type, expecting: "nothing: the connection is closed")
+        }
+    }
+
+    /// Sequence rule shared by AudioData and Gap: true when it is the next one, false for a duplicate.
+    private func isNext(_ sequence: UInt64, type: WireMessageType) throws(WireError) -> Bool {
+        guard sequence >= WireProtocol.firstSequence else {
+            throw .invalidField(message: type, field: "sequence", reason: "sequences start at 1")
+        }
+        if sequence < nextSequence { return false }
+        guard sequence == nextSequence else { throw .sequenceGap(expected: nextSequence, received: sequence) }
+        return true
+    }
+
+    private mutating func receiveAudio(_ audio: Capture_V1_AudioData) throws(WireError) -> ReceiverAction {
+        guard try isNext(audio.sequence, type: .audioData) else { return .ignoreDuplicate(sequence: audio.sequence) }
+        guard let format = hello?.format else { throw .sendOutOfOrder("streaming without a Hello") }
+        let sequence = audio.sequence
+        guard audio.firstSampleTime == nextSampleTime else {
+            throw .sampleTimeMismatch(sequence: sequence, expected: nextSampleTime, received: audio.firstSampleTime)
+        }
+        guard audio.packetCount > 0 else {
+            throw .invalidField(message: .audioData, field: "packet_count", reason: "sequence \(sequence) has no packets")
+        }
+        if format.isVariableBitRate {
+            guard audio.packetSizes.count == Int(audio.packetCount) else {
+                throw .packetSizeCountMismatch(
+                    sequence: sequence, packetCount: audio.packetCount, sizeCount: audio.packetSizes.count)
+            }
+            let sum = audio.packetSizes.reduce(UInt64(0)) { $0 + UInt64($1) }
+            guard sum == UInt64(audio.payload.count) else {
+                throw .packetSizesSumMismatch(sequence: sequence, sizesSum: sum, payloadBytes: audio.payload.count)
+            }
+        } else {
+            guard audio.packetSizes.isEmpty else {
+                throw .invalidField(
+                    message: .audioData, field: "packet_sizes",
+                    reason: "sequence \(sequence) has packet sizes but the format has constant-size packets")
+            }
+            let expected = UInt64(audio.packetCount) * UInt64(format.bytesPerPacket)
+            guard expected == UInt64(audio.payload.count) else {
+                throw .payloadSizeMismatch(sequence: sequence, expectedBytes: expected, receivedBytes: audio.payload.count)
+            }
+        }
+        let frames = UInt64(audio.packetCount) * UInt64(format.framesPerPacket)
+        guard frames == UInt64(audio.frameCount) else {
+            throw .frameCountMismatch(sequence: sequence, expected: frames, received: audio.frameCount)
+        }
+        nextSampleTime = try advance(nextSampleTime, by: frames, type: .audioData, field: "frame_count")
+        nextSequence += 1
+        return .writeAudio(audio)
+    }
+
+    private mutating func receiveGap(_ gap: Capture_V1_Gap) throws(WireError) -> ReceiverAction {
+        guard try isNext(gap.sequence, type: .gap) else { return .ignoreDuplicate(sequence: gap.sequence) }
+        guard gap.sampleTime == nextSampleTime else {
+            throw .sampleTimeMismatch(sequence: gap.sequence, expected: nextSampleTime, received: gap.sampleTime)
+        }
+        guard gap.lengthFrames > 0 else {
+            throw .invalidField(message: .gap, field: "length_frames", reason: "a gap covers at least one frame")
+        }
+        nextSampleTime = try advance(nextSampleTime, by: gap.lengthFrames, type: .gap, field: "length_frames")
+        nextSequence += 1
+        return .recordGap(gap)
+    }
+
+    private mutating func receiveEnd(_ end: Capture_V1_EndOfStream) throws(WireError) -> ReceiverAction {
+        guard end.lastSequence == highestReceivedSequence else {
+            throw .endOfStreamSequenceMismatch(lastReceived: highestReceivedSequence, claimed: end.lastSequence)
+        }
+        guard end.endSampleTime == nextSampleTime else {
+            throw .endOfStreamSampleTimeMismatch(expected: nextSampleTime, claimed: end.endSampleTime)
+        }
+        if let format = hello?.format, end.remainderFrames > 0 {
+            guard format.isVariableBitRate, end.remainderFrames < format.framesPerPacket else {
+                throw .invalidField(
+                    message: .endOfStream, field: "remainder_frames",
+                    reason: "\(end.remainderFrames) remainder frames; only VBR streams have them, fewer than one packet's \(format.framesPerPacket) frames")
+            }
+        }
+        phase = .ended
+        return .finishStream(end)
+    }
+
+    private func advance(_ time: Int64, by frames: UInt64, type: WireMessageType, field: String) throws(WireError) -> Int64 {
+        guard let step = Int64(exactly: frames) else {
+            throw .invalidField(message: type, field: field, reason: "\(frames) frames is beyond the sample timeline")
+        }
+        let (sum, overflow) = time.addingReportingOverflow(step)
+        guard !overflow else {
+            throw .invalidField(message: type, field: field, reason: "\(frames) frames is beyond the sample timeline")
+        }
+        return sum
+    }
+}

@@ -1,0 +1,81 @@
+import CaptureCore
+import Foundation
+
+/// A Hello that passed the protocol's checks, with its fields in their Swift types.
+public struct ValidatedHello: Sendable, Equatable {
+    /// The message as received.
+    public var message: Capture_V1_Hello
+    /// The stream's identity, the same across reconnects.
+    public var streamID: UUID
+    /// The validated audio format.
+    public var format: StreamFormat
+
+    /// Limits on Hello fields that the receiver applies.
+    public struct Limits: Sendable, Equatable {
+        /// Largest `stream_name` in UTF-8 bytes.
+        public var maxStreamNameBytes: Int
+        /// Largest `auth_token` in UTF-8 bytes.
+        public var maxAuthTokenBytes: Int
+        /// Largest `magic_cookie` in bytes.
+        public var maxMagicCookieBytes: Int
+
+        public init(maxStreamNameBytes: Int = 255, maxAuthTokenBytes: Int = 1024, maxMagicCookieBytes: Int = 65_536) {
+            self.maxStreamNameBytes = maxStreamNameBytes
+            self.maxAuthTokenBytes = maxAuthTokenBytes
+            self.maxMagicCookieBytes = maxMagicCookieBytes
+        }
+    }
+
+    /// Checks a Hello: version, stream id (16 bytes), field lengths, format, cookie and priming
+    /// rules, start sample time.
+    public init(_ hello: Capture_V1_Hello, limits: Limits = Limits()) throws(WireError) {
+        guard hello.protocolVersion == UInt32(WireProtocol.version) else {
+            throw .unsupportedVersion(received: hello.protocolVersion, supported: UInt32(WireProtocol.version))
+        }
+        guard hello.streamID.count == WireProtocol.streamIDLength else {
+            throw .invalidField(
+                message: .hello, field: "stream_id",
+                reason: "\(hello.streamID.count) bytes; a stream id is a 16-byte UUID")
+        }
+        try Self.checkLength(hello.streamName.utf8.count, limit: limits.maxStreamNameBytes, field: "stream_name")
+        try Self.checkLength(hello.authToken.utf8.count, limit: limits.maxAuthTokenBytes, field: "auth_token")
+        try Self.checkLength(hello.magicCookie.count, limit: limits.maxMagicCookieBytes, field: "magic_cookie")
+        guard hello.hasFormat else { throw .missingFormat }
+        let format = try StreamFormat(wire: hello.format)
+        if format.isLinearPCM {
+            guard hello.magicCookie.isEmpty else {
+                throw .invalidField(message: .hello, field: "magic_cookie", reason: "linear PCM has no magic cookie")
+            }
+            guard hello.primingFrames == 0 else {
+                throw .invalidField(message: .hello, field: "priming_frames", reason: "linear PCM has no priming frames")
+            }
+        }
+        guard hello.startSampleTime >= 0 else {
+            throw .invalidField(
+                message: .hello, field: "start_sample_time", reason: "\(hello.startSampleTime) is negative")
+        }
+        let id = hello.streamID
+        let uuid = UUID(uuid: (
+            id[id.startIndex], id[id.startIndex + 1], id[id.startIndex + 2], id[id.startIndex + 3],
+            id[id.startIndex + 4], id[id.startIndex + 5], id[id.startIndex + 6], id[id.startIndex + 7],
+            id[id.startIndex + 8], id[id.startIndex + 9], id[id.startIndex + 10], id[id.startIndex + 11],
+            id[id.startIndex + 12], id[id.startIndex + 13], id[id.startIndex + 14], id[id.startIndex + 15]
+        ))
+        self.message = hello
+        self.streamID = uuid
+        self.format = format
+    }
+
+    private static func checkLength(_ count: Int, limit: Int, field: String) throws(WireError) {
+        guard count <= limit else {
+            throw .invalidField(message: .hello, field: field, reason: "\(count) bytes exceeds the limit of \(limit) bytes")
+        }
+    }
+}
+
+extension UUID {
+    /// The 16 bytes of the UUID, as `Hello.stream_id` carries them.
+    public var wireBytes: Data {
+        withUnsafeBytes(of: uuid) { Data($0) }
+    }
+}

@@ -1,0 +1,32 @@
+/// The fixed numbers of the capture streaming protocol, version 1 (proto/PROTOCOL.md).
+public enum WireProtocol {
+    /// The protocol version this build speaks; it travels in the preamble and in `Hello.protocol_version`.
+    public static let version: UInt8 = 1
+    /// The seven ASCII bytes `CAPSTRM` that open every connection, followed by the version byte.
+    public static let magic: [UInt8] = Array("CAPSTRM".utf8)
+    /// Bytes in the connection preamble: the magic and one version byte.
+    public static let preambleLength = 8
+    /// Bytes before a frame's body: the 4-byte big-endian length and the type byte.
+    public static let frameHeaderLength = 5
+    /// The default largest accepted frame length (the value of the length field: type byte + body),
+    /// 1 MiB of audio plus 64 KiB for the message fields around it.
+    public static let defaultMaxFrameBytes = 1_048_576 + 65_536
+    /// Bytes in `Hello.stream_id` (a UUID).
+    public static let streamIDLength = 16
+    /// The first sequence number of a stream; sequence 0 means "nothing" in acks.
+    public static let firstSequence: UInt64 = 1
+    /// How often each side sends a Heartbeat when it has sent nothing else.
+    public static let heartbeatInterval: Duration = .seconds(5)
+    /// Silence after which a peer declares the connection dead.
+    public static let peerSilenceTimeout: Duration = .seconds(20)
+    /// Time from TCP connect to HelloAccepted after which the receiver closes the connection.
+    public static let handshakeTimeout: Duration = .seconds(10)
+}
+
+/// Which end of a connection this code runs at.
+public enum WireRole: Sendable, Equatable {
+    /// The end that sends the stream (capture-send): it writes the preamble and reads only frames.
+    case sender
+    /// The end that receives the stream (capture-recv): it reads and checks the preamble first.
+    case receiver
+}

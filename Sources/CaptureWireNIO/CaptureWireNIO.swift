@@ -1,1 +1,0 @@
-// CaptureWireNIO: see docs/DESIGN.md

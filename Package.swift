@@ -72,10 +72,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // What both executables share: address parsing, logging set-up.
+        .target(
+            name: "CaptureCLISupport",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "capture-send",
             dependencies: [
-                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender",
+                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -85,7 +93,7 @@ let package = Package(
         .executableTarget(
             name: "capture-recv",
             dependencies: [
-                "CaptureReceiver", "CAF",
+                "CaptureReceiver", "CAF", "CaptureCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -108,7 +116,7 @@ let package = Package(
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CAF", "CaptureWire", "TestSupport", "capture-send", "capture-recv"]
+            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CSndFile", "TestSupport", "capture-send", "capture-recv"]
         ),
     ],
     swiftLanguageModes: [.v6]

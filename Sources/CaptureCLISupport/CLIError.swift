@@ -1,0 +1,10 @@
+/// An error an executable reports as its one line on standard error before exiting non-zero.
+public struct CLIError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The version both executables report and write into files and handshakes.
+public enum CaptureVersion {
+    public static let current = "0.1.0"
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// How log lines are written.
+public enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
+    /// `2026-11-21T10:00:00Z info capture-recv: stream opened peer=… file=…`
+    case text
+    /// One JSON object a line, for log collectors.
+    case json
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// Sets up swift-log for an executable: lines to standard error, in text or JSON, at a level.
+public enum LoggingSetup {
+    public static func bootstrap(label: String, format: LogFormat, level: Logger.Level) -> Logger {
+        LoggingSystem.bootstrap { name in
+            var handler = LineLogHandler(label: name, format: format)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
+    }
+}
+
+/// A log handler that writes one line per event to standard error, as text or as JSON.
+public struct LineLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    private let label: String
+    private let format: LogFormat
+    private static let lock = NSLock()
+
+    public init(label: String, format: LogFormat) {
+        self.label = label
+        self.format = format
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let level = event.level
+        let message = event.message
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        let time = Self.timestamp()
+        let text: String
+        switch format {
+        case .text:
+            let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.quoteIfNeeded("\($0.value)"))" }
+            text = ([time, "\(level)", "\(label):", "\(message)"] + fields).joined(separator: " ")
+        case .json:
+            var object: [String: String] = ["time": time, "level": "\(level)", "logger": label, "message": "\(message)"]
+            for (key, value) in merged { object[key] = "\(value)" }
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+            text = String(decoding: data, as: UTF8.self)
+        }
+        Self.lock.withLock {
+            FileHandle.standardError.write(Data((text + "\n").utf8))
+        }
+    }
+
+    private static func quoteIfNeeded(_ value: String) -> String {
+        value.contains(" ") || value.isEmpty ? "\"\(value)\"" : value
+    }
+
+    private static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date())
+    }
+}

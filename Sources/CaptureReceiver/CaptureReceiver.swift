@@ -1,1 +1,0 @@
-// CaptureReceiver: see docs/DESIGN.md

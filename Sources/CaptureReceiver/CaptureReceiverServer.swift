@@ -1,0 +1,112 @@
+import CaptureWire
+import CaptureWireNIO
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Why the receiver could not start.
+public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConvertible {
+    case outputDirectory(String)
+    case bindFailed(host: String, port: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .outputDirectory(let message): return message
+        case .bindFailed(let host, let port, let reason):
+            return "cannot listen on \(host):\(port): \(reason); choose another address with --listen HOST:PORT"
+        }
+    }
+}
+
+/// The receiving server: accepts many senders at once over TCP, one `ReceiverSessionHandler` per
+/// connection, and writes one CAF file per stream under the output folder.
+public final class CaptureReceiverServer: Sendable {
+    /// The address the server listens on (with the real port when 0 was asked for).
+    public let localAddress: SocketAddress
+    private let channel: Channel
+    private let group: MultiThreadedEventLoopGroup
+    private let registry: StreamRegistry
+    private let logger: Logger
+
+    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, logger: Logger) throws {
+        self.channel = channel
+        self.group = group
+        self.registry = registry
+        self.logger = logger
+        guard let address = channel.localAddress else { throw ReceiverStartError.bindFailed(host: "?", port: 0, reason: "no local address") }
+        localAddress = address
+    }
+
+    /// Checks the output folder, binds and starts accepting.
+    public static func start(configuration: ReceiverConfiguration, logger: Logger) throws(ReceiverStartError) -> CaptureReceiverServer {
+        try prepareOutputDirectory(configuration.outputDirectory)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
+        let registry = StreamRegistry()
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let session = ReceiverSessionHandler(configuration: configuration, registry: registry, logger: logger)
+                    let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
+                    let eventLoop = channel.eventLoop
+                    registry.addConnection(ObjectIdentifier(session)) {
+                        eventLoop.execute { loopBound.value.shutDown() }
+                    }
+                    try channel.pipeline.syncOperations.addHandlers([
+                        IdleStateHandler(
+                            readTimeout: configuration.idleTimeout, writeTimeout: configuration.heartbeatInterval
+                        ),
+                        ByteToMessageHandler(WireFrameDecoder(role: .receiver, maxFrameBytes: configuration.maximumFrameBytes)),
+                        MessageToByteHandler(WireFrameEncoder()),
+                        session,
+                    ])
+                }
+            }
+        do {
+            let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
+            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, logger: logger)
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw .bindFailed(host: configuration.host, port: configuration.port, reason: "\(error)")
+        }
+    }
+
+    private static func prepareOutputDirectory(_ path: String) throws(ReceiverStartError) {
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw .outputDirectory("cannot create the output folder \(path): \(error.localizedDescription)")
+            }
+        } else if !isDirectory.boolValue {
+            throw .outputDirectory("--out \(path) is a file, not a folder; name a folder for the recordings")
+        }
+        guard FileManager.default.isWritableFile(atPath: path) else {
+            throw .outputDirectory("cannot write to the output folder \(path); check its permissions")
+        }
+    }
+
+    /// Streams being recorded now.
+    public var activeStreamCount: Int { registry.activeStreamCount }
+
+    /// Stops accepting, tells every sender, finishes every open file and stops, waiting at most
+    /// `timeout`. Returns false when files were still open at the deadline.
+    @discardableResult
+    public func shutDown(timeout: TimeInterval = 10) -> Bool {
+        try? channel.close().wait()
+        registry.shutDownAll()
+        let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
+        try? group.syncShutdownGracefully()
+        return clean
+    }
+
+    /// Blocks until the listening channel closes.
+    public func waitUntilClosed() {
+        try? channel.closeFuture.wait()
+    }
+}

@@ -1,0 +1,47 @@
+import NIOCore
+
+/// Everything capture-recv can be told: where to listen, where files go, and its limits.
+public struct ReceiverConfiguration: Sendable {
+    /// The default TCP port, 7373.
+    public static let defaultPort = 7373
+
+    /// Folder that receives one CAF file per stream.
+    public var outputDirectory: String
+    /// Address to listen on.
+    public var host: String
+    /// Port to listen on (0 picks a free one).
+    public var port: Int
+    /// Streams recorded at once at most.
+    public var maximumStreams: Int
+    /// Largest frame accepted.
+    public var maximumFrameBytes: Int
+    /// Time a new connection has to complete the handshake.
+    public var handshakeTimeout: TimeAmount
+    /// Silence after which a connection is considered dead.
+    public var idleTimeout: TimeAmount
+    /// How often the receiver sends a heartbeat on an otherwise idle connection.
+    public var heartbeatInterval: TimeAmount
+    /// When written audio is made durable and acknowledged.
+    public var syncPolicy: SyncPolicy
+    /// Written to each file's `info` chunk as the encoding application.
+    public var applicationName: String
+
+    public init(
+        outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,
+        maximumStreams: Int = 64, maximumFrameBytes: Int = 1_048_576 + 65_536,
+        handshakeTimeout: TimeAmount = .seconds(10), idleTimeout: TimeAmount = .seconds(20),
+        heartbeatInterval: TimeAmount = .seconds(5), syncPolicy: SyncPolicy = SyncPolicy(),
+        applicationName: String = "capture-recv"
+    ) {
+        self.outputDirectory = outputDirectory
+        self.host = host
+        self.port = port
+        self.maximumStreams = maximumStreams
+        self.maximumFrameBytes = maximumFrameBytes
+        self.handshakeTimeout = handshakeTimeout
+        self.idleTimeout = idleTimeout
+        self.heartbeatInterval = heartbeatInterval
+        self.syncPolicy = syncPolicy
+        self.applicationName = applicationName
+    }
+}

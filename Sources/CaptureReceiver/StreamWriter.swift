@@ -1,0 +1,210 @@
+import CAF
+import CaptureCore
+import Dispatch
+import Foundation
+
+/// When the receiver makes written audio durable (fdatasync) and so can acknowledge it.
+public struct SyncPolicy: Sendable, Equatable {
+    /// Longest time written audio waits for a sync.
+    public var interval: Duration
+    /// Unsynced bytes that trigger a sync at once.
+    public var bytes: Int
+
+    public init(interval: Duration = .milliseconds(200), bytes: Int = 1 << 20) {
+        self.interval = interval
+        self.bytes = bytes
+    }
+}
+
+/// What is durably on disk for a stream: the acknowledgement the sender gets.
+public struct DurablePosition: Sendable, Equatable {
+    /// The highest sequence durably written.
+    public var sequence: UInt64
+    /// The sample index just past the durable audio.
+    public var sampleTime: Int64
+}
+
+/// The summary of a finished stream file.
+public struct FinishedFile: Sendable, Equatable {
+    public var path: String
+    public var frames: Int64
+    public var packets: Int64
+    public var bytes: Int64
+    public var gaps: Int
+}
+
+/// Why the receiver could not store a stream.
+public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    case cannotCreate(String)
+    case writeFailed(String)
+
+    public var description: String {
+        switch self {
+        case .cannotCreate(let message), .writeFailed(let message): return message
+        }
+    }
+}
+
+/// Writes one stream's CAF file on a serial queue of its own, so the network's event loop never
+/// waits on the disk. Audio is appended as it arrives and made durable by fdatasync at most every
+/// `SyncPolicy.interval` or every `SyncPolicy.bytes`; only then is `onDurable` told, and only then does
+/// the receiver acknowledge. Linear PCM gaps are filled with silence (so the timeline stays true) and
+/// marked with a CAF marker; a gap in a VBR stream is marked only.
+public final class StreamWriter: @unchecked Sendable {
+    /// The file's path.
+    public let path: String
+    /// The stream's format.
+    public let format: StreamFormat
+
+    private let queue: DispatchQueue
+    private let policy: SyncPolicy
+    private let onDurable: @Sendable (DurablePosition) -> Void
+    private let onFailure: @Sendable (StorageError) -> Void
+    // State below is touched on `queue` only.
+    private var writer: CAFWriter?
+    private var written = DurablePosition(sequence: 0, sampleTime: 0)
+    private var durable = DurablePosition(sequence: 0, sampleTime: 0)
+    private var unsyncedBytes = 0
+    private var syncScheduled = false
+    private var gapCount = 0
+    private var failure: StorageError?
+    // Pending bytes, read from the event loop for backpressure.
+    private let pendingLock = NSLock()
+    private var pending = 0
+
+    /// Creates the file (on the calling thread) and the writer.
+    public init(
+        path: String, format: StreamFormat, info: [(key: String, value: String)], magicCookie: [UInt8],
+        primingFrames: Int, start: DurablePosition, policy: SyncPolicy,
+        onDurable: @escaping @Sendable (DurablePosition) -> Void,
+        onFailure: @escaping @Sendable (StorageError) -> Void
+    ) throws(CAFError) {
+        self.onFailure = onFailure
+        self.path = path
+        self.format = format
+        self.policy = policy
+        self.onDurable = onDurable
+        queue = DispatchQueue(label: "stream-writer \((path as NSString).lastPathComponent)")
+        writer = try CAFWriter(path: path, format: format, info: info, magicCookie: magicCookie, primingFrames: primingFrames)
+        written = start
+        durable = start
+    }
+
+    /// Bytes handed to the writer and not yet written.
+    public var pendingBytes: Int { pendingLock.withLock { pending } }
+
+    /// Appends audio packets for `sequence`, whose frames end at `endSampleTime`.
+    public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {
+        pendingLock.withLock { pending += payload.count }
+        queue.async { [self] in
+            defer { pendingLock.withLock { pending -= payload.count } }
+            guard failure == nil, let writer else { return }
+            let appended: Result<Void, CAFError> = payload.withUnsafeBytes { bytes in
+                Result { () throws(CAFError) in try writer.append(bytes, packetSizes: packetSizes, frameCount: frameCount) }
+            }
+            if case .failure(let error) = appended {
+                fail(error)
+                return
+            }
+            written = DurablePosition(sequence: sequence, sampleTime: endSampleTime)
+            unsyncedBytes += payload.count
+            syncIfDue()
+        }
+    }
+
+    /// Records a gap of `length` frames at `sampleTime` for `sequence`.
+    public func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
+        queue.async { [self] in
+            guard failure == nil, let writer else { return }
+            do throws(CAFError) {
+                try writer.addMarker(framePosition: sampleTime, name: "gap: \(length) frames not captured (\(reason))")
+                if format.isLinearPCM, length > 0 {
+                    let frameBytes = Int(format.bytesPerFrame)
+                    let chunkFrames = max(1, (256 << 10) / frameBytes)
+                    let silence = [UInt8](repeating: 0, count: chunkFrames * frameBytes)
+                    var remaining = length
+                    while remaining > 0 {
+                        let frames = Int(min(Int64(chunkFrames), remaining))
+                        try writer.append(Array(silence[0..<(frames * frameBytes)]), frameCount: frames)
+                        remaining -= Int64(frames)
+                        unsyncedBytes += frames * frameBytes
+                    }
+                }
+            } catch {
+                fail(error)
+                return
+            }
+            gapCount += 1
+            written = DurablePosition(sequence: sequence, sampleTime: sampleTime + length)
+            syncIfDue()
+        }
+    }
+
+    /// Makes everything written durable now and reports it.
+    public func synchronize() {
+        queue.async { [self] in synchronizeNow() }
+    }
+
+    /// Finalizes the file (sizes, packet table, markers) and calls `completion` with the result.
+    public func finish(remainderFrames: Int, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
+        queue.async { [self] in
+            if let failure { return completion(.failure(failure)) }
+            guard let writer else { return completion(.failure(.writeFailed("\(path) was already closed"))) }
+            do throws(CAFError) {
+                try writer.finalize(remainderFrames: format.isVariableBitRate ? remainderFrames : 0)
+            } catch {
+                fail(error)
+                return completion(.failure(.writeFailed(error.description)))
+            }
+            self.writer = nil
+            durable = written
+            onDurable(durable)
+            completion(.success(FinishedFile(path: path, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)))
+        }
+    }
+
+    /// Blocks until everything queued so far has been handled (for shutdown and tests).
+    public func drain() {
+        queue.sync {}
+    }
+
+    /// The position written so far (not necessarily durable); read on the writer's queue.
+    public var writtenPosition: DurablePosition { queue.sync { written } }
+
+    /// The first storage failure, if any.
+    public var storageFailure: StorageError? { queue.sync { failure } }
+
+    private func syncIfDue() {
+        if unsyncedBytes >= policy.bytes {
+            synchronizeNow()
+        } else if !syncScheduled {
+            syncScheduled = true
+            let components = policy.interval.components
+            let nanoseconds = Int(components.seconds) * 1_000_000_000 + Int(components.attoseconds / 1_000_000_000)
+            queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+                syncScheduled = false
+                synchronizeNow()
+            }
+        }
+    }
+
+    private func synchronizeNow() {
+        guard failure == nil, let writer, written != durable else { return }
+        do throws(CAFError) {
+            try writer.synchronize()
+        } catch {
+            fail(error)
+            return
+        }
+        unsyncedBytes = 0
+        durable = written
+        onDurable(durable)
+    }
+
+    private func fail(_ error: CAFError) {
+        guard failure == nil else { return }
+        let storageError = StorageError.writeFailed(error.description)
+        failure = storageError
+        onFailure(storageError)
+    }
+}

@@ -1,0 +1,134 @@
+import ArgumentParser
+import CAF
+import CaptureCLISupport
+import CaptureReceiver
+import Dispatch
+import Foundation
+import Logging
+import NIOCore
+
+/// `capture-recv`: receives audio streams from capture-send and writes each to a CAF file.
+@main
+struct CaptureRecv: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "capture-recv",
+        abstract: "Receive audio streams from capture-send and write each one to a CAF file.",
+        discussion: """
+            Run without a subcommand to receive (the same as `capture-recv serve`):
+              capture-recv --out DIR [--listen HOST:PORT]
+            See `capture-recv serve --help` for every option.
+            """,
+        subcommands: [Serve.self, Recover.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// Receives streams until SIGINT or SIGTERM.
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Receive streams and write one CAF file per stream (the default subcommand).",
+        discussion: """
+            Files are named STREAM-NAME_YYYYMMDDTHHMMSSZ.caf after the sanitized stream name and the
+            stream's UTC start time, and are only ever created inside --out. While a stream records, its
+            file is readable (the data chunk size is -1); at end of stream the sizes are set and the path
+            is logged. Audio is acknowledged to the sender only after fdatasync: at most every
+            --sync-ms milliseconds, or after every MiB written. SIGINT or SIGTERM finishes every open file
+            and exits 0.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("Folder for the recordings (created if missing).", valueName: "DIR"))
+    var out: String
+
+    @Option(name: .long, help: ArgumentHelp("Address and port to listen on; an empty host means all addresses.", valueName: "HOST:PORT"))
+    var listen = HostAndPort(host: "0.0.0.0", port: ReceiverConfiguration.defaultPort)
+
+    @Option(name: .long, help: "Streams recorded at the same time at most.")
+    var maxStreams = 64
+
+    @Option(name: .long, help: "Largest frame accepted, in bytes.")
+    var maxFrameBytes = 1_048_576 + 65_536
+
+    @Option(name: .long, help: "Milliseconds written audio may wait for fdatasync (and so for its acknowledgement).")
+    var syncMs = 200
+
+    @Option(name: .long, help: "Seconds a new connection has to complete the handshake.")
+    var handshakeTimeout = 10
+
+    @Option(name: .long, help: "Seconds of silence after which a connection is considered dead.")
+    var idleTimeout = 20
+
+    @Option(name: .long, help: "Log format: text or json.")
+    var logFormat: LogFormat = .text
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }
+        guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
+            throw ValidationError("--max-frame-bytes must be between 65536 and 16777216")
+        }
+        guard syncMs >= 1, syncMs <= 10_000 else { throw ValidationError("--sync-ms must be between 1 and 10000") }
+        guard handshakeTimeout >= 1 else { throw ValidationError("--handshake-timeout must be at least 1 second") }
+        guard idleTimeout >= 2 else { throw ValidationError("--idle-timeout must be at least 2 seconds") }
+    }
+
+    func run() throws {
+        let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
+        var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
+        configuration.maximumStreams = maxStreams
+        configuration.maximumFrameBytes = maxFrameBytes
+        configuration.syncPolicy = SyncPolicy(interval: .milliseconds(syncMs))
+        configuration.handshakeTimeout = .seconds(Int64(handshakeTimeout))
+        configuration.idleTimeout = .seconds(Int64(idleTimeout))
+        configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
+        configuration.applicationName = "capture-recv \(CaptureVersion.current)"
+
+        let server: CaptureReceiverServer
+        do {
+            server = try CaptureReceiverServer.start(configuration: configuration, logger: logger)
+        } catch {
+            throw CLIError(error.description)
+        }
+        logger.info("listening", metadata: ["address": "\(server.localAddress)", "out": "\(out)"])
+        let announced = "listening on \(server.localAddress.ipAddress ?? listen.host):\(server.localAddress.port ?? listen.port)\n"
+        FileHandle.standardOutput.write(Data(announced.utf8))
+
+        let stopped = DispatchSemaphore(value: 0)
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
+            logger.notice("shutting down: finishing open files", metadata: ["signal": "\(signal)"])
+            let clean = server.shutDown(timeout: 10)
+            if !clean { logger.error("some files were still open after 10 s; they stay readable and can be finished with `capture-recv recover`") }
+            stopped.signal()
+        }
+        stopped.wait()
+        signals.cancel()
+        logger.notice("stopped")
+    }
+}
+
+/// Finalizes CAF files that a crashed receiver left unfinished.
+struct Recover: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Finish CAF files left open by a receiver that crashed (sets sizes, rebuilds the packet table).",
+        discussion: "Safe to run on finished files: they are left as they are."
+    )
+
+    @Argument(help: ArgumentHelp("CAF files to recover.", valueName: "PATH"))
+    var paths: [String]
+
+    func run() throws {
+        var failed = false
+        for path in paths {
+            do {
+                let report = try CAFRecovery.recover(path: path)
+                print(report.description)
+            } catch {
+                FileHandle.standardError.write(Data("capture-recv: \(error.description)\n".utf8))
+                failed = true
+            }
+        }
+        if failed { throw ExitCode.failure }
+    }
+}

@@ -66,6 +66,11 @@ public final class OpusEncoder: AudioEncoder {
         guard let inputSample = inputFormat.pcmSampleFormat else {
             throw .invalidConfiguration("the Opus encoder takes interleaved little-endian PCM: the input is \(inputFormat)")
         }
+        do {
+            try inputFormat.validate()
+        } catch {
+            throw .invalidConfiguration("the Opus encoder's input format is unusable: \(error)")
+        }
         let sampleRate = Int(inputFormat.sampleRate)
         let channels = inputFormat.channelCount
         let codec = try OpusCodecHandle(sampleRate: sampleRate, channels: channels, application: settings.application)

@@ -94,7 +94,7 @@ let package = Package(
         ),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
-        .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "TestSupport"]),
+        .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
         .testTarget(name: "CAFTests", dependencies: ["CAF", "COpus", "TestSupport"]),
         .testTarget(
             name: "CaptureWireTests",

@@ -1,0 +1,393 @@
+import Atomics
+import Dispatch
+import Foundation
+
+/// Counters of a capture queue, readable at any time from any thread.
+public struct CaptureStatistics: Equatable, Sendable {
+    /// Frames read from the source into buffers that were handed on.
+    public var framesCaptured: Int64
+    /// Buffers handed to the callback.
+    public var buffersDelivered: Int64
+    /// Overrun episodes: times the source or the queue lost audio.
+    public var overruns: Int64
+    /// Frames lost in those overruns.
+    public var framesLost: Int64
+
+    public init(framesCaptured: Int64 = 0, buffersDelivered: Int64 = 0, overruns: Int64 = 0, framesLost: Int64 = 0) {
+        self.framesCaptured = framesCaptured
+        self.buffersDelivered = buffersDelivered
+        self.overruns = overruns
+        self.framesLost = framesLost
+    }
+}
+
+/// A recording queue after Audio Queue Services: a pool of preallocated buffers that a source fills
+/// on a capture thread and that a callback receives, one by one, on a delivery thread; each buffer
+/// returns to the pool when the callback returns.
+///
+/// The capture thread never allocates and takes no lock: buffers travel between the two threads
+/// through lock-free rings. A real-time source (a device) is never made to wait: when no buffer is
+/// free, the queue still drains the source into a scratch buffer and counts those frames as lost
+/// (an overrun), which the next delivered buffer reports in `framesLostBefore` (a loss at the very end
+/// of the stream has no buffer after it: `statistics` counts it). A source that is not
+/// real time (a file read as fast as possible) waits for a free buffer instead.
+///
+/// Lifecycle, as `AudioQueueStart`/`Pause`/`Stop`/`Dispose`: `start()`, `pause()`, `resume()`,
+/// `stop(immediate:)` (immediate drops queued buffers; otherwise they are delivered first), `dispose()`.
+public final class CaptureQueue: @unchecked Sendable {
+    /// Buffer count and size.
+    public struct Configuration: Sendable {
+        /// Buffers in the pool (`kNumberBuffers`); at least 2.
+        public var bufferCount: Int
+        /// Seconds of audio per buffer, turned into bytes by `BufferSizing.deriveBufferSize`.
+        public var bufferSeconds: Double
+
+        public init(bufferCount: Int = 3, bufferSeconds: Double = 0.5) {
+            self.bufferCount = bufferCount
+            self.bufferSeconds = bufferSeconds
+        }
+    }
+
+    /// How a queue's run ended.
+    public enum Completion: Equatable, Sendable {
+        /// The source had no more audio; everything captured was delivered.
+        case endOfStream
+        /// `stop(immediate:)` ended it.
+        case stopped
+        /// The source failed; everything captured before the failure was delivered.
+        case failed(CaptureError)
+    }
+
+    private enum Control: Int, AtomicValue {
+        case run, pause, stop
+    }
+
+    /// Per-buffer facts the capture thread writes before publishing the buffer.
+    private struct Slot {
+        var startSample: Int64 = 0
+        var hostTime: UInt64 = 0
+        var frames: Int = 0
+        var framesLostBefore: Int = 0
+    }
+
+    /// The format the source really delivers.
+    public let format: StreamFormat
+    /// Bytes per buffer as derived from the configuration (`DeriveBufferSize`).
+    public let bufferByteSize: Int
+    /// Whole frames per buffer.
+    public let framesPerBuffer: Int
+    /// Buffers in the pool.
+    public let bufferCount: Int
+
+    private let source: any AudioSource
+    private let callback: @Sendable (CapturedBuffer) -> Void
+    private let isRealTime: Bool
+    private let bytesPerFrame: Int
+
+    private let memory: UnsafeMutableRawPointer
+    private let scratch: UnsafeMutableRawPointer
+    private let slots: UnsafeMutablePointer<Slot>
+    private let freeBuffers: IndexRing
+    private let filledBuffers: IndexRing
+    private let bufferFilled = DispatchSemaphore(value: 0)
+    private let bufferFreed = DispatchSemaphore(value: 0)
+    private let resumed = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    private let control = ManagedAtomic<Control>(.run)
+    private let captureEnded = ManagedAtomic<Bool>(false)
+    private let dropQueued = ManagedAtomic<Bool>(false)
+    private let framesCaptured = ManagedAtomic<Int64>(0)
+    private let buffersDelivered = ManagedAtomic<Int64>(0)
+    private let overrunCount = ManagedAtomic<Int64>(0)
+    private let framesLost = ManagedAtomic<Int64>(0)
+    private let stoppedOnRequest = ManagedAtomic<Bool>(false)
+
+    /// Lifecycle state, guarded by `lifecycleLock`; never touched by the capture thread.
+    private let lifecycleLock = NSLock()
+    private var started = false
+    private var paused = false
+    private var ended = false
+    private var disposed = false
+    private var completionResult: Completion?
+    private var failure: CaptureError?
+
+    /// Creates the queue and allocates its buffers; nothing runs until `start()`.
+    ///
+    /// - Parameters:
+    ///   - source: an opened source; the queue owns it from now on and closes it in `dispose()`.
+    ///   - configuration: buffer count and seconds per buffer.
+    ///   - callback: receives each filled buffer on the delivery thread. It must not call `stop`,
+    ///     `pause` or `dispose` and wait for their effect (they are safe to call, but the queue cannot
+    ///     drain while its callback waits).
+    public init(
+        source: any AudioSource, configuration: Configuration = .init(),
+        callback: @escaping @Sendable (CapturedBuffer) -> Void
+    ) throws(CaptureError) {
+        let format = source.format
+        do { try format.validate() } catch { throw .unsupportedFormat(error.description) }
+        guard format.isLinearPCM, format.bytesPerFrame > 0 else {
+            throw .unsupportedFormat("a capture source must deliver interleaved linear PCM, not \(format)")
+        }
+        guard configuration.bufferCount >= 2, configuration.bufferCount <= 64 else {
+            throw .invalidState("the queue needs 2 to 64 buffers, not \(configuration.bufferCount)")
+        }
+        guard configuration.bufferSeconds.isFinite, configuration.bufferSeconds > 0 else {
+            throw .invalidState("buffer seconds must be greater than 0, not \(configuration.bufferSeconds)")
+        }
+        self.format = format
+        self.source = source
+        self.callback = callback
+        self.isRealTime = source.isRealTime
+        self.bytesPerFrame = Int(format.bytesPerFrame)
+        self.bufferCount = configuration.bufferCount
+        self.framesPerBuffer = BufferSizing.framesPerBuffer(format: format, seconds: configuration.bufferSeconds)
+        self.bufferByteSize = framesPerBuffer * bytesPerFrame
+
+        memory = UnsafeMutableRawPointer.allocate(byteCount: bufferByteSize * bufferCount, alignment: 16)
+        memory.initializeMemory(as: UInt8.self, repeating: 0, count: bufferByteSize * bufferCount)
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: bufferByteSize, alignment: 16)
+        slots = UnsafeMutablePointer<Slot>.allocate(capacity: bufferCount)
+        slots.initialize(repeating: Slot(), count: bufferCount)
+        freeBuffers = IndexRing(capacity: bufferCount)
+        filledBuffers = IndexRing(capacity: bufferCount)
+        for index in 0..<bufferCount { freeBuffers.push(index) }
+    }
+
+    deinit {
+        memory.deallocate()
+        scratch.deallocate()
+        slots.deinitialize(count: bufferCount)
+        slots.deallocate()
+    }
+
+    /// The counters so far.
+    public var statistics: CaptureStatistics {
+        CaptureStatistics(
+            framesCaptured: framesCaptured.load(ordering: .relaxed),
+            buffersDelivered: buffersDelivered.load(ordering: .relaxed),
+            overruns: overrunCount.load(ordering: .relaxed),
+            framesLost: framesLost.load(ordering: .relaxed)
+        )
+    }
+
+    /// Whether the queue has been started and has not ended or been paused.
+    public var isRunning: Bool {
+        lifecycleLock.withLock { started && !paused && !ended }
+    }
+
+    /// Starts capture: the source starts and buffers begin to reach the callback.
+    public func start() throws(CaptureError) {
+        lifecycleLock.lock()
+        defer { lifecycleLock.unlock() }
+        guard !disposed else { throw CaptureError.invalidState("the capture queue was disposed; create a new one") }
+        guard !ended else { throw CaptureError.invalidState("the capture queue has stopped; create a new one to capture again") }
+        if started {
+            if paused {
+                paused = false
+                control.store(.run, ordering: .releasing)
+                resumed.signal()
+            }
+            return
+        }
+        try source.start()
+        started = true
+        control.store(.run, ordering: .releasing)
+        let capture = Thread { [self] in captureLoop() }
+        capture.name = "capture"
+        capture.qualityOfService = .userInteractive
+        let delivery = Thread { [self] in deliveryLoop() }
+        delivery.name = "capture-delivery"
+        delivery.start()
+        capture.start()
+    }
+
+    /// Pauses capture: the source stops, buffers already filled are still delivered.
+    public func pause() {
+        lifecycleLock.withLock {
+            guard started, !paused, !ended else { return }
+            paused = true
+            control.store(.pause, ordering: .releasing)
+        }
+    }
+
+    /// Resumes after `pause()`; the same as `start()`.
+    public func resume() throws(CaptureError) {
+        try start()
+    }
+
+    /// Stops capture and waits until the queue has finished.
+    ///
+    /// - Parameter immediate: `true` drops buffers that were filled but not yet delivered;
+    ///   `false` delivers them first (the document's asynchronous stop, made synchronous here).
+    public func stop(immediate: Bool) {
+        let mustWait: Bool = lifecycleLock.withLock {
+            guard started, !ended else { return false }
+            if immediate { dropQueued.store(true, ordering: .releasing) }
+            let wasPaused = paused
+            paused = false
+            control.store(.stop, ordering: .releasing)
+            if wasPaused { resumed.signal() }
+            bufferFreed.signal()
+            return true
+        }
+        if mustWait { _ = waitForCompletion() }
+    }
+
+    /// Blocks until the queue has ended (source finished, failed or stopped) and returns how.
+    /// Returns at once with `.stopped` when the queue was never started.
+    @discardableResult
+    public func waitForCompletion() -> Completion {
+        let needsWait: Bool = lifecycleLock.withLock { started && completionResult == nil }
+        if needsWait {
+            finished.wait()
+            finished.signal()  // let any other waiter through too
+        }
+        return lifecycleLock.withLock { completionResult ?? .stopped }
+    }
+
+    /// Stops the queue at once if it runs, closes the source and releases the queue's resources.
+    public func dispose() {
+        stop(immediate: true)
+        let shouldClose: Bool = lifecycleLock.withLock {
+            guard !disposed else { return false }
+            disposed = true
+            ended = true
+            return true
+        }
+        if shouldClose { source.close() }
+    }
+
+    // MARK: - Capture thread (no allocation, no lock)
+
+    private func captureLoop() {
+        var nextSample: Int64 = 0
+        var pendingLost = 0
+        var heldSlot: Int?
+        var inOverrun = false
+        var sourceRunning = true
+        var endedWith: CaptureError?
+
+        loop: while true {
+            switch control.load(ordering: .acquiring) {
+            case .stop:
+                stoppedOnRequest.store(true, ordering: .releasing)
+                break loop
+            case .pause:
+                if sourceRunning { source.stop(); sourceRunning = false }
+                resumed.wait()
+                continue loop
+            case .run:
+                if !sourceRunning {
+                    do { try source.start() } catch { endedWith = error; break loop }
+                    sourceRunning = true
+                }
+            }
+
+            if heldSlot == nil { heldSlot = freeBuffers.pop() }
+            guard let slot = heldSlot else {
+                if !isRealTime {
+                    bufferFreed.wait()
+                    continue loop
+                }
+                // No free buffer: keep the device drained and count what is lost.
+                let result: SourceReadResult
+                do {
+                    result = try source.read(into: UnsafeMutableRawBufferPointer(start: scratch, count: bufferByteSize), frameCapacity: framesPerBuffer)
+                } catch { endedWith = error; break loop }
+                switch result {
+                case .frames(let count), .overrun(let count):
+                    guard count > 0 else { continue loop }
+                    if !inOverrun { overrunCount.wrappingIncrement(ordering: .relaxed); inOverrun = true }
+                    pendingLost += count
+                    nextSample += Int64(count)
+                    framesLost.wrappingIncrement(by: Int64(count), ordering: .relaxed)
+                case .endOfStream:
+                    break loop
+                }
+                continue loop
+            }
+
+            let destination = UnsafeMutableRawBufferPointer(start: memory + slot * bufferByteSize, count: bufferByteSize)
+            let result: SourceReadResult
+            do {
+                result = try source.read(into: destination, frameCapacity: framesPerBuffer)
+            } catch { endedWith = error; break loop }
+            switch result {
+            case .frames(let count):
+                guard count > 0 else { continue loop }
+                slots[slot] = Slot(
+                    startSample: nextSample, hostTime: MonotonicClock.nanoseconds(),
+                    frames: count, framesLostBefore: pendingLost
+                )
+                nextSample += Int64(count)
+                pendingLost = 0
+                inOverrun = false
+                heldSlot = nil
+                framesCaptured.wrappingIncrement(by: Int64(count), ordering: .relaxed)
+                filledBuffers.push(slot)
+                bufferFilled.signal()
+            case .overrun(let lost):
+                overrunCount.wrappingIncrement(ordering: .relaxed)
+                framesLost.wrappingIncrement(by: Int64(lost), ordering: .relaxed)
+                pendingLost += lost
+                nextSample += Int64(lost)
+            case .endOfStream:
+                break loop
+            }
+        }
+
+        if sourceRunning { source.stop() }
+        if let endedWith { recordFailure(endedWith) }
+        captureEnded.store(true, ordering: .releasing)
+        bufferFilled.signal()
+    }
+
+    private func recordFailure(_ error: CaptureError) {
+        // Runs once, as the capture thread ends; the lock is never held by I/O.
+        lifecycleLock.withLock { failure = error }
+    }
+
+    // MARK: - Delivery thread
+
+    private func deliveryLoop() {
+        while true {
+            bufferFilled.wait()
+            let endedBeforeDrain = captureEnded.load(ordering: .acquiring)
+            drainFilledBuffers()
+            if endedBeforeDrain {
+                drainFilledBuffers()
+                break
+            }
+        }
+        lifecycleLock.withLock {
+            ended = true
+            if let failure {
+                completionResult = .failed(failure)
+            } else if stoppedOnRequest.load(ordering: .acquiring) {
+                completionResult = .stopped
+            } else {
+                completionResult = .endOfStream
+            }
+        }
+        finished.signal()
+    }
+
+    private func drainFilledBuffers() {
+        while let slot = filledBuffers.pop() {
+            if !dropQueued.load(ordering: .acquiring) {
+                let info = slots[slot]
+                let buffer = CapturedBuffer(
+                    bytes: UnsafeRawBufferPointer(start: memory + slot * bufferByteSize, count: info.frames * bytesPerFrame),
+                    startTime: CaptureTimestamp(sampleTime: info.startSample, hostTime: info.hostTime),
+                    packetCount: info.frames,
+                    framesLostBefore: info.framesLostBefore
+                )
+                callback(buffer)
+                buffersDelivered.wrappingIncrement(ordering: .relaxed)
+            }
+            freeBuffers.push(slot)
+            bufferFreed.signal()
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// CaptureSndFile: see docs/DESIGN.md

@@ -1,0 +1,130 @@
+import CSndFile
+import CaptureCore
+
+/// A capture source that reads an audio file (WAV, AIFF, FLAC, CAF and the other formats libsndfile
+/// reads) in the file's own sample format, paced in real time like a device unless asked not to be.
+///
+/// 16-bit files are delivered as s16, 24-bit as s24, 32-bit integer as s32, float as f32; 8-bit files
+/// are widened to s16 (exactly). Double-precision files are delivered as f32 (the only lossy case).
+public final class FileSource: AudioSource {
+    public let format: StreamFormat
+    public var isRealTime: Bool { paced }
+    /// Frames in the file.
+    public let fileFrames: Int64
+    /// The file's path.
+    public let path: String
+
+    private let paced: Bool
+    private let sample: PCMSampleFormat
+    private let channels: Int
+    private var file: OpaquePointer?
+    private var pacer: RealTimePacer
+    /// Frames to read at most (the file's length or a requested duration).
+    private let frameLimit: Int64
+    private var framesRead: Int64 = 0
+    /// 32-bit scratch for 24-bit files, which libsndfile reads left-justified in an int.
+    private let wideScratch: UnsafeMutablePointer<Int32>
+    private let wideScratchFrames: Int
+
+    /// Opens `path`; reads at most `durationSeconds` when given.
+    ///
+    /// - Parameters:
+    ///   - path: the audio file.
+    ///   - paced: deliver at the pace of real time (default), or as fast as the queue takes it.
+    ///   - durationSeconds: stop after this much audio (the whole file when `nil`).
+    ///   - maximumFramesPerRead: the largest read the queue will ask for; sizes a scratch buffer.
+    public init(path: String, paced: Bool = true, durationSeconds: Double? = nil, maximumFramesPerRead: Int = 1 << 16) throws(CaptureError) {
+        var info = SF_INFO()
+        guard let handle = sf_open(path, Int32(SFM_READ), &info) else {
+            let reason = String(cString: sf_strerror(nil))
+            throw .openFailed("cannot open audio file \(path): \(reason); check the path and that it is WAV, AIFF, FLAC, CAF or another format libsndfile reads")
+        }
+        let subtype = info.format & Int32(SF_FORMAT_SUBMASK)
+        let chosen: PCMSampleFormat
+        switch subtype {
+        case Int32(SF_FORMAT_PCM_S8), Int32(SF_FORMAT_PCM_U8), Int32(SF_FORMAT_PCM_16): chosen = .s16
+        case Int32(SF_FORMAT_PCM_24): chosen = .s24
+        case Int32(SF_FORMAT_PCM_32): chosen = .s32
+        case Int32(SF_FORMAT_FLOAT), Int32(SF_FORMAT_DOUBLE): chosen = .f32
+        default: chosen = .s16  // compressed or companded files decode to 16 bits of resolution or less
+        }
+        let format = StreamFormat.linearPCM(sampleRate: Double(info.samplerate), channels: Int(info.channels), sample: chosen)
+        do { try format.validate() } catch {
+            sf_close(handle)
+            throw .unsupportedFormat("audio file \(path) cannot be streamed: \(error.description)")
+        }
+        self.path = path
+        self.format = format
+        self.paced = paced
+        self.sample = chosen
+        self.channels = Int(info.channels)
+        self.file = handle
+        self.fileFrames = Int64(info.frames)
+        if let durationSeconds {
+            frameLimit = min(Int64(info.frames), Int64((durationSeconds * Double(info.samplerate)).rounded()))
+        } else {
+            frameLimit = Int64(info.frames)
+        }
+        pacer = RealTimePacer(sampleRate: Double(info.samplerate))
+        wideScratchFrames = chosen == .s24 ? max(maximumFramesPerRead, 1) : 0
+        wideScratch = UnsafeMutablePointer<Int32>.allocate(capacity: max(wideScratchFrames * Int(info.channels), 1))
+    }
+
+    deinit {
+        close()
+        wideScratch.deallocate()
+    }
+
+    public func start() throws(CaptureError) { pacer.start() }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
+        guard let file else { throw .readFailed("audio file \(path) is closed") }
+        let wanted = Int(min(Int64(frameCapacity), frameLimit - framesRead))
+        guard wanted > 0, let base = buffer.baseAddress else { return .endOfStream }
+        let got: Int
+        switch sample {
+        case .s16:
+            got = Int(sf_readf_short(file, base.assumingMemoryBound(to: Int16.self), sf_count_t(wanted)))
+        case .s32:
+            got = Int(sf_readf_int(file, base.assumingMemoryBound(to: Int32.self), sf_count_t(wanted)))
+        case .f32:
+            got = Int(sf_readf_float(file, base.assumingMemoryBound(to: Float.self), sf_count_t(wanted)))
+        case .s24:
+            got = readPacked24(file, into: buffer, frames: min(wanted, wideScratchFrames))
+        }
+        if got <= 0 {
+            let code = sf_error(file)
+            if code != 0 {
+                throw .readFailed("reading \(path) failed: \(String(cString: sf_error_number(code)))")
+            }
+            return .endOfStream
+        }
+        framesRead += Int64(got)
+        if paced { pacer.waitForFrames(got) }
+        return .frames(got)
+    }
+
+    /// Reads 24-bit samples (left-justified in 32 bits by libsndfile) and packs them into 3 bytes each.
+    private func readPacked24(_ file: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, frames: Int) -> Int {
+        let got = Int(sf_readf_int(file, wideScratch, sf_count_t(frames)))
+        guard got > 0 else { return got }
+        var offset = 0
+        for index in 0..<(got * channels) {
+            let value = UInt32(bitPattern: wideScratch[index]) >> 8
+            buffer[offset] = UInt8(truncatingIfNeeded: value)
+            buffer[offset + 1] = UInt8(truncatingIfNeeded: value >> 8)
+            buffer[offset + 2] = UInt8(truncatingIfNeeded: value >> 16)
+            offset += 3
+        }
+        return got
+    }
+
+    public func stop() {}
+
+    public func close() {
+        if let file {
+            sf_close(file)
+            self.file = nil
+        }
+    }
+}

@@ -1,0 +1,239 @@
+import CaptureCore
+import Dispatch
+import Foundation
+import XCTest
+
+/// Collects what the queue's callback receives, from the delivery thread.
+final class DeliveredBuffers: @unchecked Sendable {
+    struct Delivery {
+        var sampleTime: Int64
+        var hostTime: UInt64
+        var frames: Int
+        var framesLostBefore: Int
+        var bytes: [UInt8]
+    }
+    private let lock = NSLock()
+    private var storage: [Delivery] = []
+
+    func append(_ buffer: CapturedBuffer) {
+        let delivery = Delivery(
+            sampleTime: buffer.startTime.sampleTime, hostTime: buffer.startTime.hostTime,
+            frames: buffer.packetCount, framesLostBefore: buffer.framesLostBefore, bytes: Array(buffer.bytes)
+        )
+        lock.withLock { storage.append(delivery) }
+    }
+
+    var all: [Delivery] { lock.withLock { storage } }
+    var count: Int { lock.withLock { storage.count } }
+}
+
+/// A real-time source for tests: delivers a 16-bit mono ramp (sample i has value i mod 65536) at once,
+/// without pacing, like ALSA's file plugin; a device that never waits for its reader.
+final class RampSource: AudioSource {
+    let format = StreamFormat.linearPCM(sampleRate: 8_000, channels: 1, sample: .s16)
+    let isRealTime: Bool
+    let totalFrames: Int64
+    private(set) var produced: Int64 = 0
+    private(set) var startCount = 0
+    private(set) var stopCount = 0
+    private(set) var closed = false
+
+    init(totalFrames: Int64, isRealTime: Bool = true) {
+        self.totalFrames = totalFrames
+        self.isRealTime = isRealTime
+    }
+
+    static func value(at frame: Int64) -> Int16 { Int16(truncatingIfNeeded: frame) }
+
+    func start() throws(CaptureError) { startCount += 1 }
+    func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
+        let count = Int(min(Int64(frameCapacity), totalFrames - produced))
+        guard count > 0 else { return .endOfStream }
+        for index in 0..<count {
+            buffer.storeBytes(of: Self.value(at: produced + Int64(index)).littleEndian, toByteOffset: index * 2, as: Int16.self)
+        }
+        produced += Int64(count)
+        return .frames(count)
+    }
+    func stop() { stopCount += 1 }
+    func close() { closed = true }
+}
+
+/// Waits, polling, until `condition` holds or `seconds` pass.
+func waitUntil(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(1_000)
+    }
+    return true
+}
+
+final class CaptureQueueTests: XCTestCase {
+    func testToneArrivesSampleExactAndContiguous() throws {
+        let settings = ToneSource.Settings(frequency: 1_000, levelDBFS: -6, sampleRate: 8_000, channels: 2, sample: .s16, durationSeconds: 1.3, paced: false)
+        let source = try ToneSource(settings: settings)
+        let reference = try ToneSource(settings: settings)
+        let delivered = DeliveredBuffers()
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.1)) { delivered.append($0) }
+        XCTAssertEqual(queue.framesPerBuffer, 800)
+        XCTAssertEqual(queue.bufferByteSize, 3_200)
+        try queue.start()
+        XCTAssertEqual(queue.waitForCompletion(), .endOfStream)
+
+        let buffers = delivered.all
+        XCTAssertEqual(buffers.map(\.frames).reduce(0, +), 10_400)
+        XCTAssertEqual(buffers.count, 13)
+        var expectedStart: Int64 = 0
+        for buffer in buffers {
+            XCTAssertEqual(buffer.sampleTime, expectedStart)
+            XCTAssertEqual(buffer.framesLostBefore, 0)
+            expectedStart += Int64(buffer.frames)
+        }
+        // Host times never go backwards.
+        XCTAssertEqual(buffers.map(\.hostTime), buffers.map(\.hostTime).sorted())
+
+        var expected = [UInt8](repeating: 0, count: 10_400 * 4)
+        expected.withUnsafeMutableBytes { bytes in
+            _ = try? reference.read(into: bytes, frameCapacity: 10_400)
+        }
+        XCTAssertEqual(buffers.flatMap(\.bytes), expected)
+        // Spot check against the formula: frame 2 of a 1 kHz tone at 8 kHz is at +90 degrees.
+        let peak = Int16(bitPattern: UInt16(expected[8]) | UInt16(expected[9]) << 8)
+        XCTAssertEqual(peak, 16_422, "-6 dBFS is 10^(-6/20) = 0.50119 of full scale 32767")
+        XCTAssertEqual(queue.statistics.framesCaptured, 10_400)
+        XCTAssertEqual(queue.statistics.buffersDelivered, 13)
+        XCTAssertEqual(queue.statistics.overruns, 0)
+        queue.dispose()
+    }
+
+    func testStopWithoutImmediateDeliversQueuedBuffers() throws {
+        try assertStop(immediate: false, expectedDeliveries: 3)
+    }
+
+    func testImmediateStopDropsQueuedBuffers() throws {
+        try assertStop(immediate: true, expectedDeliveries: 1)
+    }
+
+    /// The first buffer's callback is held while the two other buffers fill; then the queue stops.
+    private func assertStop(immediate: Bool, expectedDeliveries: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        let source = RampSource(totalFrames: .max, isRealTime: false)
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let delivered = DeliveredBuffers()
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+            delivered.append(buffer)
+            if delivered.count == 1 {
+                entered.signal()
+                release.wait()
+            }
+        }
+        try queue.start()
+        entered.wait()
+        XCTAssertTrue(waitUntil { queue.statistics.framesCaptured == 3 * 400 }, "the spare buffers fill", file: file, line: line)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            queue.stop(immediate: immediate)
+            stopped.signal()
+        }
+        // stop waits for the queue to finish, which needs the held callback to return.
+        XCTAssertEqual(stopped.wait(timeout: .now() + 0.2), .timedOut, file: file, line: line)
+        release.signal()
+        stopped.wait()
+        XCTAssertEqual(delivered.count, expectedDeliveries, file: file, line: line)
+        XCTAssertEqual(delivered.all.map(\.sampleTime), (0..<Int64(expectedDeliveries)).map { $0 * 400 }, file: file, line: line)
+        XCTAssertEqual(queue.waitForCompletion(), .stopped, file: file, line: line)
+        XCTAssertFalse(queue.isRunning)
+        XCTAssertThrowsError(try queue.start(), file: file, line: line)
+        queue.dispose()
+        XCTAssertTrue(source.closed, file: file, line: line)
+    }
+
+    func testPauseStopsTheSourceAndResumeContinuesTheTimeline() throws {
+        let source = RampSource(totalFrames: .max, isRealTime: false)
+        let delivered = DeliveredBuffers()
+        let gate = DispatchSemaphore(value: 0)
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+            delivered.append(buffer)
+            gate.wait()  // the test lets each buffer through one at a time
+        }
+        try queue.start()
+        gate.signal()
+        XCTAssertTrue(waitUntil { delivered.count == 2 })
+        queue.pause()
+        // Let everything captured before the pause drain; the source must then be stopped.
+        for _ in 0..<10 { gate.signal() }
+        XCTAssertTrue(waitUntil { source.stopCount == 1 })
+        XCTAssertTrue(waitUntil { queue.statistics.buffersDelivered == Int64(delivered.count) && delivered.count * 400 == Int(queue.statistics.framesCaptured) })
+        let deliveredWhilePaused = delivered.count
+        XCTAssertFalse(queue.isRunning)
+
+        try queue.resume()
+        XCTAssertTrue(waitUntil { source.startCount == 2 })
+        for _ in 0..<3 { gate.signal() }
+        XCTAssertTrue(waitUntil { delivered.count >= deliveredWhilePaused + 2 })
+        XCTAssertTrue(queue.isRunning)
+        let stopper = Thread { queue.stop(immediate: true) }
+        stopper.start()
+        for _ in 0..<10 { gate.signal() }
+        XCTAssertEqual(queue.waitForCompletion(), .stopped)
+        // Pausing is not a loss: the timeline stays contiguous.
+        var expected: Int64 = 0
+        for buffer in delivered.all {
+            XCTAssertEqual(buffer.sampleTime, expected)
+            XCTAssertEqual(buffer.framesLostBefore, 0)
+            expected += Int64(buffer.frames)
+        }
+        XCTAssertEqual(queue.statistics.overruns, 0)
+        queue.dispose()
+    }
+
+    func testStalledConsumerCausesCountedOverrunsNotUnboundedMemory() throws {
+        let total: Int64 = 400 * 200
+        let source = RampSource(totalFrames: total, isRealTime: true)
+        let delivered = DeliveredBuffers()
+        let release = DispatchSemaphore(value: 0)
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+            delivered.append(buffer)
+            if delivered.count == 1 { release.wait() }  // the stall: a test seam in the consumer
+        }
+        try queue.start()
+        // While the consumer stalls, the device keeps producing: the whole ramp gets read.
+        XCTAssertTrue(waitUntil { source.produced == total })
+        release.signal()
+        XCTAssertEqual(queue.waitForCompletion(), .endOfStream)
+
+        let buffers = delivered.all
+        let stats = queue.statistics
+        let deliveredFrames = Int64(buffers.map(\.frames).reduce(0, +))
+        XCTAssertGreaterThanOrEqual(stats.overruns, 1)
+        XCTAssertEqual(deliveredFrames + stats.framesLost, total, "every frame is either delivered or counted as lost")
+        XCTAssertEqual(stats.framesCaptured, deliveredFrames)
+        // Losses before a delivered buffer are reported with it; a loss at the very end has no buffer
+        // after it and shows as the distance from the last buffer's end to the stream's end.
+        let lastEnd = (buffers.last.map { $0.sampleTime + Int64($0.frames) }) ?? 0
+        XCTAssertEqual(Int64(buffers.map(\.framesLostBefore).reduce(0, +)) + (total - lastEnd), stats.framesLost)
+        // Never more than the pool: the first buffer plus the two spares, then the rest lost.
+        XCTAssertLessThanOrEqual(buffers.count, 3 + 1)
+        // The timeline is honest: each buffer starts where the previous ended plus what was lost.
+        var expected: Int64 = 0
+        for buffer in buffers {
+            expected += Int64(buffer.framesLostBefore)
+            XCTAssertEqual(buffer.sampleTime, expected)
+            let first = Int16(bitPattern: UInt16(buffer.bytes[0]) | UInt16(buffer.bytes[1]) << 8)
+            XCTAssertEqual(first, RampSource.value(at: buffer.sampleTime), "the samples are the ones captured at that time")
+            expected += Int64(buffer.frames)
+        }
+        queue.dispose()
+    }
+
+    func testConfigurationIsValidated() throws {
+        XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 1, bufferSeconds: 0.1)) { _ in }) { error in
+            XCTAssertEqual((error as? CaptureError)?.description, "the queue needs 2 to 64 buffers, not 1")
+        }
+        XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferSeconds: 0)) { _ in })
+        XCTAssertThrowsError(try ToneSource(settings: .init(frequency: 30_000, sampleRate: 48_000))) { error in
+            XCTAssertTrue("\(error)".contains("below half the sample rate"))
+        }
+    }
+}

@@ -43,7 +43,8 @@ public final class CAFWriter {
     ///   - format: linear PCM or Opus; it must pass `StreamFormat.validate()`.
     ///   - channelLayoutTag: the `chan` chunk's tag; by default mono, stereo, or discrete-in-order.
     ///   - info: `info` chunk entries such as `("title", …)`, `("recorded date", …)`, `("source", …)`,
-    ///     `("encoding application", …)`; keys and values must not contain NUL.
+    ///     `("encoding application", …)`; keys and values must not contain NUL. No `info` chunk is written
+    ///     when empty.
     ///   - magicCookie: the codec configuration for the `kuki` chunk; none is written when empty.
     ///   - primingFrames: the encoder's delay, for the `pakt` chunk (variable bit rate formats only).
     public init(
@@ -74,7 +75,10 @@ public final class CAFWriter {
         channelLayout.append(UInt32(0))  // mChannelBitmap
         channelLayout.append(UInt32(0))  // mNumberChannelDescriptions
         header.append(contentsOf: CAFChunkType.chunk(CAFChunkType.channelLayout, body: channelLayout.bytes))
-        header.append(contentsOf: CAFChunkType.chunk(CAFChunkType.information, body: CAFParser.encodeInformation(info)))
+        if !info.isEmpty {
+            // An empty info chunk is legal but libsndfile 1.2 then misses the data chunk: leave it out.
+            header.append(contentsOf: CAFChunkType.chunk(CAFChunkType.information, body: CAFParser.encodeInformation(info)))
+        }
         if !magicCookie.isEmpty {
             header.append(contentsOf: CAFChunkType.chunk(CAFChunkType.magicCookie, body: magicCookie))
         }

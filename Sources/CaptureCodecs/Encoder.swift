@@ -54,6 +54,12 @@ public protocol AudioEncoder: AnyObject {
     /// Encodes one captured buffer; returns the whole packets it completed (possibly none, when the
     /// buffer did not complete a frame). Frames lost before the buffer (an overrun) must be accounted
     /// for by the caller as a gap.
+    ///
+    /// How a gap shows in the packets depends on the format: `PCMEncoder` returns each buffer at its
+    /// own `startTime.sampleTime`, so `firstSampleTime` jumps over the lost frames; `OpusEncoder`
+    /// encodes the lost stretch as silence so that its packets stay contiguous on the capture
+    /// timeline (an Opus packet stream has no way to skip time). Either way the caller still records
+    /// the gap from `framesLostBefore`.
     func encode(_ buffer: CapturedBuffer) throws(EncoderError) -> EncodedPackets?
 
     /// Ends the stream: pads and encodes any partial frame and reports the padding.

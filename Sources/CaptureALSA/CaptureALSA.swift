@@ -1,1 +1,0 @@
-// CaptureALSA: see docs/DESIGN.md

@@ -1,0 +1,307 @@
+import CaptureCore
+import CaptureWire
+import Foundation
+import XCTest
+
+/// The receiver's protocol rules: handshake order, Hello checks, sequences, sample times, sizes, end.
+final class ReceiverStreamStateTests: XCTestCase {
+    private func streaming(
+        format: StreamFormat = WireFixtures.pcmFormat, resume: ResumePoint? = nil, resumeFrom: UInt64 = 0
+    ) throws -> ReceiverStreamState {
+        var state = ReceiverStreamState()
+        try state.receivePreamble(version: 1)
+        guard case .decideOnHello(let hello) = try state.receive(.hello(WireFixtures.hello(format: format, resumeFrom: resumeFrom))) else {
+            throw UnexpectedAction(description: "the fixture Hello was not accepted")
+        }
+        try state.accept(resumingAt: resume ?? .newStream(hello))
+        return state
+    }
+
+    private func assertError(
+        _ expected: WireError, file: StaticString = #filePath, line: UInt = #line,
+        _ body: () throws -> Void
+    ) {
+        XCTAssertThrowsError(try body(), file: file, line: line) { error in
+            XCTAssertEqual(error as? WireError, expected, file: file, line: line)
+        }
+    }
+
+    // MARK: Handshake
+
+    func testHandshakeInOrder() throws {
+        var state = ReceiverStreamState()
+        XCTAssertEqual(state.phase, .awaitingPreamble)
+        try state.receivePreamble(version: 1)
+        XCTAssertEqual(state.phase, .awaitingHello)
+        let action = try state.receive(.hello(WireFixtures.hello()))
+        guard case .decideOnHello(let hello) = action else { return XCTFail("\(action)") }
+        XCTAssertEqual(hello.streamID, WireFixtures.streamID)
+        XCTAssertEqual(hello.format, WireFixtures.pcmFormat)
+        XCTAssertEqual(state.phase, .awaitingDecision)
+        try state.accept(resumingAt: .newStream(hello))
+        XCTAssertEqual(state.phase, .streaming)
+        XCTAssertEqual(state.nextSequence, 1)
+        XCTAssertEqual(state.nextSampleTime, 0)
+    }
+
+    func testAnythingButHelloFirstIsUnexpected() throws {
+        for message: WireMessage in [.audioData(WireFixtures.pcmAudio()), .heartbeat(WireFixtures.heartbeat()),
+                                     .endOfStream(WireFixtures.endOfStream()), .ack(WireFixtures.ack(1, sampleTime: 4))] {
+            var state = ReceiverStreamState()
+            try state.receivePreamble(version: 1)
+            assertError(.unexpectedMessage(message.type, expecting: "Hello")) { _ = try state.receive(message) }
+            XCTAssertEqual(state.phase, .closed)
+        }
+    }
+
+    func testOnlyHeartbeatWhileTheReceiverDecides() throws {
+        var state = ReceiverStreamState()
+        try state.receivePreamble(version: 1)
+        _ = try state.receive(.hello(WireFixtures.hello()))
+        XCTAssertEqual(try state.receive(.heartbeat(WireFixtures.heartbeat())), .heartbeat)
+        XCTAssertThrowsError(try state.receive(.audioData(WireFixtures.pcmAudio()))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .unexpectedMessage)
+        }
+    }
+
+    func testSecondHelloIsUnexpected() throws {
+        var state = try streaming()
+        XCTAssertThrowsError(try state.receive(.hello(WireFixtures.hello()))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .unexpectedMessage)
+        }
+    }
+
+    func testErrorsAreFinal() throws {
+        var state = try streaming()
+        assertError(.sequenceGap(expected: 1, received: 2)) { _ = try state.receive(.gap(WireFixtures.gap())) }
+        assertError(.sequenceGap(expected: 1, received: 2)) { _ = try state.receive(.audioData(WireFixtures.pcmAudio())) }
+    }
+
+    // MARK: Hello checks
+
+    func testHelloOfAnotherProtocolVersion() throws {
+        var hello = WireFixtures.hello()
+        hello.protocolVersion = 2
+        var state = ReceiverStreamState()
+        try state.receivePreamble(version: 1)
+        assertError(.unsupportedVersion(received: 2, supported: 1)) { _ = try state.receive(.hello(hello)) }
+    }
+
+    func testStreamIDMustBe16Bytes() throws {
+        var hello = WireFixtures.hello()
+        hello.streamID = Data(repeating: 7, count: 15)
+        XCTAssertThrowsError(try ValidatedHello(hello)) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+            XCTAssertTrue(String(describing: error).contains("stream_id: 15 bytes"))
+        }
+    }
+
+    func testStreamNameLengthLimit() throws {
+        var hello = WireFixtures.hello()
+        hello.streamName = String(repeating: "é", count: 128)  // 256 UTF-8 bytes
+        XCTAssertThrowsError(try ValidatedHello(hello)) { error in
+            XCTAssertEqual(
+                error as? WireError,
+                .invalidField(message: .hello, field: "stream_name", reason: "256 bytes exceeds the limit of 255 bytes"))
+        }
+        hello.streamName = String(repeating: "é", count: 127)
+        XCTAssertNoThrow(try ValidatedHello(hello))
+    }
+
+    func testMissingAndInvalidFormats() throws {
+        var hello = WireFixtures.hello()
+        hello.clearFormat()
+        XCTAssertThrowsError(try ValidatedHello(hello)) { XCTAssertEqual($0 as? WireError, .missingFormat) }
+        hello = WireFixtures.hello()
+        hello.format.bitsPerChannel = 12
+        XCTAssertThrowsError(try ValidatedHello(hello)) { error in
+            XCTAssertEqual(error as? WireError, .badFormat(.unsupportedPCM(bits: 12, flags: 0x0C)))
+            XCTAssertEqual((error as? WireError)?.code, .badFormat)
+        }
+    }
+
+    func testPCMHelloWithMagicCookieIsRefused() throws {
+        var hello = WireFixtures.hello()
+        hello.magicCookie = Data([1, 2, 3])
+        XCTAssertThrowsError(try ValidatedHello(hello)) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+    }
+
+    // MARK: Resume
+
+    func testResumeBeforeTheSendersOldestHeldSequenceIsRefused() throws {
+        var state = ReceiverStreamState()
+        try state.receivePreamble(version: 1)
+        _ = try state.receive(.hello(WireFixtures.hello(resumeFrom: 42)))
+        assertError(.cannotResume(requested: 40, oldestHeld: 42)) {
+            try state.accept(resumingAt: ResumePoint(nextSequence: 40, nextSampleTime: 156))
+        }
+    }
+
+    func testResumeContinuesAtTheReceiversPoint() throws {
+        var state = try streaming(resume: ResumePoint(nextSequence: 45, nextSampleTime: 176), resumeFrom: 42)
+        // 42..44 are resent: duplicates, ignored (and acked again by the caller).
+        for sequence: UInt64 in 42...44 {
+            XCTAssertEqual(
+                try state.receive(.audioData(WireFixtures.pcmAudio(sequence: sequence, firstSampleTime: Int64(sequence - 1) * 4))),
+                .ignoreDuplicate(sequence: sequence))
+        }
+        let next = WireFixtures.pcmAudio(sequence: 45, firstSampleTime: 176)
+        XCTAssertEqual(try state.receive(.audioData(next)), .writeAudio(next))
+        XCTAssertEqual(state.nextSampleTime, 180)
+    }
+
+    // MARK: Sequences and sample times
+
+    func testNextDuplicateAndGap() throws {
+        var state = try streaming()
+        let first = WireFixtures.pcmAudio(sequence: 1, firstSampleTime: 0)
+        XCTAssertEqual(try state.receive(.audioData(first)), .writeAudio(first))
+        XCTAssertEqual(try state.receive(.audioData(first)), .ignoreDuplicate(sequence: 1))
+        XCTAssertEqual(state.highestReceivedSequence, 1)
+        assertError(.sequenceGap(expected: 2, received: 3)) {
+            _ = try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 3, firstSampleTime: 4)))
+        }
+        XCTAssertEqual(state.phase, .closed)
+    }
+
+    func testSequenceZeroIsInvalid() throws {
+        var state = try streaming()
+        XCTAssertThrowsError(try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 0)))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+    }
+
+    func testSampleTimeMustContinueTheTimeline() throws {
+        var state = try streaming()
+        _ = try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 1, firstSampleTime: 0)))
+        assertError(.sampleTimeMismatch(sequence: 2, expected: 4, received: 5)) {
+            _ = try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 2, firstSampleTime: 5)))
+        }
+    }
+
+    func testGapAdvancesTheTimeline() throws {
+        var state = try streaming()
+        _ = try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 1, firstSampleTime: 0)))
+        let gap = WireFixtures.gap(sequence: 2, sampleTime: 4, length: 480)
+        XCTAssertEqual(try state.receive(.gap(gap)), .recordGap(gap))
+        XCTAssertEqual(state.nextSampleTime, 484)
+        let after = WireFixtures.pcmAudio(sequence: 3, firstSampleTime: 484)
+        XCTAssertEqual(try state.receive(.audioData(after)), .writeAudio(after))
+        XCTAssertEqual(try state.receive(.gap(gap)), .ignoreDuplicate(sequence: 2))
+    }
+
+    func testGapAtTheWrongTimeOrEmpty() throws {
+        var state = try streaming()
+        assertError(.sampleTimeMismatch(sequence: 1, expected: 0, received: 4)) {
+            _ = try state.receive(.gap(WireFixtures.gap(sequence: 1, sampleTime: 4)))
+        }
+        var other = try streaming()
+        XCTAssertThrowsError(try other.receive(.gap(WireFixtures.gap(sequence: 1, sampleTime: 0, length: 0)))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+    }
+
+    // MARK: Sizes
+
+    func testPCMPayloadMustBePacketCountTimesBytesPerFrame() throws {
+        var state = try streaming()
+        var audio = WireFixtures.pcmAudio()
+        audio.payload.removeLast()
+        assertError(.payloadSizeMismatch(sequence: 1, expectedBytes: 16, receivedBytes: 15)) {
+            _ = try state.receive(.audioData(audio))
+        }
+    }
+
+    func testPCMFrameCountMustMatchPackets() throws {
+        var state = try streaming()
+        var audio = WireFixtures.pcmAudio()
+        audio.frameCount = 0
+        assertError(.frameCountMismatch(sequence: 1, expected: 4, received: 0)) { _ = try state.receive(.audioData(audio)) }
+    }
+
+    func testPCMWithPacketSizesIsInvalid() throws {
+        var state = try streaming()
+        var audio = WireFixtures.pcmAudio()
+        audio.packetSizes = [4, 4, 4, 4]
+        XCTAssertThrowsError(try state.receive(.audioData(audio))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+    }
+
+    func testVBRPacketSizesCountAndSum() throws {
+        let resume = ResumePoint(nextSequence: 7, nextSampleTime: 17_280)
+        var state = try streaming(format: WireFixtures.opusFormat, resume: resume)
+        let valid = WireFixtures.vbrAudio()
+        XCTAssertEqual(try state.receive(.audioData(valid)), .writeAudio(valid))
+        XCTAssertEqual(state.nextSampleTime, 17_280 + 2880)
+
+        var countWrong = try streaming(format: WireFixtures.opusFormat, resume: resume)
+        var audio = WireFixtures.vbrAudio()
+        audio.packetSizes = [5, 7]
+        assertError(.packetSizeCountMismatch(sequence: 7, packetCount: 3, sizeCount: 2)) {
+            _ = try countWrong.receive(.audioData(audio))
+        }
+
+        var sumWrong = try streaming(format: WireFixtures.opusFormat, resume: resume)
+        audio = WireFixtures.vbrAudio()
+        audio.packetSizes = [5, 3, 5]
+        assertError(.packetSizesSumMismatch(sequence: 7, sizesSum: 13, payloadBytes: 12)) {
+            _ = try sumWrong.receive(.audioData(audio))
+        }
+    }
+
+    // MARK: End of stream
+
+    func testEndOfStreamChecksLastSequenceAndEndTime() throws {
+        var state = try streaming()
+        _ = try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 1, firstSampleTime: 0)))
+        _ = try state.receive(.gap(WireFixtures.gap(sequence: 2, sampleTime: 4, length: 480)))
+        _ = try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 3, firstSampleTime: 484)))
+
+        var early = state
+        assertError(.endOfStreamSequenceMismatch(lastReceived: 3, claimed: 4)) {
+            _ = try early.receive(.endOfStream(WireFixtures.endOfStream(last: 4, endSampleTime: 488)))
+        }
+        var wrongTime = state
+        assertError(.endOfStreamSampleTimeMismatch(expected: 488, claimed: 500)) {
+            _ = try wrongTime.receive(.endOfStream(WireFixtures.endOfStream(last: 3, endSampleTime: 500)))
+        }
+        let end = WireFixtures.endOfStream(last: 3, endSampleTime: 488)
+        XCTAssertEqual(try state.receive(.endOfStream(end)), .finishStream(end))
+        XCTAssertEqual(state.phase, .ended)
+        XCTAssertEqual(try state.receive(.heartbeat(WireFixtures.heartbeat())), .heartbeat)
+        XCTAssertThrowsError(try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 4, firstSampleTime: 488)))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .unexpectedMessage)
+        }
+    }
+
+    func testRemainderFramesOnlyForVBRAndBelowAPacket() throws {
+        var pcm = try streaming()
+        var end = WireFixtures.endOfStream(last: 0, endSampleTime: 0)
+        end.remainderFrames = 10
+        XCTAssertThrowsError(try pcm.receive(.endOfStream(end))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+        var opus = try streaming(format: WireFixtures.opusFormat)
+        end.remainderFrames = 312
+        XCTAssertEqual(try opus.receive(.endOfStream(end)), .finishStream(end))
+    }
+
+    func testFatalPeerErrorClosesAndNonFatalDoesNot() throws {
+        var state = try streaming()
+        var warning = Capture_V1_Error()
+        warning.message = "disk almost full"
+        XCTAssertEqual(try state.receive(.error(warning)), .peerError(warning))
+        XCTAssertEqual(state.phase, .streaming)
+        let fatal = WireError.sequenceGap(expected: 1, received: 2).errorFrame
+        XCTAssertEqual(try state.receive(.error(fatal)), .peerError(fatal))
+        XCTAssertEqual(state.phase, .closed)
+    }
+}
+
+/// A test setup step did not get the action it needs.
+struct UnexpectedAction: Error, CustomStringConvertible {
+    let description: String
+}

@@ -102,6 +102,11 @@ public final class PacketLog: @unchecked Sendable {
         return sequence
     }
 
+    /// Forgets every listener (the network side that registered them is gone).
+    public func removeListeners() {
+        condition.withLock { listeners.removeAll() }
+    }
+
     /// Records the end of the stream; no entry may follow.
     public func finish(_ streamEnd: StreamEnd) {
         let toNotify: [@Sendable () -> Void] = condition.withLock {

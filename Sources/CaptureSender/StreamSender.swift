@@ -87,7 +87,10 @@ public final class StreamSender: Sendable {
     /// Connects, streams, and blocks until the receiver confirmed the end of the stream or the
     /// stream failed.
     public func run() -> Result<StreamSummary, SenderError> {
-        defer { try? group.syncShutdownGracefully() }
+        defer {
+            log.removeListeners()
+            try? group.syncShutdownGracefully()
+        }
         let hello = makeHello()
         let done = group.next().makePromise(of: StreamSummary.self)
         let configuration = self.configuration

@@ -39,7 +39,7 @@ public struct WireFrameDecoder: ByteToMessageDecoder {
             guard case .accepted(let version) = try check.get() else { return .needMoreData }
             buffer.moveReaderIndex(forwardBy: WireProtocol.preambleLength)
             awaitingPreamble = false
-            context.fireUserInboundEventTriggered(NIOAny(WirePreambleReceived(version: version)))
+            context.fireUserInboundEventTriggered(WirePreambleReceived(version: version))
         }
         let limit = maxFrameBytes
         let firstFromReceiver = role == .sender && framesDecoded == 0

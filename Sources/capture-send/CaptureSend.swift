@@ -1,0 +1,276 @@
+import ArgumentParser
+import CaptureALSA
+import CaptureCLISupport
+import CaptureCodecs
+import CaptureCore
+import CaptureSender
+import CaptureSndFile
+import Dispatch
+import Foundation
+import Logging
+
+/// Where capture-send takes its audio from.
+enum SourceKind: String, CaseIterable, ExpressibleByArgument {
+    case alsa, tone, file
+}
+
+/// How capture-send encodes.
+enum CodecKind: String, CaseIterable, ExpressibleByArgument {
+    case pcm, opus
+}
+
+extension PCMSampleFormat: ExpressibleByArgument {}
+extension OpusApplication: ExpressibleByArgument {}
+
+/// `capture-send`: captures audio and streams it to capture-recv.
+@main
+struct CaptureSend: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "capture-send",
+        abstract: "Capture audio (ALSA device, tone or file), encode it (PCM or Opus) and stream it to capture-recv.",
+        discussion: """
+            Exits 0 only after the receiver has confirmed that the whole stream is in its file. SIGINT \
+            (Ctrl-C) stops capture, sends what was captured and ends the stream cleanly.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The receiver, as HOST:PORT (capture-recv listens on port 7373 by default).", valueName: "HOST:PORT"))
+    var receiver: HostAndPort?
+
+    // MARK: Source
+
+    @Option(name: .long, help: "Audio source: alsa (a capture device), tone (a sine) or file.")
+    var source: SourceKind = .alsa
+
+    @Option(name: .long, help: ArgumentHelp("The audio file for --source file (WAV, AIFF, FLAC, CAF...), streamed in its own format.", valueName: "PATH"))
+    var file: String?
+
+    @Option(name: .long, help: ArgumentHelp("The ALSA capture device for --source alsa (see --list-devices).", valueName: "NAME"))
+    var device = "default"
+
+    @Flag(name: .long, help: "List ALSA capture devices and exit.")
+    var listDevices = false
+
+    @Flag(name: .long, help: "With --source alsa, fail if the device cannot give exactly --rate, --channels and --format (otherwise its nearest format is used and logged).")
+    var strictFormat = false
+
+    @Option(name: .long, help: "Sample rate in Hz, 8000 to 192000 (tone and alsa; a file has its own).")
+    var rate = 48_000
+
+    @Option(name: .long, help: "Channels, 1 to 8 (tone and alsa).")
+    var channels = 2
+
+    @Option(name: .long, help: "Sample format: s16, s24, s32 or f32 (tone and alsa).")
+    var format: PCMSampleFormat = .s16
+
+    @Option(name: .long, help: ArgumentHelp("Stop after this many seconds (default: a file's whole length; otherwise until interrupted).", valueName: "SECONDS"))
+    var duration: Double?
+
+    @Option(name: .long, help: "Tone frequency in Hz.")
+    var toneFrequency = 440.0
+
+    @Option(name: .long, help: "Tone peak level in dBFS (0 is full scale).")
+    var toneLevel = -12.0
+
+    @Flag(name: .long, help: "Deliver tone and file audio as fast as possible instead of in real time (tests, benchmarks).")
+    var noPace = false
+
+    @Option(name: .long, help: "Capture buffers in the queue (kNumberBuffers), 2 to 64.")
+    var buffers = 3
+
+    @Option(name: .long, help: "Seconds of audio per capture buffer; the byte size is derived as DeriveBufferSize does (capped at 320 KiB).")
+    var bufferSeconds = 0.5
+
+    // MARK: Encoding
+
+    @Option(name: .long, help: "Codec: pcm (lossless) or opus.")
+    var codec: CodecKind = .pcm
+
+    @Option(name: .long, help: "Opus bit rate in bits per second, 6000 to 510000; 128k is accepted too.")
+    var bitrate = "128000"
+
+    @Option(name: .long, help: "Opus frame duration in milliseconds: 2.5, 5, 10, 20, 40 or 60.")
+    var frameMs = "20"
+
+    @Option(name: .long, help: "Opus complexity, 0 (fastest) to 10 (best).")
+    var complexity = 10
+
+    @Flag(help: "Opus bit rate mode: --vbr (variable), --cvbr (constrained variable) or --cbr (constant).")
+    var bitrateMode: OpusBitrateModeFlag = .vbr
+
+    @Option(name: .long, help: "Opus application: audio, voip or lowdelay.")
+    var application: OpusApplication = .audio
+
+    // MARK: Stream
+
+    @Option(name: .long, help: "Stream name, used in the receiver's file name (default: this host's name).")
+    var streamName: String?
+
+    @Option(name: .long, help: "Log format: text or json.")
+    var logFormat: LogFormat = .text
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .notice
+
+    func validate() throws {
+        if listDevices { return }
+        guard receiver != nil else {
+            throw ValidationError("name the receiver as HOST:PORT, for example capture-send 127.0.0.1:7373")
+        }
+        if source == .file, file == nil { throw ValidationError("--source file needs --file PATH") }
+        if source != .file, file != nil { throw ValidationError("--file goes with --source file") }
+        guard (8_000...192_000).contains(rate) else { throw ValidationError("--rate \(rate) is out of range: use 8000 to 192000 Hz") }
+        guard (1...8).contains(channels) else { throw ValidationError("--channels \(channels) is out of range: use 1 to 8") }
+        if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a number of seconds above 0") }
+        guard (2...64).contains(buffers) else { throw ValidationError("--buffers must be between 2 and 64") }
+        guard bufferSeconds > 0, bufferSeconds <= 10 else { throw ValidationError("--buffer-seconds must be above 0 and at most 10") }
+        guard (0...10).contains(complexity) else { throw ValidationError("--complexity must be between 0 and 10") }
+        do {
+            _ = try OpusEncoderSettings.parseBitrate(bitrate)
+            _ = try OpusFrameDuration(parsing: frameMs)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func run() throws {
+        if listDevices {
+            let devices = ALSADeviceList.captureDevices()
+            if devices.isEmpty {
+                print("no ALSA capture devices found; use --source tone or --source file")
+            }
+            for device in devices {
+                print(device.name)
+                for line in device.description.split(separator: "\n") { print("    \(line)") }
+            }
+            return
+        }
+        guard let receiver else { throw CLIError("name the receiver as HOST:PORT") }
+        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel)
+        let audioSource = try makeSource(logger: logger)
+        let encoder = try makeEncoder(for: audioSource.format)
+        let log = PacketLog(producerIsRealTime: audioSource.isRealTime)
+        let pipeline: CapturePipeline
+        do {
+            pipeline = try CapturePipeline(
+                source: audioSource, encoder: encoder,
+                configuration: .init(bufferCount: buffers, bufferSeconds: bufferSeconds), log: log
+            )
+        } catch {
+            throw CLIError(error.description)
+        }
+        let name = streamName ?? ProcessInfo.processInfo.hostName
+        let configuration = SenderConfiguration(
+            host: receiver.host, port: receiver.port, streamName: name,
+            application: "capture-send \(CaptureVersion.current)"
+        )
+        let description = StreamDescription(
+            format: pipeline.outputFormat, magicCookie: pipeline.magicCookie,
+            primingFrames: pipeline.primingFrames, startTime: Date()
+        )
+        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(pipeline.outputFormat)"])
+        let sender = StreamSender(configuration: configuration, description: description, log: log, logger: logger)
+
+        let interrupted = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
+            logger.notice("stopping capture; sending what was captured", metadata: ["signal": "\(signal)"])
+            pipeline.queue.stop(immediate: false)
+        }
+        defer { interrupted.cancel() }
+        do {
+            try pipeline.start()
+        } catch {
+            throw CLIError(error.description)
+        }
+        let captureOutcome = CaptureOutcome()
+        Thread.detachNewThread {
+            captureOutcome.set(pipeline.waitAndFinish())
+        }
+        let result = sender.run()
+        pipeline.queue.stop(immediate: true)
+        log.close()
+        pipeline.queue.dispose()
+        switch result {
+        case .success(let summary):
+            if case .failure(let error)? = captureOutcome.value {
+                throw CLIError(error.description)
+            }
+            let seconds = Double(summary.totalFrames) / pipeline.outputFormat.sampleRate
+            logger.notice("stream delivered", metadata: [
+                "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
+                "seconds": "\(String(format: "%.3f", seconds))",
+            ])
+        case .failure(let error):
+            throw CLIError(error.description)
+        }
+    }
+
+    private func makeSource(logger: Logger) throws -> any AudioSource {
+        do {
+            switch source {
+            case .tone:
+                return try ToneSource(settings: .init(
+                    frequency: toneFrequency, levelDBFS: toneLevel, sampleRate: Double(rate), channels: channels,
+                    sample: format, durationSeconds: duration, paced: !noPace
+                ))
+            case .file:
+                guard let file else { throw CLIError("--source file needs --file PATH") }
+                return try FileSource(path: file, paced: !noPace, durationSeconds: duration)
+            case .alsa:
+                let requested = StreamFormat.linearPCM(sampleRate: Double(codec == .opus ? 48_000 : rate), channels: channels, sample: format)
+                let period = BufferSizing.framesPerBuffer(format: requested, seconds: bufferSeconds)
+                let alsa = try ALSASource(device: device, requested: requested, periodFrames: period, bufferCount: buffers, strictFormat: strictFormat)
+                if alsa.format != requested {
+                    logger.warning("the device gives another format than asked; streaming what it gives", metadata: ["negotiation": "\(alsa.negotiation)"])
+                } else {
+                    logger.info("device opened", metadata: ["negotiation": "\(alsa.negotiation)"])
+                }
+                if let duration {
+                    return DurationLimitedSource(alsa, frames: Int64((duration * alsa.format.sampleRate).rounded()))
+                }
+                return alsa
+            }
+        } catch let error as CaptureError {
+            throw CLIError(error.description)
+        }
+    }
+
+    private func makeEncoder(for input: StreamFormat) throws(CLIError) -> any AudioEncoder {
+        do throws(EncoderError) {
+            switch codec {
+            case .pcm:
+                return try PCMEncoder(inputFormat: input)
+            case .opus:
+                let settings = OpusEncoderSettings(
+                    bitrate: try OpusEncoderSettings.parseBitrate(bitrate),
+                    frameDuration: try OpusFrameDuration(parsing: frameMs),
+                    complexity: complexity, bitrateMode: bitrateMode.mode, application: application
+                )
+                return try OpusEncoder(inputFormat: input, settings: settings)
+            }
+        } catch {
+            throw CLIError(error.description)
+        }
+    }
+}
+
+/// The Opus bit rate mode as three exclusive flags.
+enum OpusBitrateModeFlag: String, EnumerableFlag {
+    case vbr, cvbr, cbr
+
+    var mode: OpusBitrateMode {
+        switch self {
+        case .vbr: return .vbr
+        case .cvbr: return .cvbr
+        case .cbr: return .cbr
+        }
+    }
+}
+
+/// How the capture side ended, set from its thread and read once the network side is done.
+final class CaptureOutcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<CaptureQueue.Completion, SenderError>?
+
+    func set(_ result: Result<CaptureQueue.Completion, SenderError>) { lock.withLock { self.result = result } }
+    var value: Result<CaptureQueue.Completion, SenderError>? { lock.withLock { result } }
+}

@@ -1,1 +1,0 @@
-print("capture-send")

@@ -6,6 +6,10 @@ import NIOCore
 public struct WirePreambleReceived: Sendable, Equatable {
     /// The preamble's protocol version.
     public let version: UInt8
+
+    public init(version: UInt8) {
+        self.version = version
+    }
 }
 
 /// Turns received bytes into `WireMessage`s. At the receiver it checks the preamble first and fires
@@ -39,7 +43,7 @@ public struct WireFrameDecoder: ByteToMessageDecoder {
             guard case .accepted(let version) = try check.get() else { return .needMoreData }
             buffer.moveReaderIndex(forwardBy: WireProtocol.preambleLength)
             awaitingPreamble = false
-            context.fireUserInboundEventTriggered(NIOAny(WirePreambleReceived(version: version)))
+            context.fireUserInboundEventTriggered(WirePreambleReceived(version: version))
         }
         let limit = maxFrameBytes
         let firstFromReceiver = role == .sender && framesDecoded == 0

@@ -6,6 +6,10 @@ import NIOCore
 public struct WirePreambleReceived: Sendable, Equatable {
     /// The preamble's protocol version.
     public let version: UInt8
+
+    public init(version: UInt8) {
+        self.version = version
+    }
 }
 
 /// Turns received bytes into `WireMessage`s. At the receiver it checks the preamble first and fires

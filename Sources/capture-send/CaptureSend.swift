@@ -69,7 +69,7 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Tone frequency in Hz.")
     var toneFrequency = 440.0
 
-    @Option(name: .long, help: "Tone peak level in dBFS (0 is full scale).")
+    @Option(name: .long, help: "Tone peak level in dBFS, 0 or below (write a negative value as --tone-level=-6).")
     var toneLevel = -12.0
 
     @Flag(name: .long, help: "Deliver tone and file audio as fast as possible instead of in real time (tests, benchmarks).")

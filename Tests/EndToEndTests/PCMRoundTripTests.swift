@@ -139,7 +139,7 @@ final class PCMRoundTripTests: XCTestCase {
         let receiver = try ReceiverUnderTest()
         let result = try runSender([
             receiver.address, "--source", "tone", "--rate", "16000", "--channels", "2", "--format", "s16",
-            "--tone-frequency", "1000", "--tone-level", "-6", "--duration", "1.01", "--no-pace", "--stream-name", "tone",
+            "--tone-frequency", "1000", "--tone-level=-6", "--duration", "1.01", "--no-pace", "--stream-name", "tone",
         ])
         XCTAssertEqual(result.status, 0, result.stderr)
         let file = try XCTUnwrap(receiver.files().first)

@@ -149,6 +149,11 @@ public final class StreamSender: Sendable {
 
     /// A short human reason for a connection error ("connection refused", "timed out"...).
     static func explain(_ error: Error) -> String {
+        if let connection = error as? NIOConnectionError {
+            if let first = connection.connectionErrors.first { return explain(first.error) }
+            if let dns = connection.dnsAError ?? connection.dnsAAAAError { return "cannot resolve \(connection.host): \(dns)" }
+            return "no address found for \(connection.host)"
+        }
         if let io = error as? IOError {
             switch io.errnoCode {
             case ECONNREFUSED: return "connection refused"

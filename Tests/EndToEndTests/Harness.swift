@@ -215,3 +215,13 @@ func ffprobeStream(_ path: String) throws -> [String: Any] {
     }
     return first
 }
+
+/// Polls `condition` until it holds or `seconds` pass.
+func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(10_000)
+    }
+    return true
+}

@@ -1,0 +1,112 @@
+import CAF
+import Foundation
+import TestSupport
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Signals and exit codes of the two executables, as a user meets them.
+final class LifecycleTests: XCTestCase {
+    func testReceiverSIGTERMFinalizesOpenFilesAndExitsZero() throws {
+        let receiver = try ReceiverUnderTest()
+        let sender = try ChildProcess(Products.send, [
+            receiver.address, "--source", "tone", "--stream-name", "live", "--buffer-seconds", "0.05",
+        ])
+        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
+        // Wait until audio is on disk, then stop the receiver in the middle of the stream.
+        XCTAssertTrue(waitFor(20) {
+            guard let file = receiver.files().first else { return false }
+            let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+            return size > 48_000 * 4
+        })
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+        let file = try XCTUnwrap(receiver.files().first)
+        let caf = try CAFFile.read(path: file.path)
+        XCTAssertTrue(caf.isFinalized, "shutdown sets the sizes")
+        XCTAssertGreaterThanOrEqual(caf.totalFrames ?? 0, 48_000)
+        let stream = try ffprobeStream(file.path)
+        XCTAssertEqual(stream["codec_name"] as? String, "pcm_s16le")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file.path + ".pakt-journal"), "a finished file has no journal")
+        XCTAssertTrue(receiver.child.standardError.contains("shutting down"))
+    }
+
+    func testSenderSIGINTEndsTheStreamCleanly() throws {
+        let receiver = try ReceiverUnderTest()
+        let sender = try ChildProcess(Products.send, [
+            receiver.address, "--source", "tone", "--rate", "8000", "--channels", "1", "--stream-name", "interrupted",
+            "--buffer-seconds", "0.1",
+        ])
+        XCTAssertTrue(waitFor(20) {
+            guard let file = receiver.files().first else { return false }
+            let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+            return size > 8_000 * 2
+        })
+        sender.signal(SIGINT)
+        XCTAssertEqual(sender.wait(seconds: 30), 0, sender.standardError)
+        XCTAssertTrue(sender.standardError.contains("stream delivered"), sender.standardError)
+        // The receiver finished the file on the sender's end of stream, before any shutdown.
+        let file = try XCTUnwrap(receiver.files().first)
+        XCTAssertTrue(waitFor { (try? CAFFile.read(path: file.path).isFinalized) == true })
+        let caf = try CAFFile.read(path: file.path)
+        // Everything captured up to the interrupt: whole capture buffers of 800 frames.
+        let frames = try XCTUnwrap(caf.totalFrames)
+        XCTAssertGreaterThanOrEqual(frames, 8_000)
+        XCTAssertEqual(frames % 800, 0)
+        XCTAssertEqual(try SndFileReader.read(path: file.path).frames, Int(frames))
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+
+    func testSenderReportsAnUnreachableReceiverInOneLine() throws {
+        // A port nobody listens on: bind one, close it, use it.
+        let probe = try ReceiverUnderTest()
+        let port = probe.port
+        XCTAssertEqual(probe.stop(), 0)
+        let result = try runSender(["127.0.0.1:\(port)", "--source", "tone", "--duration", "1"])
+        XCTAssertNotEqual(result.status, 0)
+        let lines = result.stderr.split(separator: "\n")
+        XCTAssertEqual(lines.count, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("cannot connect to 127.0.0.1:\(port): connection refused"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("capture-recv"), "it says what to check: \(result.stderr)")
+    }
+
+    func testBadArgumentsAreRefusedWithOneClearLine() throws {
+        let cases: [([String], String)] = [
+            ([], "name the receiver as HOST:PORT"),
+            (["127.0.0.1:7373", "--source", "file"], "--source file needs --file PATH"),
+            (["127.0.0.1:7373", "--source", "tone", "--rate", "4000"], "--rate 4000 is out of range: use 8000 to 192000 Hz"),
+            (["127.0.0.1:7373", "--source", "tone", "--channels", "9"], "--channels 9 is out of range"),
+            (["127.0.0.1:7373", "--source", "tone", "--format", "s8"], "s8"),
+            (["127.0.0.1:7373", "--codec", "opus", "--bitrate", "5k"], "6000 to 510000"),
+            (["127.0.0.1:7373", "--codec", "opus", "--frame-ms", "15"], "2.5, 5, 10, 20, 40 or 60"),
+            (["not-an-address"], "HOST:PORT"),
+            (["127.0.0.1:7373", "--source", "file", "--file", "/nonexistent/a.wav"], "cannot open audio file /nonexistent/a.wav"),
+            (["127.0.0.1:7373", "--source", "tone", "--rate", "44100", "--codec", "opus"], "Opus runs at 8000, 12000, 16000, 24000 or 48000 Hz"),
+        ]
+        for (arguments, expected) in cases {
+            let result = try runSender(arguments, timeout: 30)
+            XCTAssertNotEqual(result.status, 0, "\(arguments)")
+            XCTAssertTrue(result.stderr.contains(expected), "\(arguments): \(result.stderr)")
+        }
+        let receiverResult = try ChildProcess(Products.recv, ["--out", "/proc/forbidden", "--listen", "127.0.0.1:0"])
+        XCTAssertNotEqual(receiverResult.wait(seconds: 30), 0)
+        XCTAssertTrue(receiverResult.standardError.contains("/proc/forbidden"), receiverResult.standardError)
+    }
+
+    func testHelpDocumentsEveryFlagWithItsDefault() throws {
+        let send = try ChildProcess(Products.send, ["--help"])
+        XCTAssertEqual(send.wait(), 0)
+        for flag in ["--source", "--file", "--device", "--list-devices", "--rate", "--channels", "--format", "--duration",
+                     "--codec", "--bitrate", "--frame-ms", "--complexity", "--stream-name", "--no-pace", "--buffers", "--buffer-seconds"] {
+            XCTAssertTrue(send.standardOutput.contains(flag), "capture-send --help lacks \(flag)")
+        }
+        for defaultText in ["default: alsa", "default: 48000", "default: 2", "default: s16", "default: pcm", "default: 3", "default: 0.5"] {
+            XCTAssertTrue(send.standardOutput.contains(defaultText), "capture-send --help lacks \(defaultText)")
+        }
+        let recv = try ChildProcess(Products.recv, ["serve", "--help"])
+        XCTAssertEqual(recv.wait(), 0)
+        XCTAssertTrue(recv.standardOutput.contains("default: 0.0.0.0:7373"), recv.standardOutput)
+        XCTAssertTrue(recv.standardOutput.contains("--out"))
+    }
+}

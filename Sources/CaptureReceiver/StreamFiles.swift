@@ -27,7 +27,7 @@ enum StreamFiles {
             let path = (configuration.outputDirectory as NSString).appendingPathComponent(name)
             do {
                 let writer = try StreamWriter(
-                    path: path, format: hello.format, info: info, magicCookie: Array(message.magicCookie),
+                    path: path, format: hello.format, info: info, magicCookie: storedCookie(hello),
                     primingFrames: Int(message.primingFrames),
                     start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
                     policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure
@@ -40,5 +40,13 @@ enum StreamFiles {
             }
         }
         return .failure(.cannotCreate("cannot find a free file name for stream \(message.streamName) in \(configuration.outputDirectory)"))
+    }
+
+    /// The magic cookie the file keeps (PROTOCOL.md §11): Opus mono and stereo files carry none, since
+    /// no reader needs it and an Apple reader expects another layout; 3–8 channel Opus keeps the
+    /// OpusHead for its channel mapping.
+    static func storedCookie(_ hello: ValidatedHello) -> [UInt8] {
+        if hello.format.formatID == .opus, hello.format.channelCount <= 2 { return [] }
+        return Array(hello.message.magicCookie)
     }
 }

@@ -1,0 +1,79 @@
+import CAF
+import CSndFile
+import CaptureCore
+import Foundation
+import TestSupport
+import XCTest
+
+/// capture-send --codec opus → capture-recv: an Opus CAF that ffmpeg decodes, whose packet table
+/// (checked by our reader and by ffprobe) has exactly the captured frames, and whose audio, aligned
+/// by the file's own priming frames, matches the source.
+final class OpusEndToEndTests: XCTestCase {
+    func testTwoToneOpusStreamDecodesToTheSourceWithTheRightLength() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("opus-e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        // 3.3 s of 440 Hz + 1000 Hz at 48 kHz stereo: not a whole number of 20 ms frames.
+        let frames = 158_400 + 123
+        var source: [Float] = []
+        source.reserveCapacity(frames * 2)
+        for index in 0..<frames {
+            let time = Double(index) / 48_000
+            let value = Float(0.25 * sin(2 * .pi * 440 * time) + 0.25 * sin(2 * .pi * 1_000 * time))
+            source += [value, value]
+        }
+        let path = directory.appendingPathComponent("two-tone.wav").path
+        try writeWAV(path: path, subtype: Int32(SF_FORMAT_FLOAT), rate: 48_000, channels: 2, floats: source)
+
+        let receiver = try ReceiverUnderTest()
+        let result = try runSender([
+            receiver.address, "--source", "file", "--file", path, "--no-pace", "--codec", "opus",
+            "--bitrate", "128k", "--frame-ms", "20", "--complexity", "10", "--stream-name", "opus-two-tone",
+            "--buffer-seconds", "0.0213",  // 1022-frame buffers: they never divide a 960-frame Opus frame
+        ])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let file = try XCTUnwrap(receiver.files().first)
+
+        // Our reader: the desc and pakt numbers.
+        let caf = try CAFFile.read(path: file.path)
+        XCTAssertTrue(caf.isFinalized)
+        XCTAssertEqual(caf.format, .opus(channels: 2, framesPerPacket: 960))
+        XCTAssertEqual(caf.magicCookie, [], "stereo Opus files carry no kuki (PROTOCOL.md §11.2)")
+        let table = try XCTUnwrap(caf.packetTable)
+        XCTAssertEqual(table.primingFrames, 312, "libopus's lookahead at 48 kHz")
+        XCTAssertEqual(table.validFrames, Int64(frames), "exactly the captured frames")
+        let expectedPackets = (frames + 312 + 959) / 960
+        XCTAssertEqual(table.numberPackets, Int64(expectedPackets))
+        XCTAssertEqual(Int64(table.remainderFrames), Int64(expectedPackets * 960 - 312 - frames))
+        XCTAssertEqual(table.packetSizes.count, expectedPackets)
+
+        // ffprobe, an independent reader of the same packet table.
+        let packets = try ToolRunner.run("ffprobe", ["-v", "error", "-select_streams", "a:0", "-show_entries", "packet=size", "-of", "csv=p=0", file.path])
+        XCTAssertTrue(packets.succeeded, packets.errorText)
+        let sizes = packets.outputText.split(separator: "\n").compactMap { UInt32($0.trimmingCharacters(in: .whitespaces)) }
+        XCTAssertEqual(sizes, table.packetSizes, "ffprobe sees the same packet sizes")
+        let stream = try ffprobeStream(file.path)
+        XCTAssertEqual(stream["codec_name"] as? String, "opus")
+        XCTAssertEqual(stream["channels"] as? Int, 2)
+
+        // ffmpeg decodes every packet (ffmpeg 5.1 does not apply CAF priming); align by the file's
+        // own priming frames and take its valid frames.
+        let decoded = try ToolRunner.run("ffmpeg", ["-v", "error", "-i", file.path, "-f", "f32le", "-ac", "2", "-"])
+        XCTAssertTrue(decoded.succeeded, decoded.errorText)
+        let samples = decoded.standardOutput.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        XCTAssertEqual(samples.count, expectedPackets * 960 * 2)
+        let start = Int(table.primingFrames) * 2
+        let aligned = Array(samples[start..<(start + Int(table.validFrames) * 2)])
+        XCTAssertEqual(aligned.count, source.count, "exactly the source's length")
+        var signal = 0.0
+        var noise = 0.0
+        for (original, coded) in zip(source, aligned) {
+            signal += Double(original) * Double(original)
+            noise += Double(original - coded) * Double(original - coded)
+        }
+        let snr = 10 * log10(signal / max(noise, 1e-20))
+        XCTAssertGreaterThanOrEqual(snr, 30, "SNR \(snr) dB at 128 kb/s")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+}

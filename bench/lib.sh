@@ -31,7 +31,8 @@ start_receiver() {
 
 # stop_receiver: SIGTERM to the receiver, waits; sets RECV_RSS (peak KiB) and RECV_CPU (s).
 stop_receiver() {
-  kill -TERM "$RECV_PID"
+  # Signal capture-recv itself: GNU time would die on the signal without writing its figures.
+  pkill -TERM -P "$RECV_PID"
   wait "$RECV_PID" || true
   local wall user sys
   read -r wall user sys RECV_RSS < "$RECV_TIME"

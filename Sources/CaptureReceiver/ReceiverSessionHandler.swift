@@ -299,6 +299,10 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         guard !closing else { return }
         let frame: Capture_V1_Error?
         switch failure {
+        case .wire(.truncatedPreamble(receivedBytes: 0)):
+            // A connection that closed without a byte: a port probe or health check.
+            logger.debug("connection closed without data")
+            frame = nil
         case .wire(let error):
             logger.warning("refused: \(error.description)", metadata: ["code": "\(error.code)"])
             frame = error.peerUnderstandsErrorFrame ? error.errorFrame : nil

@@ -126,7 +126,9 @@ public final class PacketLog: @unchecked Sendable {
                 heldBytes -= entries[head].byteCount
                 head += 1
             }
-            if head > 1024, head * 2 > entries.count {
+            // Drop released entries as soon as they are half the array, so acknowledged audio does
+            // not stay in memory (each entry may hold a whole capture buffer).
+            if head >= 16, head * 2 >= entries.count {
                 entries.removeFirst(head)
                 head = 0
             }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 2: wall time to move 5 minutes of 48 kHz 24-bit stereo PCM from a file through
+# capture-send → capture-recv → CAF on disk (--no-pace), against socat moving the same bytes over
+# loopback into a file, in the same run; and the peak RSS of both processes.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+work="$BENCH_WORK/pcm"
+mkdir -p "$work/out"
+sox -n -r 48000 -c 2 -b 24 -e signed-integer "$work/in.wav" synth 300 sine 440 sine 1000 gain -6
+sox "$work/in.wav" -t raw "$work/in.raw"
+bytes=$(stat -c %s "$work/in.raw")
+
+# Reference: socat over loopback into a file (fsync'd at the end, as capture-recv syncs).
+port=$(free_port)
+socat -u "TCP-LISTEN:$port,reuseaddr" "OPEN:$work/socat.raw,creat,trunc" &
+listener=$!
+sleep 0.3
+measure bash -c "socat -u 'OPEN:$work/in.raw' 'TCP:127.0.0.1:$port' && wait $listener 2>/dev/null; sync '$work/socat.raw'"
+wait $listener 2>/dev/null || true
+socat_wall=$WALL
+
+# capture-send → capture-recv.
+start_receiver "$work/out"
+measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name bench --log-level warning
+send_wall=$WALL
+send_rss=$RSS
+stop_receiver
+file=$(ls "$work"/out/bench_*.caf)
+frames=$(ffprobe -v error -show_entries stream=duration_ts -of csv=p=0 "$file")
+
+echo "5 min of 48 kHz 24-bit stereo PCM ($((bytes / 1000000)) MB), loopback, --no-pace; file check: $frames frames"
+echo
+echo "| run | wall s | MB/s | ratio to socat | peak RSS |"
+echo "|---|---:|---:|---:|---|"
+echo "| socat file → TCP → file | $socat_wall | $(awk -v b="$bytes" -v t="$socat_wall" 'BEGIN{printf "%.0f", b/t/1e6}') | 1.00 | |"
+echo "| capture-send → capture-recv → CAF | $send_wall | $(awk -v b="$bytes" -v t="$send_wall" 'BEGIN{printf "%.0f", b/t/1e6}') | $(ratio "$send_wall" "$socat_wall") (goal ≤ 1.5) | sender $((send_rss / 1024)) MB (goal ≤ 20), receiver $((RECV_RSS / 1024)) MB (goal ≤ 30) |"

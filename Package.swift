@@ -141,7 +141,7 @@ let package = Package(
         .testTarget(name: "CaptureStatusTests", dependencies: ["CaptureStatus", "CaptureCore"]),
         .testTarget(
             name: "CaptureMetricsTests",
-            dependencies: ["CaptureMetrics", .product(name: "Metrics", package: "swift-metrics")]
+            dependencies: ["CaptureMetrics", "TestSupport", .product(name: "Prometheus", package: "swift-prometheus")]
         ),
         .testTarget(
             name: "CaptureServiceTests",

@@ -93,6 +93,7 @@ let package = Package(
             name: "CaptureService",
             dependencies: [
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -19,6 +19,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C libraries from the system, found by pkg-config.
@@ -72,6 +75,28 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The sender's status line: level bars, link state, backlog; terminal and plain styles.
+        .target(name: "CaptureStatus", dependencies: ["CaptureCore"]),
+        // The receiver's Prometheus metrics and the HTTP endpoint that serves them.
+        .target(
+            name: "CaptureMetrics",
+            dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // Graceful shutdown on SIGTERM/SIGINT through swift-service-lifecycle.
+        .target(
+            name: "CaptureService",
+            dependencies: [
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // What both executables share: address parsing, logging set-up.
         .target(
             name: "CaptureCLISupport",
@@ -114,6 +139,19 @@ let package = Package(
         ),
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
+        .testTarget(name: "CaptureStatusTests", dependencies: ["CaptureStatus", "CaptureCore"]),
+        .testTarget(
+            name: "CaptureMetricsTests",
+            dependencies: ["CaptureMetrics", "TestSupport", .product(name: "Prometheus", package: "swift-prometheus")]
+        ),
+        .testTarget(
+            name: "CaptureServiceTests",
+            dependencies: [
+                "CaptureService",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CSndFile", "TestSupport", "capture-send", "capture-recv"]

@@ -1,0 +1,141 @@
+import CoreMetrics
+import class Prometheus.PrometheusCollectorRegistry
+import struct Prometheus.PrometheusMetricsFactory
+
+/// The receiver's metrics, as swift-metrics objects made by a `PrometheusMetricsFactory` over this
+/// object's own registry (never the global `MetricsSystem`), so several receivers (or tests) in one
+/// process each count on their own. The receiver calls the small methods below as things happen;
+/// `exposition()` renders everything in the Prometheus text format.
+public final class ReceiverMetrics: Sendable {
+    /// Metric names, as they appear in the exposition.
+    public enum Name {
+        public static let activeStreams = "capture_active_streams"
+        public static let activeConnections = "capture_active_connections"
+        public static let bytesReceived = "capture_received_bytes_total"
+        public static let packetsReceived = "capture_received_packets_total"
+        public static let acksSent = "capture_acks_sent_total"
+        public static let filesFinalized = "capture_files_finalized_total"
+        public static let refusals = "capture_refusals_total"
+        public static let errors = "capture_errors_total"
+        public static let diskWriteSeconds = "capture_disk_write_seconds"
+        public static let streamBacklogBytes = "capture_stream_backlog_bytes"
+        public static let streamBacklogSeconds = "capture_stream_backlog_seconds"
+    }
+
+    /// The disk write latency histogram's upper bounds: 100 µs to 2.5 s.
+    public static let diskWriteBuckets: [Duration] = [
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2_500),
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2_500),
+    ]
+
+    /// One `# HELP` text per metric name.
+    static let helpTexts: [String: String] = [
+        Name.activeStreams: "Streams being recorded now.",
+        Name.activeConnections: "Sender connections open now.",
+        Name.bytesReceived: "Audio payload bytes received.",
+        Name.packetsReceived: "Audio packets received.",
+        Name.acksSent: "Acknowledgements sent to senders.",
+        Name.filesFinalized: "CAF files finished (sizes set) at end of stream or shutdown.",
+        Name.refusals: "Connections or streams refused, by reason.",
+        Name.errors: "Errors, by reason.",
+        Name.diskWriteSeconds: "Time to write (and sync) audio to disk, in seconds.",
+        Name.streamBacklogBytes: "Bytes a sender reports waiting in its spool, by stream.",
+        Name.streamBacklogSeconds: "Seconds of audio a sender reports waiting in its spool, by stream.",
+    ]
+
+    /// The registry the metrics live in; `exposition()` renders it.
+    public let registry: PrometheusCollectorRegistry
+    private let factory: PrometheusMetricsFactory
+    private let activeStreams: Meter
+    private let activeConnections: Meter
+    private let bytesReceivedCounter: Counter
+    private let packetsReceivedCounter: Counter
+    private let acksSentCounter: Counter
+    private let filesFinalizedCounter: Counter
+    private let diskWriteTimer: CoreMetrics.Timer
+
+    /// Metrics in a new registry of their own.
+    /// - Parameters:
+    ///   - refusalReasons: reasons shown at 0 before the first refusal, so rates work from the start.
+    ///   - errorReasons: the same for errors.
+    public init(
+        registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        refusalReasons: [String] = [], errorReasons: [String] = []
+    ) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets[Name.diskWriteSeconds] = Self.diskWriteBuckets
+        self.factory = factory
+        activeStreams = Meter(label: Name.activeStreams, factory: factory)
+        activeConnections = Meter(label: Name.activeConnections, factory: factory)
+        bytesReceivedCounter = Counter(label: Name.bytesReceived, factory: factory)
+        packetsReceivedCounter = Counter(label: Name.packetsReceived, factory: factory)
+        acksSentCounter = Counter(label: Name.acksSent, factory: factory)
+        filesFinalizedCounter = Counter(label: Name.filesFinalized, factory: factory)
+        diskWriteTimer = CoreMetrics.Timer(label: Name.diskWriteSeconds, factory: factory)
+        activeStreams.set(0)
+        activeConnections.set(0)
+        for reason in refusalReasons { _ = reasonCounter(Name.refusals, reason) }
+        for reason in errorReasons { _ = reasonCounter(Name.errors, reason) }
+    }
+
+    // MARK: What the receiver reports
+
+    /// A sender connected.
+    public func connectionOpened() { activeConnections.increment() }
+    /// A sender connection closed (for any reason).
+    public func connectionClosed() { activeConnections.decrement() }
+    /// A stream began recording (new or resumed).
+    public func streamOpened() { activeStreams.increment() }
+    /// A stream stopped recording (ended, broken off, or shut down); its backlog series go away.
+    public func streamClosed(stream: String? = nil) {
+        activeStreams.decrement()
+        if let stream { backlogCleared(stream: stream) }
+    }
+    /// Audio payload bytes arrived.
+    public func bytesReceived(_ count: Int) { bytesReceivedCounter.increment(by: max(0, count)) }
+    /// Audio packets arrived.
+    public func packetsReceived(_ count: Int) { packetsReceivedCounter.increment(by: max(0, count)) }
+    /// An acknowledgement went to a sender.
+    public func ackSent() { acksSentCounter.increment() }
+    /// A CAF file was finished.
+    public func fileFinalized() { filesFinalizedCounter.increment() }
+    /// A connection or stream was refused, for `reason` (a short snake_case word: `auth`, `limit`, `version`…).
+    public func refused(reason: String) { reasonCounter(Name.refusals, reason).increment() }
+    /// Something went wrong, for `reason` (a short snake_case word: `disk_full`, `protocol`…).
+    public func error(reason: String) { reasonCounter(Name.errors, reason).increment() }
+    /// A disk write (with its sync, if any) took `seconds`.
+    public func diskWrite(seconds: Double) { diskWriteTimer.recordSeconds(max(0, seconds)) }
+    /// A disk write (with its sync, if any) took `duration`.
+    public func diskWrite(duration: Duration) {
+        let components = duration.components
+        diskWriteTimer.recordNanoseconds(max(0, components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000))
+    }
+    /// What a sender reports waiting in its spool for `stream`.
+    public func backlog(stream: String, bytes: Int, seconds: Double? = nil) {
+        Gauge(label: Name.streamBacklogBytes, dimensions: [("stream", stream)], factory: factory).record(max(0, bytes))
+        if let seconds {
+            Gauge(label: Name.streamBacklogSeconds, dimensions: [("stream", stream)], factory: factory).record(max(0, seconds))
+        }
+    }
+    /// Removes `stream`'s backlog series (the stream is gone).
+    public func backlogCleared(stream: String) {
+        // Making a series that is not there and destroying it leaves the registry as it was.
+        for name in [Name.streamBacklogBytes, Name.streamBacklogSeconds] {
+            Gauge(label: name, dimensions: [("stream", stream)], factory: factory).destroy()
+        }
+    }
+
+    private func reasonCounter(_ name: String, _ reason: String) -> Counter {
+        Counter(label: name, dimensions: [("reason", reason)], factory: factory)
+    }
+
+    // MARK: Exposition
+
+    /// Every metric in the Prometheus text format 0.0.4, families sorted by name, each with its
+    /// `# HELP` and `# TYPE` lines.
+    public func exposition() -> String {
+        ExpositionText.sortedWithHelp(registry.emitToString(), helpTexts: Self.helpTexts)
+    }
+}

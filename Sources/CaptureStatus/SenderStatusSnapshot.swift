@@ -1,0 +1,58 @@
+import CaptureCore
+
+/// What the sender's status line shows at one moment, read from the running pipeline: the capture
+/// levels since the last snapshot, the link, how much audio was captured and acknowledged, the spool
+/// backlog, the bit rate and the capture overruns.
+public struct SenderStatusSnapshot: Sendable, Equatable {
+    /// The state of the connection to the receiver.
+    public enum LinkState: String, Sendable, Equatable, CaseIterable {
+        /// Connecting for the first time (TCP, TLS or handshake under way).
+        case connecting
+        /// Handshake done; audio flows and acknowledgements come back.
+        case streaming
+        /// The link broke; audio goes to the spool while the sender reconnects.
+        case reconnecting
+        /// The stream ended (end of stream sent and acknowledged, or the sender is stopping).
+        case finished
+    }
+
+    /// Per-channel peak and RMS since the previous snapshot (`LevelMeter.take()`); `nil` when the
+    /// format cannot be metered (no PCM) or nothing was measured yet.
+    public var levels: LevelMeter.Reading?
+    /// The connection's state.
+    public var link: LinkState
+    /// Whether the connection is (or will be) protected by TLS.
+    public var usesTLS: Bool
+    /// Seconds of audio captured since the stream began.
+    public var secondsCaptured: Double
+    /// Seconds of audio the receiver has acknowledged as durably written.
+    public var secondsAcknowledged: Double
+    /// Bytes waiting in the spool (captured, not yet acknowledged).
+    public var backlogBytes: Int
+    /// Seconds of audio waiting in the spool.
+    public var backlogSeconds: Double
+    /// Encoded bits per second sent over the last measurement window.
+    public var bitsPerSecond: Double
+    /// Capture overruns (xruns) since the stream began.
+    public var overruns: Int
+
+    public init(
+        levels: LevelMeter.Reading? = nil, link: LinkState = .connecting, usesTLS: Bool = false,
+        secondsCaptured: Double = 0, secondsAcknowledged: Double = 0, backlogBytes: Int = 0,
+        backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0
+    ) {
+        self.levels = levels
+        self.link = link
+        self.usesTLS = usesTLS
+        self.secondsCaptured = secondsCaptured
+        self.secondsAcknowledged = secondsAcknowledged
+        self.backlogBytes = backlogBytes
+        self.backlogSeconds = backlogSeconds
+        self.bitsPerSecond = bitsPerSecond
+        self.overruns = overruns
+    }
+
+    /// The link as shown: `connecting`, `streaming`, `reconnecting` or `finished`, with `+TLS` when
+    /// the link uses TLS.
+    public var linkDescription: String { usesTLS ? "\(link.rawValue)+TLS" : link.rawValue }
+}

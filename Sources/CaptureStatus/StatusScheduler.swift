@@ -1,0 +1,40 @@
+import Dispatch
+
+/// Something that calls a closure at a fixed period until cancelled. The reporter uses a real timer
+/// (`DispatchStatusScheduler`); tests use a manual one to step time without sleeping.
+public protocol StatusScheduler: Sendable {
+    /// Calls `tick` every `period` (first call one period from now) until the returned handle is cancelled.
+    func scheduleRepeating(every period: Duration, _ tick: @escaping @Sendable () -> Void) -> any StatusSchedule
+}
+
+/// A running repeating schedule.
+public protocol StatusSchedule: Sendable {
+    /// Stops further ticks. A tick already running finishes.
+    func cancel()
+}
+
+/// A scheduler on a Dispatch timer on its own serial queue.
+public struct DispatchStatusScheduler: StatusScheduler {
+    private let queue: DispatchQueue
+
+    public init(label: String = "capture.status") {
+        queue = DispatchQueue(label: label)
+    }
+
+    public func scheduleRepeating(every period: Duration, _ tick: @escaping @Sendable () -> Void) -> any StatusSchedule {
+        let nanoseconds = max(1, Int(period.components.seconds) * 1_000_000_000 + Int(period.components.attoseconds / 1_000_000_000))
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds), leeway: .milliseconds(5))
+        timer.setEventHandler(handler: tick)
+        timer.resume()
+        return DispatchStatusSchedule(timer: timer)
+    }
+}
+
+/// A Dispatch timer as a `StatusSchedule`.
+struct DispatchStatusSchedule: StatusSchedule, @unchecked Sendable {
+    // DispatchSourceTimer is thread-safe; cancel may be called from any thread.
+    let timer: any DispatchSourceTimer
+
+    func cancel() { timer.cancel() }
+}

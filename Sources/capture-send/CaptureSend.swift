@@ -134,6 +134,7 @@ struct CaptureSend: ParsableCommand {
     }
 
     func run() throws {
+        if listDevices || source == .alsa { ALSALibraryOutput.silenceDiagnostics() }
         if listDevices {
             let devices = ALSADeviceList.captureDevices()
             if devices.isEmpty {

@@ -173,9 +173,14 @@ final class CaptureQueueTests: XCTestCase {
         for _ in 0..<3 { gate.signal() }
         XCTAssertTrue(waitUntil { delivered.count >= deliveredWhilePaused + 2 })
         XCTAssertTrue(queue.isRunning)
-        let stopper = Thread { queue.stop(immediate: true) }
-        stopper.start()
-        for _ in 0..<10 { gate.signal() }
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            queue.stop(immediate: true)
+            stopped.signal()
+        }
+        // Keep the gate open until the stop has gone through: a callback already running may need
+        // one more signal after the drop flag is set.
+        while stopped.wait(timeout: .now() + .milliseconds(5)) == .timedOut { gate.signal() }
         XCTAssertEqual(queue.waitForCompletion(), .stopped)
         // Pausing is not a loss: the timeline stays contiguous.
         var expected: Int64 = 0

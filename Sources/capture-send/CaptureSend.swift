@@ -54,6 +54,9 @@ struct CaptureSend: ParsableCommand {
     @Flag(name: .long, help: "With --source alsa, fail if the device cannot give exactly --rate, --channels and --format (otherwise its nearest format is used and logged).")
     var strictFormat = false
 
+    @Flag(name: .long, help: "With --source alsa, when the device is lost (unplugged, suspended), retry it with backoff (0.25 s doubling to 2 s) and continue the same stream, recording the outage as a gap; otherwise the stream ends with what was captured.")
+    var reopen = false
+
     @Option(name: .long, help: "Sample rate in Hz, 8000 to 192000 (tone and alsa; a file has its own).")
     var rate = 48_000
 
@@ -148,7 +151,7 @@ struct CaptureSend: ParsableCommand {
         }
         guard let receiver else { throw CLIError("name the receiver as HOST:PORT") }
         let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel)
-        let audioSource = try makeSource(logger: logger)
+        let (audioSource, cancelReopening) = try makeSource(logger: logger)
         let encoder = try makeEncoder(for: audioSource.format)
         let log = PacketLog(producerIsRealTime: audioSource.isRealTime)
         let pipeline: CapturePipeline
@@ -174,6 +177,7 @@ struct CaptureSend: ParsableCommand {
 
         let interrupted = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
             logger.notice("stopping capture; sending what was captured", metadata: ["signal": "\(signal)"])
+            cancelReopening?()
             pipeline.queue.stop(immediate: false)
         }
         defer { interrupted.cancel() }
@@ -205,17 +209,18 @@ struct CaptureSend: ParsableCommand {
         }
     }
 
-    private func makeSource(logger: Logger) throws -> any AudioSource {
+    /// The source, and for `--reopen` a way to stop its retries (on SIGINT).
+    private func makeSource(logger: Logger) throws -> (any AudioSource, (@Sendable () -> Void)?) {
         do {
             switch source {
             case .tone:
-                return try ToneSource(settings: .init(
+                return (try ToneSource(settings: .init(
                     frequency: toneFrequency, levelDBFS: toneLevel, sampleRate: Double(rate), channels: channels,
                     sample: format, durationSeconds: duration, paced: !noPace
-                ))
+                )), nil)
             case .file:
                 guard let file else { throw CLIError("--source file needs --file PATH") }
-                return try FileSource(path: file, paced: !noPace, durationSeconds: duration)
+                return (try FileSource(path: file, paced: !noPace, durationSeconds: duration), nil)
             case .alsa:
                 let requested = StreamFormat.linearPCM(sampleRate: Double(codec == .opus ? 48_000 : rate), channels: channels, sample: format)
                 let period = BufferSizing.framesPerBuffer(format: requested, seconds: bufferSeconds)
@@ -225,10 +230,24 @@ struct CaptureSend: ParsableCommand {
                 } else {
                     logger.info("device opened", metadata: ["negotiation": "\(alsa.negotiation)"])
                 }
-                if let duration {
-                    return DurationLimitedSource(alsa, frames: Int64((duration * alsa.format.sampleRate).rounded()))
+                var device: any AudioSource = alsa
+                var cancel: (@Sendable () -> Void)?
+                if reopen {
+                    let reopening = ReopeningSource(alsa) { event in
+                        switch event {
+                        case .lost(let error): logger.error("capture device lost; retrying", metadata: ["reason": "\(error)"])
+                        case .retryFailed(let attempt, let error): logger.warning("device not back yet", metadata: ["attempt": "\(attempt)", "reason": "\(error)"])
+                        case .reopened(let lost): logger.notice("capture device back; the outage is recorded as a gap", metadata: ["frames": "\(lost)"])
+                        }
+                    }
+                    let box = UncheckedSendableBox(reopening)
+                    cancel = { box.value.cancel() }
+                    device = reopening
                 }
-                return alsa
+                if let duration {
+                    return (DurationLimitedSource(device, frames: Int64((duration * alsa.format.sampleRate).rounded())), cancel)
+                }
+                return (device, cancel)
             }
         } catch let error as CaptureError {
             throw CLIError(error.description)
@@ -274,4 +293,10 @@ final class CaptureOutcome: @unchecked Sendable {
 
     func set(_ result: Result<CaptureQueue.Completion, SenderError>) { lock.withLock { self.result = result } }
     var value: Result<CaptureQueue.Completion, SenderError>? { lock.withLock { result } }
+}
+
+/// Carries a value whose only cross-thread use is thread-safe (an atomic flag) into a Sendable closure.
+struct UncheckedSendableBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

@@ -126,6 +126,9 @@ let package = Package(
             ]
         ),
 
+        // The benchmark helper: capture through the queue into a discarding callback (bench/).
+        .executableTarget(name: "capture-bench", dependencies: ["CaptureCore", "CaptureALSA"], path: "bench/CaptureBench"),
+
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
         .testTarget(name: "CAFTests", dependencies: ["CAF", "COpus", "TestSupport"]),

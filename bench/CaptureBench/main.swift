@@ -1,0 +1,34 @@
+// capture-bench: captures FRAMES frames from an ALSA PCM through CaptureQueue into a callback that
+// discards them, the library's path without encoding or network. Used by bench/bench-alsa-capture.sh
+// against arecord on the same PCM.
+//
+//   capture-bench DEVICE RATE CHANNELS FRAMES [BUFFER_SECONDS] [BUFFERS]
+import CaptureALSA
+import CaptureCore
+import Foundation
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 5, let rate = Int(arguments[2]), let channels = Int(arguments[3]), let frames = Int64(arguments[4]) else {
+    FileHandle.standardError.write(Data("usage: capture-bench DEVICE RATE CHANNELS FRAMES [BUFFER_SECONDS] [BUFFERS]\n".utf8))
+    exit(2)
+}
+let bufferSeconds = arguments.count > 5 ? Double(arguments[5]) ?? 0.5 : 0.5
+let buffers = arguments.count > 6 ? Int(arguments[6]) ?? 3 : 3
+ALSALibraryOutput.silenceDiagnostics()
+do {
+    let format = StreamFormat.linearPCM(sampleRate: Double(rate), channels: channels, sample: .s16)
+    let period = BufferSizing.framesPerBuffer(format: format, seconds: bufferSeconds)
+    let device = try ALSASource(device: arguments[1], requested: format, periodFrames: period, bufferCount: buffers, strictFormat: true)
+    let queue = try CaptureQueue(
+        source: DurationLimitedSource(device, frames: frames),
+        configuration: .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
+    ) { _ in }
+    try queue.start()
+    let completion = queue.waitForCompletion()
+    let statistics = queue.statistics
+    queue.dispose()
+    print("completion=\(completion) captured=\(statistics.framesCaptured) lost=\(statistics.framesLost) overruns=\(statistics.overruns)")
+} catch {
+    FileHandle.standardError.write(Data("capture-bench: \(error)\n".utf8))
+    exit(1)
+}

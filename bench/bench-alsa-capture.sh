@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 3: CPU time to capture 10 minutes of 48 kHz 16-bit stereo through the ALSA file-plugin PCM
+# into the queue and a discarding callback (capture-bench), against arecord on the same PCM for the
+# same number of frames, in the same run.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+work="$BENCH_WORK/alsa"
+mkdir -p "$work"
+frames=$((48000 * 600))
+head -c $((frames * 4)) /dev/urandom > "$work/fixture.raw"
+cat > "$work/asound.conf" <<CONF
+pcm.benchcapture {
+    type file
+    slave.pcm { type null }
+    file "/dev/null"
+    infile "$work/fixture.raw"
+    format "raw"
+}
+CONF
+export ALSA_CONFIG_PATH="$work/asound.conf"
+
+measure arecord -q -D benchcapture -f S16_LE -r 48000 -c 2 -t raw -s "$frames" /dev/null
+arecord_cpu=$CPU; arecord_wall=$WALL
+measure "$BENCH_BIN/capture-bench" benchcapture 48000 2 "$frames" 0.5 3 > "$work/bench.out"
+queue_cpu=$CPU; queue_wall=$WALL
+
+echo "10 min of 48 kHz s16 stereo ($frames frames) from the ALSA file plugin (not paced); $(cat "$work/bench.out")"
+echo
+echo "| run | CPU s | wall s | CPU ratio to arecord |"
+echo "|---|---:|---:|---:|"
+echo "| arecord -D benchcapture -t raw > /dev/null | $arecord_cpu | $arecord_wall | 1.00 |"
+echo "| CaptureQueue + ALSASource, discarding callback | $queue_cpu | $queue_wall | $(ratio "$queue_cpu" "$arecord_cpu") (goal ≤ 1.2) |"

@@ -70,6 +70,7 @@ let package = Package(
             dependencies: [
                 "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -37,7 +37,8 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
             var frame = context.channel.allocator.buffer(capacity: 128)
             do {
                 try WireFrameEncoder().encode(data: .error(.with { $0.code = .authenticationFailed; $0.message = message; $0.fatal = true }), out: &frame)
-                context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in context.close(promise: nil) }
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
             } catch {
                 context.close(promise: nil)
             }

@@ -107,7 +107,7 @@ public struct PeerCertificateVerifier: Sendable {
         let peerName = self.peerName
         let authorityOption = self.authorityOption
         Task {
-            var verifier = Verifier(rootCertificates: roots) { RFC5280Policy(validationTime: now) }
+            var verifier = Verifier(rootCertificates: roots) { RFC5280Policy() }
             let result = await verifier.validate(leaf: leaf, intermediates: intermediates)
             switch result {
             case .validCertificate:

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOSSL
+import NIOTLS
 import CaptureSecurity
 
 /// What the receiver confirmed at the end of a stream.

@@ -28,6 +28,8 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
             return
         }
+        // The connection is refused here: the handlers behind must not report its end as an error.
+        context.fireUserInboundEventTriggered(ConnectionRefusedBeforeTLS())
         var logger = self.logger
         logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "unknown peer")"
         let head = buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, WireProtocol.magic.count)) ?? []
@@ -48,3 +50,6 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
         }
     }
 }
+
+/// Tells the handlers behind the TLS handler that the connection was refused and logged before TLS.
+struct ConnectionRefusedBeforeTLS {}

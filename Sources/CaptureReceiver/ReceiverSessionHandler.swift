@@ -77,7 +77,9 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let preamble = event as? WirePreambleReceived {
+        if event is ConnectionRefusedBeforeTLS {
+            closing = true
+        } else if let preamble = event as? WirePreambleReceived {
             do { try state.receivePreamble(version: preamble.version) } catch { fail(.wire(error)) }
         } else if let idle = event as? IdleStateHandler.IdleStateEvent {
             switch idle {

@@ -71,8 +71,8 @@ enum ReceiverTLSFailure {
             return ("the client does not speak TLS on this TLS port", false)
         }
         if text.contains("UNKNOWN_CA") || text.contains("BAD_CERTIFICATE") || text.contains("CERTIFICATE_UNKNOWN") {
-            return ("the sender refused this receiver's certificate (\(text)); see the sender's message", false)
+            return ("the sender refused this receiver's certificate (\(TLSErrorText.reason(of: error))); the sender's message says why", false)
         }
-        return ("TLS handshake failed: \(text)", false)
+        return ("TLS handshake failed: \(TLSErrorText.reason(of: error))", false)
     }
 }

@@ -88,10 +88,10 @@ enum SenderTLSFailure {
             return .tls("the receiver did not answer with TLS; start capture-recv with --tls-cert and --tls-key, or connect without --tls")
         }
         if !handshakeDone {
-            return .tls("the receiver closed the connection during the TLS handshake (\(text));"
+            return .tls("the receiver closed the connection during the TLS handshake (\(TLSErrorText.reason(of: error)));"
                 + " does the receiver speak TLS? start capture-recv with --tls-cert and --tls-key, or connect without --tls")
         }
-        return .connectionLost("TLS error: \(text)")
+        return .connectionLost("TLS error: \(TLSErrorText.reason(of: error))")
     }
 
     private static func alertName(_ text: String) -> String {

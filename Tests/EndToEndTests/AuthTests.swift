@@ -8,18 +8,18 @@ final class AuthTests: XCTestCase {
     func testTokensWithoutTLSRateLimitAndTLSClientOnPlaintextPort() throws {
         let fixtures = try SecurityFixtures()
         let tokens = fixtures.tokenFile("alpha-token\n", name: "tokens")
-        let receiver = try ReceiverUnderTest(extraArguments: ["--token-file", tokens, "--auth-failure-limit", "3"])
+        let receiver = try LoggingReceiver(extraArguments: ["--token-file", tokens, "--auth-failure-limit", "3"])
         assertReceiverLogs(receiver, ["tokens travel without TLS on this port"])
         let source = try fixtures.sourceWAV(seed: 41)
         let pin = String(repeating: "ab", count: 32)
 
         assertRefused(try runSender(fileStream(receiver, source, name: "tls-client") + ["--tls", "--pin", pin], environment: ["CAPTURE_TOKEN": "alpha-token"]),
                       "TLS: the receiver closed the connection during the TLS handshake")
-        assertReceiverLogs(receiver, ["refused: the client speaks TLS; start capture-recv with --tls-cert/--tls-key", "peer=127.0.0.1"])
+        assertReceiverLogs(receiver, ["refused: the client speaks TLS; start capture-recv with --tls-cert/--tls-key", "peer=[IPv4]127.0.0.1/127.0.0.1:"])
 
         assertRefused(try runSender(fileStream(receiver, source, name: "missing"), environment: ["CAPTURE_TOKEN": ""]),
                       "the receiver refused the stream (authenticationFailed): missing token")
-        assertReceiverLogs(receiver, ["refused: missing token", "peer=127.0.0.1"])
+        assertReceiverLogs(receiver, ["refused: missing token", "peer=[IPv4]127.0.0.1/127.0.0.1:"])
 
         let senderToken = fixtures.tokenFile("# the crew's token\nalpha-token\n", name: "sender-token")
         let byFile = try runSender(fileStream(receiver, source, name: "by-file") + ["--token-file", senderToken], environment: ["CAPTURE_TOKEN": "ignored"])
@@ -39,7 +39,7 @@ final class AuthTests: XCTestCase {
 
         XCTAssertEqual(receiver.files().map { String($0.lastPathComponent.prefix(6)) }.sorted(), ["by-env", "by-fil"],
                        "only the accepted streams left files")
-        XCTAssertTrue(receiver.child.process.isRunning, "the receiver is still up")
-        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+        XCTAssertTrue(receiver.process.isRunning, "the receiver is still up")
+        XCTAssertEqual(receiver.stop(), 0, receiver.log)
     }
 }

@@ -13,6 +13,16 @@ audio_bytes=$((seconds * 48000 * 2 * 3))
 "$BENCH_BIN/capture-recv" gen-cert --out "$BENCH_WORK/tls-cert" --host 127.0.0.1 --force > "$BENCH_WORK/gen-cert.txt"
 pin=$(sed -n 's/^sha256 fingerprint: //p' "$BENCH_WORK/gen-cert.txt")
 
+# stop_timed_receiver: like lib.sh's stop_receiver, but signals capture-recv itself: RECV_PID is GNU
+# time's, which SIGTERM would kill without passing the signal on (leaving the receiver running).
+stop_timed_receiver() {
+  pkill -TERM -P "$RECV_PID" || true
+  wait "$RECV_PID" || true
+  local wall user sys
+  read -r wall user sys RECV_RSS < "$RECV_TIME"
+  RECV_CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+}
+
 # run_mode NAME [RECEIVER ARGS...] -- [SENDER ARGS...]: streams the file; sets WALL and CPU.
 run_mode() {
   local name=$1; shift
@@ -22,10 +32,10 @@ run_mode() {
   sender_args=("$@")
   local out="$BENCH_WORK/tls-out-$name"
   mkdir -p "$out"
-  start_receiver "$out" ${receiver_args[@]+"${receiver_args[@]}"}
+  start_receiver "$out" ${receiver_args[@]+"${receiver_args[@]}"} 2>/dev/null
   measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$source_file" --no-pace \
     --stream-name "bench-$name" --log-level error ${sender_args[@]+"${sender_args[@]}"}
-  stop_receiver
+  stop_timed_receiver
   rm -rf "$out"
 }
 

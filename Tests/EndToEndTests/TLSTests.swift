@@ -130,4 +130,16 @@ final class TLSTests: XCTestCase {
         XCTAssertEqual(old.files(), [])
         XCTAssertEqual(old.stop(), 0, old.log)
     }
+
+    func testAStalledTLSHandshakeIsClosedAtTheHandshakeTimeout() throws {
+        let fixtures = try SecurityFixtures()
+        let server = try fixtures.write(try CertificateFactory.make(commonName: "recorder", hosts: ["127.0.0.1"]), as: "server")
+        let receiver = try LoggingReceiver(extraArguments: ["--tls-cert", server.cert, "--tls-key", server.key, "--handshake-timeout", "1"])
+        // A client that connects and never starts TLS: the receiver closes it, it does not wait forever.
+        let received = try RawClient.exchange(port: receiver.port, sending: [], timeout: 8)
+        XCTAssertEqual(received, [])
+        assertReceiverLogs(receiver, ["the handshake did not complete within", "peer=[IPv4]127.0.0.1/127.0.0.1:"])
+        XCTAssertEqual(receiver.files(), [])
+        XCTAssertEqual(receiver.stop(), 0, receiver.log)
+    }
 }

@@ -135,7 +135,7 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
             fail(.wire(wire))
-        } else if usesTLS, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+        } else if usesTLS, hello == nil, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             let explained = ReceiverTLSFailure.explain(error, report: tlsReport)
             logger.warning("refused: \(explained.reason)", metadata: ["code": "\(explained.authentication ? "AUTHENTICATION_FAILED" : "TLS")"])
             if explained.authentication, rateLimiter.recordFailure(from: peerAddress) {

@@ -22,6 +22,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         // C libraries from the system, found by pkg-config.
@@ -55,11 +58,22 @@ let package = Package(
             name: "CaptureWireNIO",
             dependencies: ["CaptureWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        // TLS and authentication shared by both sides: certificates, fingerprints, pins, tokens.
+        .target(
+            name: "CaptureSecurity",
+            dependencies: [
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The SwiftNIO client: connect, handshake, send window, acks.
         .target(
             name: "CaptureSender",
             dependencies: [
-                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO",
+                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -69,7 +83,8 @@ let package = Package(
         .target(
             name: "CaptureReceiver",
             dependencies: [
-                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -108,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "capture-send",
             dependencies: [
-                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport",
+                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureSecurity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -118,7 +133,7 @@ let package = Package(
         .executableTarget(
             name: "capture-recv",
             dependencies: [
-                "CaptureReceiver", "CAF", "CaptureCLISupport",
+                "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureSecurity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -157,8 +172,9 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CSndFile", "TestSupport", "capture-send", "capture-recv"]
+            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv"]
         ),
+        .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -4,15 +4,20 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
+import CaptureSecurity
 
 /// Why the receiver could not start.
 public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConvertible {
     case outputDirectory(String)
     case bindFailed(host: String, port: Int, reason: String)
+    /// The TLS certificate, key or client CA cannot be used.
+    case tls(String)
 
     public var description: String {
         switch self {
         case .outputDirectory(let message): return message
+        case .tls(let message): return message
         case .bindFailed(let host, let port, let reason):
             return "cannot listen on \(host):\(port): \(reason); choose another address with --listen HOST:PORT"
         }
@@ -43,6 +48,8 @@ public final class CaptureReceiverServer: Sendable {
         try prepareOutputDirectory(configuration.outputDirectory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
         let registry = StreamRegistry()
+        let tls = try configuration.tls?.prepare()
+        let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -50,11 +57,24 @@ public final class CaptureReceiverServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let session = ReceiverSessionHandler(configuration: configuration, registry: registry, logger: logger)
+                    let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
+                    let session = ReceiverSessionHandler(
+                        configuration: configuration, registry: registry, logger: logger, rateLimiter: rateLimiter,
+                        tlsReport: report, usesTLS: tls != nil
+                    )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                     let eventLoop = channel.eventLoop
                     registry.addConnection(ObjectIdentifier(session)) {
                         eventLoop.execute { loopBound.value.shutDown() }
+                    }
+                    if let tls {
+                        let handler: NIOSSLServerHandler
+                        if let verifier = tls.clientVerifier, let report {
+                            handler = NIOSSLServerHandler(context: tls.context, customVerificationCallback: verifier.callback(report: report))
+                        } else {
+                            handler = NIOSSLServerHandler(context: tls.context)
+                        }
+                        try channel.pipeline.syncOperations.addHandlers([PlaintextOnTLSPortDetector(logger: logger), handler])
                     }
                     try channel.pipeline.syncOperations.addHandlers([
                         IdleStateHandler(

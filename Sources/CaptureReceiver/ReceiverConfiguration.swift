@@ -1,3 +1,4 @@
+import CaptureSecurity
 import NIOCore
 
 /// Everything capture-recv can be told: where to listen, where files go, and its limits.
@@ -25,6 +26,12 @@ public struct ReceiverConfiguration: Sendable {
     public var syncPolicy: SyncPolicy
     /// Written to each file's `info` chunk as the encoding application.
     public var applicationName: String
+    /// TLS settings; nil for a plaintext port.
+    public var tls: ReceiverTLSConfiguration? = nil
+    /// Tokens a sender must present in its Hello; nil when none is required.
+    public var authTokens: AuthTokens? = nil
+    /// Failed authentications per peer address within a minute before that address is refused for a minute (0: no limit).
+    public var authFailureLimit: Int = 5
 
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,

@@ -5,6 +5,8 @@ import CaptureWireNIO
 import Foundation
 import Logging
 import NIOCore
+import NIOSSL
+import CaptureSecurity
 
 /// Drives one sender's connection: checks every message with `ReceiverStreamState`, opens the
 /// stream's file, hands audio to its `StreamWriter`, acknowledges what is durable, finishes the file
@@ -36,7 +38,18 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     private static let pauseReadingAbove = 8 << 20
     private static let resumeReadingBelow = 2 << 20
 
-    init(configuration: ReceiverConfiguration, registry: StreamRegistry, logger: Logger) {
+    private let rateLimiter: AuthRateLimiter
+    private let tlsReport: TLSVerificationReport?
+    private let usesTLS: Bool
+    private var peerAddress = "unknown"
+
+    init(
+        configuration: ReceiverConfiguration, registry: StreamRegistry, logger: Logger,
+        rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false
+    ) {
+        self.rateLimiter = rateLimiter
+        self.tlsReport = tlsReport
+        self.usesTLS = usesTLS
         self.configuration = configuration
         self.registry = registry
         self.logger = logger
@@ -53,6 +66,7 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         peer = context.remoteAddress.map { "\($0)" } ?? "unknown peer"
+        peerAddress = context.remoteAddress?.ipAddress ?? peer
         logger[metadataKey: "peer"] = "\(peer)"
         logger.debug("connection accepted")
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -63,7 +77,9 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let preamble = event as? WirePreambleReceived {
+        if event is ConnectionRefusedBeforeTLS {
+            closing = true
+        } else if let preamble = event as? WirePreambleReceived {
             do { try state.receivePreamble(version: preamble.version) } catch { fail(.wire(error)) }
         } else if let idle = event as? IdleStateHandler.IdleStateEvent {
             switch idle {
@@ -119,6 +135,14 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
             fail(.wire(wire))
+        } else if usesTLS, hello == nil, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            let explained = ReceiverTLSFailure.explain(error, report: tlsReport)
+            logger.warning("refused: \(explained.reason)", metadata: ["code": "\(explained.authentication ? "AUTHENTICATION_FAILED" : "TLS")"])
+            if explained.authentication, rateLimiter.recordFailure(from: peerAddress) {
+                logger.warning("too many failed authentications from this address; refusing it for a while")
+            }
+            closing = true
+            context.close(promise: nil)
         } else {
             logger.warning("connection error", metadata: ["error": "\(error)"])
             close()
@@ -155,6 +179,10 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         self.hello = hello
         logger[metadataKey: "stream"] = "\(hello.message.streamName)"
         logger[metadataKey: "stream-id"] = "\(hello.streamID)"
+        if let refusal = authenticate(hello) {
+            state.reject()
+            return fail(.refused(.authenticationFailed, refusal))
+        }
         switch registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) {
         case .reserved:
             break
@@ -180,6 +208,31 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
             }
             eventLoop.execute { loopBound.value.opened(result, hello: hello) }
         }
+    }
+
+    /// Checks the peer's rate limit and the Hello's token; the reason for a refusal, or nil.
+    private func authenticate(_ hello: ValidatedHello) -> String? {
+        if let remaining = rateLimiter.remainingBlock(for: peerAddress) {
+            return "too many failed authentication attempts from \(peerAddress); try again in \(Int(remaining.rounded(.up))) s"
+        }
+        guard let tokens = configuration.authTokens else { return nil }
+        let presented = hello.message.authToken
+        let refusal: String?
+        if presented.isEmpty {
+            refusal = "missing token: this receiver requires a token; give capture-send --token-file FILE or set CAPTURE_TOKEN"
+        } else if !tokens.accepts(presented) {
+            refusal = "wrong token: the token is not one this receiver accepts; check the sender's --token-file or CAPTURE_TOKEN"
+        } else {
+            refusal = nil
+        }
+        if refusal != nil {
+            if rateLimiter.recordFailure(from: peerAddress) {
+                logger.warning("too many failed authentications from this address; refusing it for a while")
+            }
+        } else {
+            rateLimiter.recordSuccess(from: peerAddress)
+        }
+        return refusal
     }
 
     private func opened(_ result: Result<StreamWriter, StorageError>, hello: ValidatedHello) {

@@ -15,6 +15,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case encoderFailed(String)
     /// No answer in time.
     case timedOut(String)
+    /// TLS could not be set up or the receiver's (or this sender's) certificate was refused.
+    case tls(String)
 
     public var description: String {
         switch self {
@@ -32,6 +34,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "encoding failed: \(reason)"
         case .timedOut(let reason):
             return "timed out: \(reason)"
+        case .tls(let reason):
+            return "TLS: \(reason)"
         }
     }
 }

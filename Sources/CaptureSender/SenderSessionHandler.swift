@@ -4,6 +4,9 @@ import CaptureWireNIO
 import Foundation
 import Logging
 import NIOCore
+import NIOSSL
+import NIOTLS
+import CaptureSecurity
 
 /// What the receiver confirmed at the end of a stream.
 public struct StreamSummary: Sendable, Equatable {
@@ -38,8 +41,26 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private var endSent = false
     private var completed = false
     private var pumpScheduled = false
+    private var accepted = false
+    private let security: Security?
+    private var tlsHandshakeDone = false
+    private var tlsHandshakeTimeout: Scheduled<Void>?
 
-    init(hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<StreamSummary>, logger: Logger) {
+    /// The TLS side of a connection, for explaining its failures.
+    struct Security {
+        /// What the receiver's certificate check found.
+        var report: TLSVerificationReport
+        /// The host name or address the user gave.
+        var host: String
+        /// Time allowed for the TLS handshake.
+        var handshakeTimeout: TimeAmount
+    }
+
+    init(
+        hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<StreamSummary>, logger: Logger,
+        security: Security? = nil
+    ) {
+        self.security = security
         self.hello = hello
         self.log = log
         self.windowBytes = windowBytes
@@ -63,6 +84,13 @@ final class SenderSessionHandler: ChannelInboundHandler {
         } catch {
             return fail(.protocolViolation(error.description))
         }
+        if let security {
+            tlsHandshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: security.handshakeTimeout) { [self] in
+                guard !tlsHandshakeDone else { return }
+                fail(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"))
+                self.context?.close(promise: nil)
+            }
+        }
         context.writeAndFlush(wrapOutboundOut(.hello(hello)), promise: nil)
         context.fireChannelActive()
     }
@@ -77,6 +105,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         }
         switch event {
         case .accepted(let accepted):
+            self.accepted = true
             nextToSend = accepted.nextSequence
             if accepted.nextSequence > 1 { log.acknowledge(through: accepted.nextSequence - 1) }
             logger.info("streaming", metadata: ["file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)"])
@@ -110,7 +139,11 @@ final class SenderSessionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let protocolName) = tlsEvent {
+            tlsHandshakeDone = true
+            tlsHandshakeTimeout?.cancel()
+            logger.debug("TLS handshake completed", metadata: ["alpn": "\(protocolName ?? "none")"])
+        } else if let idle = event as? IdleStateHandler.IdleStateEvent {
             switch idle {
             case .write:
                 context.writeAndFlush(wrapOutboundOut(.heartbeat(.with { $0.sentUnixNs = Int64(Date().timeIntervalSince1970 * 1e9) })), promise: nil)
@@ -128,6 +161,8 @@ final class SenderSessionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
             fail(.protocolViolation(wire.description))
+        } else if let security {
+            fail(SenderTLSFailure.explain(error, report: security.report, host: security.host, handshakeDone: tlsHandshakeDone))
         } else {
             fail(.connectionLost("\(error)"))
         }
@@ -135,6 +170,12 @@ final class SenderSessionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        tlsHandshakeTimeout?.cancel()
+        if let security, !tlsHandshakeDone {
+            fail(SenderTLSFailure.explain(ChannelError.eof, report: security.report, host: security.host, handshakeDone: false))
+        } else if !accepted, security == nil {
+            fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"))
+        }
         fail(.connectionLost("the receiver closed the connection"))
         context.fireChannelInactive()
     }

@@ -5,6 +5,8 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
+import CaptureSecurity
 
 /// Where and how a stream is sent.
 public struct SenderConfiguration: Sendable {
@@ -30,6 +32,8 @@ public struct SenderConfiguration: Sendable {
     public var sourceHost: String
     /// Shared secret for receivers that require one (empty for none).
     public var authToken: String
+    /// TLS settings; nil for a plaintext connection.
+    public var tls: SenderTLSConfiguration? = nil
 
     public init(
         host: String, port: Int, streamName: String, streamID: UUID = UUID(), windowBytes: Int = 4 << 20,
@@ -96,17 +100,33 @@ public final class StreamSender: Sendable {
         let configuration = self.configuration
         let log = self.log
         let logger = self.logger
+        let tlsContext: NIOSSLContext?
+        do throws(SenderError) {
+            tlsContext = try configuration.tls?.makeContext()
+        } catch {
+            return .failure(error)
+        }
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    var security: SenderSessionHandler.Security?
+                    if let tls = configuration.tls, let tlsContext {
+                        let report = TLSVerificationReport()
+                        try channel.pipeline.syncOperations.addHandler(
+                            try tls.makeHandler(context: tlsContext, host: configuration.host, report: report)
+                        )
+                        security = .init(report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout)
+                    }
                     try channel.pipeline.syncOperations.addHandlers([
                         IdleStateHandler(readTimeout: configuration.idleTimeout, writeTimeout: configuration.heartbeatInterval),
                         ByteToMessageHandler(WireFrameDecoder(role: .sender)),
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
-                        SenderSessionHandler(hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger),
+                        SenderSessionHandler(
+                            hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger, security: security
+                        ),
                     ])
                 }
             }

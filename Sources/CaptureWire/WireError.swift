@@ -131,7 +131,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the peer speaks protocol version \(received) but this side supports version \(supported);"
                 + " install matching versions of capture-send and capture-recv"
         case .receiverSpeaksTLS:
-            return "the receiver speaks TLS; connect with --tls (and --tls-ca if its certificate is self-signed)"
+            return "the receiver speaks TLS; connect with --tls (and --ca or --pin to trust its certificate)"
         case .receiverSpeaksHTTP:
             return "the receiver answered with HTTP: the address is a web server, not capture-recv; check host and port"
         case .zeroLengthFrame:

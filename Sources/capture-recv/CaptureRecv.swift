@@ -18,7 +18,7 @@ struct CaptureRecv: ParsableCommand {
               capture-recv --out DIR [--listen HOST:PORT]
             See `capture-recv serve --help` for every option.
             """,
-        subcommands: [Serve.self, Recover.self],
+        subcommands: [Serve.self, Recover.self, GenCert.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -64,6 +64,9 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
+    @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
+    var security: ReceiverSecurityOptions
+
     func validate() throws {
         guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }
         guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
@@ -84,6 +87,7 @@ struct Serve: ParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
+        try security.apply(to: &configuration, logger: logger)
 
         let server: CaptureReceiverServer
         do {

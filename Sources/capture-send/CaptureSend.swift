@@ -115,6 +115,9 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .notice
 
+    @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
+    var security: SenderSecurityOptions
+
     func validate() throws {
         if listDevices { return }
         guard receiver != nil else {
@@ -164,10 +167,12 @@ struct CaptureSend: ParsableCommand {
             throw CLIError(error.description)
         }
         let name = streamName ?? ProcessInfo.processInfo.hostName
-        let configuration = SenderConfiguration(
+        var configuration = SenderConfiguration(
             host: receiver.host, port: receiver.port, streamName: name,
             application: "capture-send \(CaptureVersion.current)"
         )
+        configuration.tls = try security.tlsConfiguration()
+        configuration.authToken = try security.authToken(logger: logger)
         let description = StreamDescription(
             format: pipeline.outputFormat, magicCookie: pipeline.magicCookie,
             primingFrames: pipeline.primingFrames, startTime: Date()

@@ -1,0 +1,55 @@
+import CaptureWire
+import CaptureWireNIO
+import Logging
+import NIOCore
+
+/// Sits before the TLS handler on a TLS port and looks at the first bytes a client sends. A TLS
+/// ClientHello (record type 0x16) passes on and the detector removes itself. A capture-send without
+/// `--tls` (the preamble "CAPSTRM") gets a plaintext Error frame telling it to use `--tls`, anything
+/// else a close; both are logged with the peer's address and nothing more happens on the connection.
+final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let logger: Logger
+    private var decided = false
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !decided else { return context.fireChannelRead(data) }
+        let buffer = unwrapInboundIn(data)
+        guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return }
+        decided = true
+        if first == 0x16 {
+            context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        // The connection is refused here: the handlers behind must not report its end as an error.
+        context.fireUserInboundEventTriggered(ConnectionRefusedBeforeTLS())
+        var logger = self.logger
+        logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "unknown peer")"
+        let head = buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, WireProtocol.magic.count)) ?? []
+        if Array(WireProtocol.magic.prefix(head.count)) == head {
+            logger.warning("refused: plaintext client on a TLS port; the sender must connect with --tls", metadata: ["code": "AUTHENTICATION_FAILED"])
+            let message = "this receiver requires TLS: connect with --tls (and --ca or --pin to trust its certificate)"
+            var frame = context.channel.allocator.buffer(capacity: 128)
+            do {
+                try WireFrameEncoder().encode(data: .error(.with { $0.code = .authenticationFailed; $0.message = message; $0.fatal = true }), out: &frame)
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+            } catch {
+                context.close(promise: nil)
+            }
+        } else {
+            logger.warning("refused: the client does not speak TLS on this TLS port", metadata: ["first-byte": "\(first)"])
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// Tells the handlers behind the TLS handler that the connection was refused and logged before TLS.
+struct ConnectionRefusedBeforeTLS {}

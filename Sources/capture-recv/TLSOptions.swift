@@ -1,0 +1,48 @@
+import ArgumentParser
+import CaptureCLISupport
+import CaptureReceiver
+import CaptureSecurity
+import Logging
+
+/// capture-recv serve's TLS and authentication options (docs/SECURITY.md explains them).
+struct ReceiverSecurityOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("PEM certificate (chain) to serve TLS with; with --tls-key, the port speaks only TLS.", valueName: "PEM"))
+    var tlsCert: String?
+
+    @Option(name: .long, help: ArgumentHelp("PEM private key of --tls-cert.", valueName: "PEM"))
+    var tlsKey: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --tls-cert: PEM CA certificate; senders must present a client certificate signed by it (mutual TLS).", valueName: "PEM"))
+    var clientCa: String?
+
+    @Option(name: .long, help: ArgumentHelp("File of accepted tokens, one a line (# comments ignored); senders without one of them are refused.", valueName: "FILE"))
+    var tokenFile: String?
+
+    @Option(name: .long, help: "Failed authentications (token or client certificate) from one address within 60 s after which that address is refused for 60 s; 0 for no limit.")
+    var authFailureLimit = 5
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together: give the certificate and its private key") }
+        if clientCa != nil, tlsCert == nil { throw ValidationError("--client-ca needs TLS: add --tls-cert and --tls-key") }
+        guard authFailureLimit >= 0 else { throw ValidationError("--auth-failure-limit must be 0 or more") }
+    }
+
+    /// Puts the options into `configuration`; warns about tokens sent without TLS.
+    func apply(to configuration: inout ReceiverConfiguration, logger: Logger) throws(CLIError) {
+        if let tlsCert, let tlsKey {
+            configuration.tls = ReceiverTLSConfiguration(certificatePath: tlsCert, privateKeyPath: tlsKey, clientCAPath: clientCa)
+        }
+        configuration.authFailureLimit = authFailureLimit
+        guard let tokenFile else { return }
+        do throws(SecurityError) {
+            let tokens = try AuthTokens.load(path: tokenFile)
+            tokens.warnings.forEach { logger.warning("\($0)") }
+            configuration.authTokens = tokens
+        } catch {
+            throw CLIError(error.description)
+        }
+        if configuration.tls == nil {
+            logger.warning("tokens travel without TLS on this port: anyone on the network path can read them; add --tls-cert and --tls-key")
+        }
+    }
+}

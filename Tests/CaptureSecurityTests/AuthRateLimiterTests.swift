@@ -1,0 +1,58 @@
+import CaptureReceiver
+import Foundation
+import XCTest
+
+/// The per-address limit on failed authentication, with a clock the test moves.
+final class AuthRateLimiterTests: XCTestCase {
+    final class TestClock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var time = Date(timeIntervalSince1970: 1_000_000)
+        var now: Date { lock.withLock { time } }
+        func advance(_ seconds: TimeInterval) { lock.withLock { time += seconds } }
+    }
+
+    func testBlocksAnAddressAfterTheLimitWithinTheWindowForTheBlockDuration() {
+        let clock = TestClock()
+        let limiter = AuthRateLimiter(maximumFailures: 5, window: 60, blockDuration: 60, now: { clock.now })
+        for _ in 0..<4 {
+            XCTAssertFalse(limiter.recordFailure(from: "10.0.0.1"))
+            clock.advance(1)
+        }
+        XCTAssertNil(limiter.remainingBlock(for: "10.0.0.1"), "four failures are allowed")
+        XCTAssertTrue(limiter.recordFailure(from: "10.0.0.1"), "the fifth failure blocks")
+        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), 60)
+        XCTAssertNil(limiter.remainingBlock(for: "10.0.0.2"), "other addresses are not affected")
+        clock.advance(59)
+        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), 1)
+        clock.advance(1)
+        XCTAssertNil(limiter.remainingBlock(for: "10.0.0.1"), "the block ends")
+    }
+
+    func testFailuresOlderThanTheWindowDoNotCount() {
+        let clock = TestClock()
+        let limiter = AuthRateLimiter(maximumFailures: 3, window: 60, blockDuration: 30, now: { clock.now })
+        limiter.recordFailure(from: "a")
+        limiter.recordFailure(from: "a")
+        clock.advance(61)
+        XCTAssertFalse(limiter.recordFailure(from: "a"))
+        XCTAssertFalse(limiter.recordFailure(from: "a"))
+        XCTAssertNil(limiter.remainingBlock(for: "a"))
+        XCTAssertTrue(limiter.recordFailure(from: "a"))
+        XCTAssertEqual(limiter.remainingBlock(for: "a"), 30)
+    }
+
+    func testSuccessForgetsEarlierFailures() {
+        let clock = TestClock()
+        let limiter = AuthRateLimiter(maximumFailures: 2, now: { clock.now })
+        limiter.recordFailure(from: "a")
+        limiter.recordSuccess(from: "a")
+        XCTAssertFalse(limiter.recordFailure(from: "a"))
+        XCTAssertNil(limiter.remainingBlock(for: "a"))
+    }
+
+    func testZeroTurnsTheLimitOff() {
+        let limiter = AuthRateLimiter(maximumFailures: 0)
+        for _ in 0..<100 { XCTAssertFalse(limiter.recordFailure(from: "a")) }
+        XCTAssertNil(limiter.remainingBlock(for: "a"))
+    }
+}

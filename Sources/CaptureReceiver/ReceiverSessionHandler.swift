@@ -352,8 +352,13 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         guard !closing else { return }
         let frame: Capture_V1_Error?
         switch failure {
+        case .wire(.truncatedPreamble(receivedBytes: 0)) where usesTLS:
+            // Over TLS 1.3 a sender that rejects this receiver's certificate hangs up after the
+            // handshake, before sending anything.
+            logger.warning("refused: the sender closed the TLS connection before sending anything; it may not trust this receiver's certificate (check its --ca or --pin and the host name it connects to)", metadata: ["code": "TLS"])
+            frame = nil
         case .wire(.truncatedPreamble(receivedBytes: 0)):
-            // A connection that closed without a byte: a port probe or health check.
+            // A plaintext connection that closed without a byte: a port probe or health check.
             logger.debug("connection closed without data")
             frame = nil
         case .wire(let error):

@@ -45,15 +45,32 @@ final class ChildProcess: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            self?.lock.withLock { self?.stdoutData.append(data) }
-        }
-        errors.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            self?.lock.withLock { self?.stderrData.append(data) }
-        }
         try process.run()
+        // Blocking reads on threads of their own: Foundation's readabilityHandler can stop
+        // delivering output of long-running children.
+        readers.enter()
+        readers.enter()
+        let outputDescriptor = output.fileHandleForReading.fileDescriptor
+        let errorDescriptor = errors.fileHandleForReading.fileDescriptor
+        Thread.detachNewThread { [self] in drain(outputDescriptor) { data in lock.withLock { stdoutData.append(data) } } }
+        Thread.detachNewThread { [self] in drain(errorDescriptor) { data in lock.withLock { stderrData.append(data) } } }
+    }
+
+    private let readers = DispatchGroup()
+
+    private func drain(_ descriptor: Int32, into append: (Data) -> Void) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count > 0 {
+                append(Data(buffer[0..<count]))
+            } else if count < 0, errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        readers.leave()
     }
 
     var standardOutput: String { lock.withLock { String(decoding: stdoutData, as: UTF8.self) } }
@@ -71,14 +88,8 @@ final class ChildProcess: @unchecked Sendable {
             process.waitUntilExit()
         }
         process.waitUntilExit()
-        // Let the readability handlers take the last output.
-        usleep(50_000)
-        output.fileHandleForReading.readabilityHandler = nil
-        errors.fileHandleForReading.readabilityHandler = nil
-        lock.withLock {
-            stdoutData.append(output.fileHandleForReading.readDataToEndOfFile())
-            stderrData.append(errors.fileHandleForReading.readDataToEndOfFile())
-        }
+        // The readers end at end of file, once every holder of the pipes has exited.
+        _ = readers.wait(timeout: .now() + 5)
         return process.terminationStatus
     }
 }

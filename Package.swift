@@ -83,7 +83,7 @@ let package = Package(
         .target(
             name: "CaptureReceiver",
             dependencies: [
-                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -133,7 +133,7 @@ let package = Package(
         .executableTarget(
             name: "capture-recv",
             dependencies: [
-                "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureSecurity",
+                "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureService", "CaptureSecurity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

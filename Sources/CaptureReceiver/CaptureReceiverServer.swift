@@ -76,14 +76,17 @@ public final class CaptureReceiverServer: Sendable {
                         }
                         try channel.pipeline.syncOperations.addHandlers([PlaintextOnTLSPortDetector(logger: logger), handler])
                     }
-                    try channel.pipeline.syncOperations.addHandlers([
+                    var handlers: [any ChannelHandler] = [
                         IdleStateHandler(
                             readTimeout: configuration.idleTimeout, writeTimeout: configuration.heartbeatInterval
                         ),
-                        ByteToMessageHandler(WireFrameDecoder(role: .receiver, maxFrameBytes: configuration.maximumFrameBytes)),
-                        MessageToByteHandler(WireFrameEncoder()),
-                        session,
-                    ])
+                    ]
+                    if let metrics = configuration.metrics { handlers.append(ReceivedBytesCounter(metrics: metrics)) }
+                    handlers.append(ByteToMessageHandler(WireFrameDecoder(role: .receiver, maxFrameBytes: configuration.maximumFrameBytes)))
+                    handlers.append(MessageToByteHandler(WireFrameEncoder()))
+                    if let metrics = configuration.metrics { handlers.append(ReceiverMetricsTap(metrics: metrics)) }
+                    handlers.append(session)
+                    try channel.pipeline.syncOperations.addHandlers(handlers)
                 }
             }
         do {

@@ -1,4 +1,5 @@
 import CaptureSecurity
+import CaptureMetrics
 import NIOCore
 
 /// Everything capture-recv can be told: where to listen, where files go, and its limits.
@@ -26,6 +27,8 @@ public struct ReceiverConfiguration: Sendable {
     public var syncPolicy: SyncPolicy
     /// Written to each file's `info` chunk as the encoding application.
     public var applicationName: String
+    /// Where the receiver counts what it does (served by `--metrics`); nil for none.
+    public var metrics: ReceiverMetrics?
     /// TLS settings; nil for a plaintext port.
     public var tls: ReceiverTLSConfiguration? = nil
     /// Tokens a sender must present in its Hello; nil when none is required.

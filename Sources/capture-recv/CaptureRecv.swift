@@ -1,6 +1,8 @@
 import ArgumentParser
 import CAF
 import CaptureCLISupport
+import CaptureMetrics
+import CaptureService
 import CaptureReceiver
 import Dispatch
 import Foundation
@@ -9,7 +11,7 @@ import NIOCore
 
 /// `capture-recv`: receives audio streams from capture-send and writes each to a CAF file.
 @main
-struct CaptureRecv: ParsableCommand {
+struct CaptureRecv: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "capture-recv",
         abstract: "Receive audio streams from capture-send and write each one to a CAF file.",
@@ -24,7 +26,7 @@ struct CaptureRecv: ParsableCommand {
 }
 
 /// Receives streams until SIGINT or SIGTERM.
-struct Serve: ParsableCommand {
+struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Receive streams and write one CAF file per stream (the default subcommand).",
         discussion: """
@@ -67,6 +69,8 @@ struct Serve: ParsableCommand {
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: ReceiverSecurityOptions
 
+    @OptionGroup var metricsOptions: MetricsOptions
+
     func validate() throws {
         guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }
         guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
@@ -77,7 +81,7 @@ struct Serve: ParsableCommand {
         guard idleTimeout >= 2 else { throw ValidationError("--idle-timeout must be at least 2 seconds") }
     }
 
-    func run() throws {
+    func run() async throws {
         let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
         var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
         configuration.maximumStreams = maxStreams
@@ -88,6 +92,13 @@ struct Serve: ParsableCommand {
         configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
         try security.apply(to: &configuration, logger: logger)
+        let metrics = metricsOptions.metrics.map { _ in
+            ReceiverMetrics(
+                refusalReasons: ["malformedFrame", "unsupportedVersion", "badFormat", "authenticationFailed", "tooManyStreams", "timeout"],
+                errorReasons: ["storageFailed", "sequenceGap", "invalidMessage"]
+            )
+        }
+        configuration.metrics = metrics
 
         let server: CaptureReceiverServer
         do {
@@ -96,20 +107,47 @@ struct Serve: ParsableCommand {
             throw CLIError(error.description)
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress)", "out": "\(out)"])
-        let announced = "listening on \(server.localAddress.ipAddress ?? listen.host):\(server.localAddress.port ?? listen.port)\n"
-        FileHandle.standardOutput.write(Data(announced.utf8))
+        var announcement = "listening on \(server.localAddress.ipAddress ?? listen.host):\(server.localAddress.port ?? listen.port)\n"
 
-        let stopped = DispatchSemaphore(value: 0)
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
-            logger.notice("shutting down: finishing open files", metadata: ["signal": "\(signal)"])
-            let clean = server.shutDown(timeout: 10)
-            if !clean { logger.error("some files were still open after 10 s; they stay readable and can be finished with `capture-recv recover`") }
-            stopped.signal()
+        var endpoint: MetricsEndpoint?
+        if let address = metricsOptions.metrics, let metrics {
+            do {
+                endpoint = try MetricsEndpoint.start(host: address.host, port: address.port, metrics: metrics)
+            } catch {
+                _ = server.shutDown(timeout: 10)
+                throw CLIError(error.description)
+            }
+            announcement += "metrics on \(address.host):\(endpoint?.port ?? address.port)\n"
+            logger.info("serving metrics", metadata: ["address": "\(address.host):\(endpoint?.port ?? address.port)"])
         }
-        stopped.wait()
-        signals.cancel()
+
+        // SIGTERM or SIGINT: stop accepting, tell senders, finish every open file, exit 0 within a
+        // bounded time (swift-service-lifecycle).
+        let stopMetrics = UncheckedEndpoint(endpoint)
+        let service = GracefulServerService(
+            name: "capture-recv", shutdownDeadline: .seconds(10), logger: logger,
+            // Announced once the service group traps SIGTERM and SIGINT, so a signal from then on
+            // always shuts down gracefully.
+            blockingStart: { [announcement] in FileHandle.standardOutput.write(Data(announcement.utf8)) },
+            blockingShutDown: { deadline in
+                let clean = server.shutDown(timeout: Double(deadline.components.seconds))
+                stopMetrics.endpoint?.stop()
+                return clean
+            }
+        )
+        do {
+            try await SignalledServiceRunner.run([service], maximumGracefulShutdownDuration: .seconds(15), logger: logger)
+        } catch let error as ShutdownError {
+            logger.error("\(error); unfinished files stay readable and can be finished with `capture-recv recover`")
+        }
         logger.notice("stopped")
     }
+}
+
+/// The metrics endpoint, carried into the shutdown closure (it is only stopped there).
+struct UncheckedEndpoint: @unchecked Sendable {
+    let endpoint: MetricsEndpoint?
+    init(_ endpoint: MetricsEndpoint?) { self.endpoint = endpoint }
 }
 
 /// Finalizes CAF files that a crashed receiver left unfinished.

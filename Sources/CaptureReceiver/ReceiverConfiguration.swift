@@ -25,6 +25,9 @@ public struct ReceiverConfiguration: Sendable {
     public var syncPolicy: SyncPolicy
     /// Written to each file's `info` chunk as the encoding application.
     public var applicationName: String
+    /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
+    /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
+    public var resumeWindow: Double = 86_400
 
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,

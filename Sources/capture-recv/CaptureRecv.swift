@@ -32,8 +32,10 @@ struct Serve: ParsableCommand {
             stream's UTC start time, and are only ever created inside --out. While a stream records, its
             file is readable (the data chunk size is -1); at end of stream the sizes are set and the path
             is logged. Audio is acknowledged to the sender only after fdatasync: at most every
-            --sync-ms milliseconds, or after every MiB written. SIGINT or SIGTERM finishes every open file
-            and exits 0.
+            --sync-ms milliseconds, or after every MiB written. A stream whose connection is lost stays
+            open (unfinalized) for its sender to resume, also across a restart of capture-recv, for
+            --resume-window seconds. SIGINT or SIGTERM tells connected senders, leaves their files
+            resumable and exits 0. See docs/DURABILITY.md.
             """
     )
 
@@ -64,6 +66,9 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
+    @OptionGroup(title: "Interrupted streams")
+    var durability: DurabilityOptions
+
     func validate() throws {
         guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }
         guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
@@ -84,6 +89,7 @@ struct Serve: ParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
+        durability.apply(to: &configuration)
 
         let server: CaptureReceiverServer
         do {
@@ -97,7 +103,7 @@ struct Serve: ParsableCommand {
 
         let stopped = DispatchSemaphore(value: 0)
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
-            logger.notice("shutting down: finishing open files", metadata: ["signal": "\(signal)"])
+            logger.notice("shutting down: syncing open files and leaving them resumable", metadata: ["signal": "\(signal)"])
             let clean = server.shutDown(timeout: 10)
             if !clean { logger.error("some files were still open after 10 s; they stay readable and can be finished with `capture-recv recover`") }
             stopped.signal()

@@ -52,11 +52,11 @@ let package = Package(
             name: "CaptureWireNIO",
             dependencies: ["CaptureWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
-        // The SwiftNIO client: connect, handshake, send window, acks.
+        // The SwiftNIO client: connect, handshake, send window, acks, reconnect, spool (CAF: overflow files).
         .target(
             name: "CaptureSender",
             dependencies: [
-                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO",
+                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CAF",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -15,10 +15,20 @@ public struct StreamSummary: Sendable, Equatable {
     public var totalPackets: UInt64
 }
 
+/// How one connection ended.
+enum ConnectionOutcome: Sendable {
+    /// The receiver confirmed the whole stream.
+    case delivered(StreamSummary)
+    /// The connection ended first. `retry`: whether reconnecting can help (a lost connection, a
+    /// receiver that is busy, shutting down or cannot write) or not (a refused format, a failed
+    /// authentication, a resume the receiver cannot make). `streamed`: whether it got past the handshake.
+    case interrupted(SenderError, retry: Bool, streamed: Bool)
+}
+
 /// Drives the sender's side of one connection: sends Hello, then the packet log's entries from the
 /// receiver's resume point within a send window, releases what the receiver acknowledges, and sends
 /// EndOfStream once the log has ended and everything was sent. Completes `done` with the receiver's
-/// summary, or with the reason the stream could not be delivered.
+/// summary, or with why the connection ended and whether reconnecting can help.
 final class SenderSessionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
@@ -26,7 +36,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private let hello: Capture_V1_Hello
     private let log: PacketLog
     private let windowBytes: Int
-    private let done: EventLoopPromise<StreamSummary>
+    private let done: EventLoopPromise<ConnectionOutcome>
+    private let onAccepted: @Sendable (Capture_V1_HelloAccepted) -> Void
+    private var streamed = false
     private var logger: Logger
     private var state: SenderStreamState
     private var context: ChannelHandlerContext?
@@ -39,8 +51,12 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private var completed = false
     private var pumpScheduled = false
 
-    init(hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<StreamSummary>, logger: Logger) {
+    init(
+        hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
+        onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
+    ) {
         self.hello = hello
+        self.onAccepted = onAccepted
         self.log = log
         self.windowBytes = windowBytes
         self.done = done
@@ -61,7 +77,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         do {
             try state.helloSent()
         } catch {
-            return fail(.protocolViolation(error.description))
+            return fail(.protocolViolation(error.description), retry: false)
         }
         context.writeAndFlush(wrapOutboundOut(.hello(hello)), promise: nil)
         context.fireChannelActive()
@@ -73,13 +89,20 @@ final class SenderSessionHandler: ChannelInboundHandler {
             event = try state.receive(unwrapInboundIn(data))
         } catch {
             if context.channel.isActive { context.writeAndFlush(wrapOutboundOut(.error(error.errorFrame)), promise: nil) }
-            return fail(.protocolViolation(error.description))
+            fail(.protocolViolation(error.description), retry: Self.isRetryable(error))
+            context.close(promise: nil)
+            return
         }
         switch event {
         case .accepted(let accepted):
             nextToSend = accepted.nextSequence
+            streamed = true
             if accepted.nextSequence > 1 { log.acknowledge(through: accepted.nextSequence - 1) }
-            logger.info("streaming", metadata: ["file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)"])
+            onAccepted(accepted)
+            logger.info("streaming", metadata: [
+                "file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)", "next-sequence": "\(accepted.nextSequence)",
+                "backlog-sequences": "\(log.lastSequence + 1 - accepted.nextSequence)",
+            ])
             pump()
         case .acknowledged(let ack):
             log.acknowledge(through: ack.durableSequence)
@@ -96,11 +119,15 @@ final class SenderSessionHandler: ChannelInboundHandler {
             break
         case .endAccepted(let accepted):
             log.acknowledge(through: log.lastSequence)
-            complete(.success(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
+            complete(.delivered(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
             context.close(promise: nil)
         case .peerError(let error):
-            fail(.refused(code: "\(error.code)", message: error.message))
-            if error.fatal { context.close(promise: nil) }
+            if error.fatal {
+                fail(.refused(code: "\(error.code)", message: error.message), retry: Self.isRetryable(error.code, afterHandshake: streamed))
+                context.close(promise: nil)
+            } else {
+                logger.warning("the receiver reported a problem", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+            }
         }
     }
 
@@ -115,7 +142,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
             case .write:
                 context.writeAndFlush(wrapOutboundOut(.heartbeat(.with { $0.sentUnixNs = Int64(Date().timeIntervalSince1970 * 1e9) })), promise: nil)
             case .read:
-                fail(.timedOut("no data from the receiver for too long; the connection is considered dead"))
+                fail(.timedOut("no data from the receiver for too long; the connection is considered dead"), retry: true)
                 context.close(promise: nil)
             case .all:
                 break
@@ -127,15 +154,15 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
-            fail(.protocolViolation(wire.description))
+            fail(.protocolViolation(wire.description), retry: Self.isRetryable(wire))
         } else {
-            fail(.connectionLost("\(error)"))
+            fail(.connectionLost("\(error)"), retry: true)
         }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        fail(.connectionLost("the receiver closed the connection"))
+        fail(.connectionLost("the receiver closed the connection"), retry: true)
         context.fireChannelInactive()
     }
 
@@ -159,7 +186,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 do {
                     try state.sent(sequence: entry.sequence)
                 } catch {
-                    return fail(.protocolViolation(error.description))
+                    return fail(.protocolViolation(error.description), retry: false)
                 }
                 context.write(wrapOutboundOut(Self.message(for: entry)), promise: nil)
                 wrote = true
@@ -173,7 +200,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
             do {
                 try state.endOfStreamSent(lastSequence: nextToSend - 1)
             } catch {
-                return fail(.protocolViolation(error.description))
+                return fail(.protocolViolation(error.description), retry: false)
             }
             endSent = true
             context.write(wrapOutboundOut(.endOfStream(.with {
@@ -208,16 +235,40 @@ final class SenderSessionHandler: ChannelInboundHandler {
         }
     }
 
-    private func fail(_ error: SenderError) {
-        complete(.failure(error))
+    private func fail(_ error: SenderError, retry: Bool) {
+        complete(.interrupted(error, retry: retry, streamed: streamed))
     }
 
-    private func complete(_ result: Result<StreamSummary, SenderError>) {
+    private func complete(_ outcome: ConnectionOutcome) {
         guard !completed else { return }
         completed = true
-        switch result {
-        case .success(let summary): done.succeed(summary)
-        case .failure(let error): done.fail(error)
+        done.succeed(outcome)
+    }
+
+    /// Whether an Error from the receiver is worth a reconnect. Refusals that a retry cannot change
+    /// (format, version, authentication, broken rules) are permanent; a SEQUENCE_GAP at the handshake
+    /// means the receiver cannot resume what this sender holds, which is permanent too, while one
+    /// during streaming asks for a resend from the receiver's position (a reconnect).
+    static func isRetryable(_ code: Capture_V1_Error.Code, afterHandshake: Bool) -> Bool {
+        switch code {
+        case .badFormat, .unsupportedVersion, .authenticationFailed, .invalidMessage, .unexpectedMessage,
+            .malformedFrame, .frameTooLarge, .internal:
+            return false
+        case .sequenceGap:
+            return afterHandshake
+        default:
+            return true
+        }
+    }
+
+    /// Whether a problem this side detected is worth a reconnect: a connection cut mid-frame is; a
+    /// receiver that speaks another protocol, or cannot resume this stream, is not.
+    static func isRetryable(_ error: WireError) -> Bool {
+        switch error {
+        case .receiverSpeaksTLS, .receiverSpeaksHTTP, .unsupportedVersion, .cannotResume, .resumeBeyondSent, .sendOutOfOrder:
+            return false
+        default:
+            return true
         }
     }
 }

@@ -284,10 +284,10 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     }
 
     private func finished(_ result: Result<FinishedFile, StorageError>, reason: String) {
-        finished = true
-        if let streamID { registry.release(streamID) }
         switch result {
         case .success(let file):
+            finished = true
+            if let streamID { registry.release(streamID) }
             var metadata = Self.metadata(file)
             metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / (writer?.format.sampleRate ?? 1))) s"
             metadata["reason"] = "\(reason)"
@@ -299,11 +299,14 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
             }))
             close()
         case .failure(let error):
-            // Not finished: the file stays resumable when the connection closes.
+            // Not finished: the file stays resumable at its last durable position.
             finishing = false
-            finished = false
-            if let streamID { registry.reserveAgain(streamID) }
-            fail(.refused(.storageFailed, "could not finish \(fileName): \(error.description)"))
+            if connectionGone {
+                finishing = true
+                if let writer, let streamID { Self.keepResumable(writer, stream: streamID, configuration: configuration, registry: registry, logger: logger) }
+            } else {
+                fail(.refused(.storageFailed, "could not finish \(fileName): \(error.description)"))
+            }
         }
     }
 

@@ -50,12 +50,6 @@ final class StreamRegistry: @unchecked Sendable {
         }
     }
 
-    /// Marks `stream` active again after a failed finish released it, so the connection's close can
-    /// detach it like any other interrupted stream.
-    func reserveAgain(_ stream: UUID) {
-        condition.withLock { _ = streams.insert(stream) }
-    }
-
     /// The stream's connection is gone but its file stays open for a resume: records it as detached
     /// (since `since`) and frees the stream for the next connection.
     func detach(_ stream: UUID, path: String, since: Date = Date()) {

@@ -189,16 +189,22 @@ final class ResilienceTests: XCTestCase {
 
     func testSenderKilledThenRestartedWithTheSameSpoolDeliversEverythingItSpooled() throws {
         let receiver = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions)
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 11)
         let killed = try ChildProcess(Products.send, [
-            receiver.address, "--source", "tone", "--duration", "60", "--stream-name", "killed",
+            "127.0.0.1:\(proxy.port)", "--source", "tone", "--duration", "60", "--stream-name", "killed",
         ] + Resilience.senderOptions(spool: spool()))
-        Resilience.waitUntil("two seconds of audio are in the file") { Resilience.size(receiver.files().first) > 384_000 }
+        Resilience.waitUntil("a second of audio is in the file") { Resilience.size(receiver.files().first) > 192_000 }
+        // Hold the network so the spool holds audio the receiver never saw, then kill the sender.
+        proxy.mode = .stall
+        let bytesAtStall = Resilience.size(receiver.files().first)
+        usleep(1_500_000)
         killed.signal(SIGKILL)
         killed.wait()
         let folders = try FileManager.default.contentsOfDirectory(atPath: spool().path).filter { UUID(uuidString: $0) != nil }
         XCTAssertEqual(folders.count, 1, "the killed stream's spool folder is there")
         let spooledEnd = try Resilience.spooledEnd(streamFolder: spool().appendingPathComponent(try XCTUnwrap(folders.first)))
-        XCTAssertGreaterThan(spooledEnd, 96_000)
+        XCTAssertGreaterThan(spooledEnd, bytesAtStall / 4 + 24_000, "the spool holds at least half a second the receiver did not have")
+        proxy.mode = .pass
 
         let restarted = try runSender([
             receiver.address, "--source", "tone", "--duration", "0.5", "--no-pace", "--stream-name", "after-restart",

@@ -115,6 +115,10 @@ let package = Package(
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
         .testTarget(
+            name: "DurabilityTests",
+            dependencies: ["CaptureSender", "CaptureReceiver", "CaptureCore", "CaptureCodecs", "CAF", "TestSupport"]
+        ),
+        .testTarget(
             name: "EndToEndTests",
             dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CSndFile", "TestSupport", "capture-send", "capture-recv"]
         ),

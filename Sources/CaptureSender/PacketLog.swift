@@ -17,6 +17,11 @@ public struct LoggedPacket: Sendable, Equatable {
     /// The entry.
     public var content: Content
 
+    public init(sequence: UInt64, content: Content) {
+        self.sequence = sequence
+        self.content = content
+    }
+
     /// Bytes the entry holds in memory (its payload).
     public var byteCount: Int {
         if case .audio(let packets) = content { return packets.payload.count }

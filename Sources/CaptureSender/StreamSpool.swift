@@ -296,6 +296,17 @@ public final class StreamSpool: @unchecked Sendable {
         return records
     }
 
+    /// Closes the spool's files and releases its lock, leaving the folder as it is for a later run
+    /// (what the end of the process does too).
+    public func release() {
+        lock.withLock {
+            for segment in segments { segment.file.close() }
+            segments.removeAll()
+            ackedFile?.close()
+        }
+        lockFile.close()
+    }
+
     /// Deletes the stream's spool folder: the receiver confirmed the whole stream.
     public func removeAll() {
         lock.withLock {

@@ -67,11 +67,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        // The SwiftNIO client: connect, handshake, send window, acks.
+        // The SwiftNIO client: connect, TLS, handshake, send window, acks, reconnect, spool (CAF: overflow files).
         .target(
             name: "CaptureSender",
             dependencies: [
-                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity",
+                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CAF",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -169,6 +169,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        .testTarget(
+            name: "DurabilityTests",
+            dependencies: ["CaptureSender", "CaptureReceiver", "CaptureCore", "CaptureCodecs", "CAF", "TestSupport"]
         ),
         .testTarget(
             name: "EndToEndTests",

@@ -250,7 +250,8 @@ public final class CAFWriter {
         journal = nil
     }
 
-    /// Reopens a file that was never finalized (after a receiver crash, or after `close()`) to append more.
+    /// Reopens a file to append more: one that was never finalized (after a receiver crash, or after
+    /// `close()`), or a finished one, which becomes unfinished again until the next `finalize`.
     ///
     /// The state is rebuilt from the file and its journal: linear PCM keeps the whole frames in the data
     /// (a partial trailing frame is cut off); Opus keeps the packets that the journal lists and the file
@@ -261,8 +262,17 @@ public final class CAFWriter {
     public static func resume(path: String, keepingPackets: Int64? = nil) throws(CAFError) -> CAFWriter {
         let file = try PosixFile.openExisting(path: path, writable: true)
         let parsed = try CAFParser.parse(file, stopAfterDataHeader: true)
-        let journalContents = try CAFJournal.read(cafPath: path)
-        if parsed.isFinalized, journalContents == nil { throw .alreadyFinalized(path: path) }
+        var journalContents = try CAFJournal.read(cafPath: path)
+        if parsed.isFinalized, journalContents == nil {
+            // A finished file (for example one a receiver finalized when it shut down) is reopened
+            // from its own packet table and markers, which hold what its journal held.
+            let finished = try CAFFile.read(path: path)
+            journalContents = CAFJournal.Contents(
+                primingFrames: finished.packetTable?.primingFrames ?? 0,
+                packetSizes: finished.packetTable?.packetSizes ?? [],
+                markers: finished.markers
+            )
+        }
         let salvage = try CAFSalvage.assess(parsed: parsed, journal: journalContents, keepingPackets: keepingPackets)
         // Each step leaves a file that a later resume or recovery reads the same way.
         if parsed.isFinalized {

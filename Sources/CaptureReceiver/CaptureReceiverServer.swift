@@ -1,3 +1,4 @@
+import CAF
 import CaptureWire
 import CaptureWireNIO
 import Foundation
@@ -50,6 +51,7 @@ public final class CaptureReceiverServer: Sendable {
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
         let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
+        DetachedStreamKeeper.start(configuration: configuration, registry: registry, eventLoop: group.next(), logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -124,6 +126,17 @@ public final class CaptureReceiverServer: Sendable {
         try? channel.close().wait()
         registry.shutDownAll()
         let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
+        // Streams whose connection was lost earlier have unfinished files: finish them too, keeping
+        // their position logs so their senders can still resume them after a restart.
+        for detached in registry.takeDetached(before: .distantFuture) {
+            do throws(CAFError) {
+                _ = try CAFRecovery.recover(path: detached.path)
+            } catch {
+                logger.error("cannot finalize a detached stream's file; run `capture-recv recover` on it", metadata: [
+                    "path": "\(detached.path)", "error": "\(error.description)",
+                ])
+            }
+        }
         try? group.syncShutdownGracefully()
         return clean
     }

@@ -35,6 +35,9 @@ public struct ReceiverConfiguration: Sendable {
     public var authTokens: AuthTokens? = nil
     /// Failed authentications per peer address within a minute before that address is refused for a minute (0: no limit).
     public var authFailureLimit: Int = 5
+    /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
+    /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
+    public var resumeWindow: Double = 86_400
 
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,

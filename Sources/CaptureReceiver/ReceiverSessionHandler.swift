@@ -33,6 +33,13 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     private var finishing = false
     private var finished = false
     private var closing = false
+    /// The file being reopened or created off the event loop; the connection may close meanwhile.
+    private var opening = false
+    private var connectionGone = false
+    /// The detached file this connection resumes, if any.
+    private var resumingPath: String?
+    /// The receiver is shutting down: an open file is finalized (and stays resumable).
+    private var shuttingDown = false
 
     /// Pending writer bytes above which the connection stops reading, and below which it reads again.
     private static let pauseReadingAbove = 8 << 20
@@ -151,23 +158,16 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         handshakeTimeout?.cancel()
+        connectionGone = true
         if let writer, !finished, !finishing {
             finishing = true
-            let logger = self.logger
-            let id = streamID
-            let registry = self.registry
-            logger.warning("connection lost before end of stream; finalizing the file with what arrived", metadata: ["file": "\(writer.path)"])
-            writer.finish(remainderFrames: 0) { result in
-                switch result {
-                case .success(let file):
-                    logger.notice("stream closed (incomplete)", metadata: Self.metadata(file))
-                case .failure(let error):
-                    logger.error("could not finalize the file", metadata: ["error": "\(error)"])
-                }
-                if let id { registry.release(id) }
+            if let id = streamID { Self.keepResumable(writer, stream: id, configuration: configuration, registry: registry, logger: logger, finalizing: shuttingDown) }
+        } else if let id = streamID, !finishing, !opening {
+            if let resumingPath {
+                registry.detach(id, path: resumingPath)
+            } else {
+                registry.release(id)
             }
-        } else if let id = streamID, !finishing {
-            registry.release(id)
         }
         registry.removeConnection(ObjectIdentifier(self))
         context.fireChannelInactive()
@@ -186,6 +186,8 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         switch registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) {
         case .reserved:
             break
+        case .resumable(let path):
+            resumingPath = path
         case .busy:
             state.reject()
             return fail(.refused(.streamBusy, "stream \(hello.streamID) is already being received on another connection"))
@@ -200,11 +202,23 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         let eventLoop = context.eventLoop
         let configuration = self.configuration
         let peer = self.peer
+        let resumingPath = self.resumingPath
+        opening = true
         DispatchQueue.global().async {
-            let result = StreamFiles.create(hello: hello, start: start, peer: peer, configuration: configuration) { position in
+            let onDurable: @Sendable (DurablePosition) -> Void = { position in
                 eventLoop.execute { loopBound.value.durable(position) }
-            } onFailure: { error in
+            }
+            let onFailure: @Sendable (StorageError) -> Void = { error in
                 eventLoop.execute { loopBound.value.storageFailed(error) }
+            }
+            let result: Result<(StreamWriter, ResumePoint), StorageError>
+            if let resumingPath {
+                result = StreamFiles.reopen(
+                    path: resumingPath, hello: hello, configuration: configuration, onDurable: onDurable, onFailure: onFailure)
+            } else {
+                result = StreamFiles.create(
+                    hello: hello, start: start, peer: peer, configuration: configuration, onDurable: onDurable, onFailure: onFailure
+                ).map { ($0, ResumePoint.newStream(hello)) }
             }
             eventLoop.execute { loopBound.value.opened(result, hello: hello) }
         }
@@ -235,20 +249,30 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         return refusal
     }
 
-    private func opened(_ result: Result<StreamWriter, StorageError>, hello: ValidatedHello) {
+    private func opened(_ result: Result<(StreamWriter, ResumePoint), StorageError>, hello: ValidatedHello) {
+        opening = false
         switch result {
         case .failure(let error):
+            if let id = streamID {
+                if let resumingPath { registry.detach(id, path: resumingPath) } else { registry.release(id) }
+            }
+            streamID = nil
             state.reject()
-            fail(.refused(.storageFailed, error.description))
-        case .success(let writer):
-            guard !closing else {
-                writer.finish(remainderFrames: 0) { _ in }
+            if case .formatChanged = error {
+                fail(.refused(.badFormat, error.description))
+            } else {
+                logger.error("cannot store the stream; the sender keeps its audio and retries", metadata: ["error": "\(error)"])
+                fail(.refused(.storageFailed, "the receiver cannot store the stream now: \(error.description); the sender keeps the audio and retries"))
+            }
+        case .success(let (writer, resume)):
+            guard !closing, !connectionGone else {
+                finishing = true
+                if let id = streamID { Self.keepResumable(writer, stream: id, configuration: configuration, registry: registry, logger: logger, finalizing: shuttingDown) }
                 return
             }
             self.writer = writer
             fileName = (writer.path as NSString).lastPathComponent
             openedAt = Date()
-            let resume = ResumePoint.newStream(hello)
             do {
                 try state.accept(resumingAt: resume)
             } catch {
@@ -262,10 +286,11 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
                 $0.heartbeatIntervalMs = UInt32(configuration.heartbeatInterval.nanoseconds / 1_000_000)
                 $0.maxFrameBytes = UInt32(configuration.maximumFrameBytes)
                 $0.fileName = fileName
-                $0.resumed = false
+                $0.resumed = resumingPath != nil
             }))
-            logger.info("stream opened", metadata: [
+            logger.info(resumingPath != nil ? "stream resumed" : "stream opened", metadata: [
                 "file": "\(writer.path)", "format": "\(hello.format)", "source": "\(hello.message.sourceHost)",
+                "next-sequence": "\(resume.nextSequence)",
             ])
         }
     }
@@ -314,10 +339,10 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     }
 
     private func finished(_ result: Result<FinishedFile, StorageError>, reason: String) {
-        finished = true
-        if let streamID { registry.release(streamID) }
         switch result {
         case .success(let file):
+            finished = true
+            if let streamID { registry.release(streamID) }
             var metadata = Self.metadata(file)
             metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / (writer?.format.sampleRate ?? 1))) s"
             metadata["reason"] = "\(reason)"
@@ -329,7 +354,46 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
             }))
             close()
         case .failure(let error):
-            fail(.refused(.storageFailed, "could not finish \(fileName): \(error.description)"))
+            // Not finished: the file stays resumable at its last durable position.
+            finishing = false
+            if connectionGone {
+                finishing = true
+                if let writer, let streamID { Self.keepResumable(writer, stream: streamID, configuration: configuration, registry: registry, logger: logger, finalizing: shuttingDown) }
+            } else {
+                fail(.refused(.storageFailed, "could not finish \(fileName): \(error.description)"))
+            }
+        }
+    }
+
+    /// The connection ended before EndOfStream: make what was written durable and leave the file
+    /// open for the stream's sender to resume (or, with a resume window of 0, finalize it now).
+    private static func keepResumable(
+        _ writer: StreamWriter, stream: UUID, configuration: ReceiverConfiguration, registry: StreamRegistry, logger: Logger,
+        finalizing: Bool
+    ) {
+        let path = writer.path
+        if configuration.resumeWindow <= 0 {
+            logger.warning("connection lost before end of stream; finalizing the file with what arrived", metadata: ["file": "\(path)"])
+            writer.finish(remainderFrames: 0) { result in
+                switch result {
+                case .success(let file): logger.notice("stream closed (incomplete)", metadata: Self.metadata(file))
+                case .failure(let error): logger.error("could not finalize the file", metadata: ["error": "\(error)"])
+                }
+                registry.release(stream)
+            }
+            return
+        }
+        writer.detach(finalizing: finalizing) {
+            if finalizing {
+                logger.notice("shutting down: file finalized; its sender can resume it in the same file after a restart", metadata: [
+                    "file": "\(path)", "resume-window-s": "\(Int(configuration.resumeWindow))",
+                ])
+            } else {
+                logger.warning("connection lost before end of stream; the file stays open for the sender to resume", metadata: [
+                    "file": "\(path)", "resume-window-s": "\(Int(configuration.resumeWindow))",
+                ])
+            }
+            registry.detach(stream, path: path)
         }
     }
 
@@ -377,6 +441,7 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
 
     /// Tells the sender the receiver is going away and closes (for shutdown).
     func shutDown() {
+        shuttingDown = true
         fail(.refused(.shuttingDown, "the receiver is shutting down; reconnect later"))
     }
 

@@ -1,9 +1,11 @@
 import CAF
+import CaptureCore
 import CaptureWire
 import Foundation
 
-/// Creates the file for a newly accepted stream: a unique name in the output folder and a CAF file
-/// with the stream's format, magic cookie and `info` entries.
+/// Creates the file for a newly accepted stream (a unique name in the output folder and a CAF file
+/// with the stream's format, magic cookie and `info` entries, plus its position log), or reopens
+/// the unfinalized file of a stream that resumes.
 enum StreamFiles {
     static func create(
         hello: ValidatedHello, start: Date, peer: String, configuration: ReceiverConfiguration,
@@ -25,17 +27,30 @@ enum StreamFiles {
         for attempt in 1...100 {
             let name = StreamFileNaming.fileName(streamName: message.streamName, start: start, attempt: attempt)
             let path = (configuration.outputDirectory as NSString).appendingPathComponent(name)
-            do {
-                let writer = try StreamWriter(
+            let caf: CAFWriter
+            do throws(CAFError) {
+                caf = try CAFWriter(
                     path: path, format: hello.format, info: info, magicCookie: storedCookie(hello),
-                    primingFrames: Int(message.primingFrames),
-                    start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
-                    policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure
+                    primingFrames: Int(message.primingFrames)
                 )
-                return .success(writer)
             } catch .fileExists {
                 continue
             } catch {
+                return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
+            }
+            let origin = StreamPositionRecord(sequence: 0, sampleTime: message.startSampleTime, packets: 0)
+            do throws(DurableFileError) {
+                let positionLog = try StreamPositionLog.create(cafPath: path, initial: origin)
+                return .success(StreamWriter(
+                    writer: caf, positionLog: positionLog,
+                    start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
+                    policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure
+                ))
+            } catch {
+                // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
+                caf.close()
+                try? DurableFile.remove(path)
+                try? DurableFile.remove(path + ".pakt-journal")
                 return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
             }
         }
@@ -48,5 +63,45 @@ enum StreamFiles {
     static func storedCookie(_ hello: ValidatedHello) -> [UInt8] {
         if hello.format.formatID == .opus, hello.format.channelCount <= 2 { return [] }
         return Array(hello.message.magicCookie)
+    }
+
+    /// Reopens the unfinalized file of a stream that is coming back (after a lost connection or a
+    /// receiver restart) at exactly what its position log says is durable, and returns the writer and
+    /// where the sender must resume. Audio written after that point (never acknowledged) is cut off;
+    /// the sender still holds it and resends it.
+    static func reopen(
+        path: String, hello: ValidatedHello, configuration: ReceiverConfiguration,
+        onDurable: @escaping @Sendable (DurablePosition) -> Void,
+        onFailure: @escaping @Sendable (StorageError) -> Void
+    ) -> Result<(StreamWriter, ResumePoint), StorageError> {
+        let record: StreamPositionRecord
+        do throws(DurableFileError) {
+            record = try StreamPositionLog.lastRecord(cafPath: path)
+                ?? StreamPositionRecord(sequence: 0, sampleTime: hello.message.startSampleTime, packets: 0)
+        } catch {
+            return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
+        }
+        let caf: CAFWriter
+        do throws(CAFError) {
+            caf = try CAFWriter.resume(path: path, keepingPackets: record.packets)
+        } catch {
+            return .failure(.cannotCreate("cannot reopen \(path) to resume the stream: \(error.description)"))
+        }
+        guard caf.format == hello.format else {
+            caf.close()
+            return .failure(.formatChanged("stream \(hello.streamID) was recorded as \(caf.format) in \(path) but now sends \(hello.format); a resumed stream must keep its format (start a new stream)"))
+        }
+        do throws(DurableFileError) {
+            let positionLog = try StreamPositionLog.create(cafPath: path, initial: record)
+            let writer = StreamWriter(
+                writer: caf, positionLog: positionLog,
+                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime),
+                policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure
+            )
+            return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))
+        } catch {
+            caf.close()
+            return .failure(.cannotCreate("cannot reopen \(path) to resume the stream: \(error.description)"))
+        }
     }
 }

@@ -35,12 +35,16 @@ public struct FinishedFile: Sendable, Equatable {
 
 /// Why the receiver could not store a stream.
 public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The file could not be created or reopened (disk full, permissions...): try again later.
     case cannotCreate(String)
+    /// Writing or syncing failed: nothing after the last Ack is durable; try again later.
     case writeFailed(String)
+    /// A resumed stream announced another format than its file has: it cannot continue that file.
+    case formatChanged(String)
 
     public var description: String {
         switch self {
-        case .cannotCreate(let message), .writeFailed(let message): return message
+        case .cannotCreate(let message), .writeFailed(let message), .formatChanged(let message): return message
         }
     }
 }
@@ -62,6 +66,7 @@ public final class StreamWriter: @unchecked Sendable {
     private let onFailure: @Sendable (StorageError) -> Void
     // State below is touched on `queue` only.
     private var writer: CAFWriter?
+    private var positionLog: StreamPositionLog?
     private var written = DurablePosition(sequence: 0, sampleTime: 0)
     private var durable = DurablePosition(sequence: 0, sampleTime: 0)
     private var unsyncedBytes = 0
@@ -72,20 +77,21 @@ public final class StreamWriter: @unchecked Sendable {
     private let pendingLock = NSLock()
     private var pending = 0
 
-    /// Creates the file (on the calling thread) and the writer.
-    public init(
-        path: String, format: StreamFormat, info: [(key: String, value: String)], magicCookie: [UInt8],
-        primingFrames: Int, start: DurablePosition, policy: SyncPolicy,
+    /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
+    /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
+    init(
+        writer: CAFWriter, positionLog: StreamPositionLog, start: DurablePosition, policy: SyncPolicy,
         onDurable: @escaping @Sendable (DurablePosition) -> Void,
         onFailure: @escaping @Sendable (StorageError) -> Void
-    ) throws(CAFError) {
+    ) {
         self.onFailure = onFailure
-        self.path = path
-        self.format = format
+        self.path = writer.path
+        self.format = writer.format
         self.policy = policy
         self.onDurable = onDurable
-        queue = DispatchQueue(label: "stream-writer \((path as NSString).lastPathComponent)")
-        writer = try CAFWriter(path: path, format: format, info: info, magicCookie: magicCookie, primingFrames: primingFrames)
+        queue = DispatchQueue(label: "stream-writer \((writer.path as NSString).lastPathComponent)")
+        self.writer = writer
+        self.positionLog = positionLog
         written = start
         durable = start
     }
@@ -157,9 +163,35 @@ public final class StreamWriter: @unchecked Sendable {
                 return completion(.failure(.writeFailed(error.description)))
             }
             self.writer = nil
+            positionLog?.close()
+            positionLog = nil
+            try? StreamPositionLog.remove(cafPath: path)
             durable = written
             onDurable(durable)
             completion(.success(FinishedFile(path: path, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)))
+        }
+    }
+
+    /// Makes what was written durable (when the disk allows), then closes the file, leaving it
+    /// resumable: the stream's connection is gone but its sender may come back. With `finalizing`
+    /// (a receiver shutting down) the file is also finalized, so every reader opens it complete; its
+    /// position log stays, and a resume reopens it where it ended.
+    public func detach(finalizing: Bool = false, completion: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            synchronizeNow()
+            if finalizing, failure == nil, let writer {
+                do throws(CAFError) {
+                    try writer.finalize(remainderFrames: 0)
+                } catch {
+                    // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
+                    writer.close()
+                }
+            }
+            writer?.close()
+            writer = nil
+            positionLog?.close()
+            positionLog = nil
+            completion()
         }
     }
 
@@ -189,11 +221,18 @@ public final class StreamWriter: @unchecked Sendable {
     }
 
     private func synchronizeNow() {
-        guard failure == nil, let writer, written != durable else { return }
+        guard failure == nil, let writer, let positionLog, written != durable else { return }
         do throws(CAFError) {
             try writer.synchronize()
         } catch {
             fail(error)
+            return
+        }
+        // The position record is durable before the Ack goes out: a restarted receiver resumes here.
+        do throws(DurableFileError) {
+            try positionLog.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount))
+        } catch {
+            fail(.io(operation: "recording the stream position in", path: error.path, errno: error.code))
             return
         }
         unsyncedBytes = 0

@@ -1,3 +1,4 @@
+import CAF
 import CaptureCodecs
 import Foundation
 
@@ -15,6 +16,11 @@ public struct LoggedPacket: Sendable, Equatable {
     public var sequence: UInt64
     /// The entry.
     public var content: Content
+
+    public init(sequence: UInt64, content: Content) {
+        self.sequence = sequence
+        self.content = content
+    }
 
     /// Bytes the entry holds in memory (its payload).
     public var byteCount: Int {
@@ -39,35 +45,108 @@ public struct StreamEnd: Sendable, Equatable {
     public var remainderFrames: Int
     /// Why the stream ended ("duration", "end-of-file", "interrupted"...).
     public var reason: String
+
+    public init(endSampleTime: Int64, remainderFrames: Int, reason: String) {
+        self.endSampleTime = endSampleTime
+        self.remainderFrames = remainderFrames
+        self.reason = reason
+    }
+}
+
+/// Something the user must be told about the log's storage (the CLI logs these loudly).
+public enum PacketLogEvent: Sendable, Equatable {
+    /// The log is full (`--spool-max`): captured audio now goes to the overflow file at `path`.
+    case overflowStarted(path: String)
+    /// The overflow episode ended: `frames` frames are in `path`, and the stream carries a Gap naming it.
+    case overflowEnded(path: String, frames: Int64)
+    /// Audio could not be kept at all (the overflow file failed too): it is lost, and a Gap says so.
+    case audioLost(reason: String)
+    /// The disk spool failed: audio stays in memory only (it would not survive a crash of the sender).
+    case spoolFailed(reason: String)
 }
 
 /// The sender's packet log: every packet from the encoder, numbered, kept until the receiver
 /// acknowledges it as durably written. The encoder side appends (on the queue's delivery thread);
 /// the network side reads from it and acknowledges.
 ///
-/// A real-time source never waits here: its packets are kept whatever the backlog. A source that is
-/// not real time (a file read as fast as possible) waits in `append` while more than `memoryLimit`
-/// bytes are unacknowledged, so reading a long file does not fill memory.
+/// With a `StreamSpool`, every entry is also written to disk (on a queue of its own, fdatasync at
+/// most every second): entries beyond `memoryLimit` bytes are dropped from memory once spooled and
+/// read back from the spool when they are sent, and a restarted sender delivers what the spool holds.
+///
+/// A real-time source never waits here. When more than `capacity` bytes are unacknowledged (the
+/// receiver has been unreachable too long), new audio goes to an `OverflowRecorder` file instead and
+/// the stream gets a Gap naming that file once the log has room again (at half its capacity). A
+/// source that is not real time (a file read as fast as possible) waits in `append` while more than
+/// `memoryLimit` bytes are unacknowledged instead.
 public final class PacketLog: @unchecked Sendable {
+    private struct Slot {
+        var sequence: UInt64
+        var packet: LoggedPacket?
+        var location: SpoolLocation?
+        var bytes: Int
+    }
+
+    private struct Overflow {
+        var path: String?
+        var start: Int64
+        var end: Int64
+    }
+
     private let condition = NSCondition()
-    private var entries: [LoggedPacket] = []
-    /// Index in `entries` of the oldest kept entry (entries before it are released).
+    private var slots: [Slot] = []
+    /// Index in `slots` of the oldest kept entry (entries before it are released).
     private var head = 0
     private var nextSequence: UInt64 = 1
     private var acknowledged: UInt64 = 0
+    /// Unacknowledged payload bytes, wherever they are kept.
     private var heldBytes = 0
+    /// Unacknowledged payload bytes held in memory.
+    private var memoryBytes = 0
     private var end: StreamEnd?
     private var closed = false
     private var listeners: [@Sendable () -> Void] = []
+    private var overflow: Overflow?
+    private var spoolFailureReported = false
+    // Touched on `spoolQueue` only.
+    private var syncScheduled = false
 
-    /// Unacknowledged bytes above which a non-real-time producer waits.
+    /// Unacknowledged bytes kept in memory at most (more is read back from the spool); for a
+    /// non-real-time producer, the backlog above which it waits.
     public let memoryLimit: Int
+    /// Unacknowledged bytes kept at most (`--spool-max`) before audio overflows to a local file.
+    public let capacity: Int
     /// Whether the producer is real time (never waits).
     public let producerIsRealTime: Bool
+    /// The disk spool, if any.
+    public let spool: StreamSpool?
+    private let overflowRecorder: OverflowRecorder?
+    private let events: @Sendable (PacketLogEvent) -> Void
+    private let spoolQueue = DispatchQueue(label: "packet-log spool")
 
-    public init(memoryLimit: Int = 8 << 20, producerIsRealTime: Bool) {
+    /// A log for a new stream, in memory only or with a disk spool.
+    public init(
+        memoryLimit: Int = 8 << 20, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
+        overflow: OverflowRecorder? = nil, events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
+    ) {
         self.memoryLimit = memoryLimit
         self.producerIsRealTime = producerIsRealTime
+        self.spool = spool
+        self.capacity = max(capacity, 1)
+        self.overflowRecorder = overflow
+        self.events = events
+    }
+
+    /// The log of an earlier stream, read back from its spool after a restart, ready to deliver.
+    /// When capture never recorded an end (the sender was killed), the stream ends after its last
+    /// spooled entry with reason "sender-restarted".
+    public convenience init(recovering spool: StreamSpool, memoryLimit: Int = 8 << 20) throws(SpoolError) {
+        let contents = try spool.contents()
+        self.init(memoryLimit: memoryLimit, producerIsRealTime: true, spool: spool)
+        slots = contents.entries.map { Slot(sequence: $0.sequence, packet: nil, location: $0.location, bytes: $0.bytes) }
+        heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
+        acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
+        nextSequence = (contents.entries.last?.sequence ?? acknowledged) + 1
+        end = contents.end ?? StreamEnd(endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
     }
 
     /// Calls `listener` (from the appending thread) whenever an entry is appended or the stream ends.
@@ -75,32 +154,162 @@ public final class PacketLog: @unchecked Sendable {
         condition.withLock { listeners.append(listener) }
     }
 
-    /// Appends encoded audio; returns its sequence number. A non-real-time producer may wait here.
+    /// Appends encoded audio; returns its sequence number, or 0 when the log was full and the
+    /// audio went to the overflow file. A non-real-time producer may wait here.
     @discardableResult
     public func append(_ packets: EncodedPackets) -> UInt64 {
-        append(.audio(packets), bytes: packets.payload.count)
+        if producerIsRealTime {
+            let full: Bool = condition.withLock {
+                let needed = heldBytes + packets.payload.count
+                return overflow != nil ? needed > capacity / 2 : needed > capacity
+            }
+            if full {
+                keepInOverflow(packets)
+                return 0
+            }
+            endOverflowIfAny()
+        }
+        return appendEntry(.audio(packets), bytes: packets.payload.count)
     }
 
-    /// Appends a gap of `length` frames at `sampleTime`; returns its sequence number.
+    /// Appends a gap of `length` frames at `sampleTime`; returns its sequence number (0 when it
+    /// falls inside an overflow episode, whose own Gap covers it).
     @discardableResult
     public func appendGap(sampleTime: Int64, length: Int64, reason: String) -> UInt64 {
-        append(.gap(sampleTime: sampleTime, length: length, reason: reason), bytes: 0)
+        let absorbed: Bool = condition.withLock {
+            guard overflow != nil else { return false }
+            overflow?.end = sampleTime + length
+            return true
+        }
+        if absorbed { return 0 }
+        return appendEntry(.gap(sampleTime: sampleTime, length: length, reason: reason), bytes: 0)
     }
 
-    private func append(_ content: LoggedPacket.Content, bytes: Int) -> UInt64 {
+    private func appendEntry(_ content: LoggedPacket.Content, bytes: Int) -> UInt64 {
         condition.lock()
         if !producerIsRealTime {
             while heldBytes > memoryLimit && !closed { condition.wait() }
         }
         let sequence = nextSequence
         nextSequence += 1
-        entries.append(LoggedPacket(sequence: sequence, content: content))
+        let entry = LoggedPacket(sequence: sequence, content: content)
+        slots.append(Slot(sequence: sequence, packet: entry, location: nil, bytes: bytes))
         heldBytes += bytes
+        memoryBytes += bytes
         let toNotify = listeners
         condition.unlock()
+        if spool != nil { spoolQueue.async { [self] in spoolWrite(entry) } }
         toNotify.forEach { $0() }
         return sequence
     }
+
+    // MARK: - Spool
+
+    private func spoolWrite(_ entry: LoggedPacket) {
+        guard let spool else { return }
+        let location: SpoolLocation
+        do throws(SpoolError) {
+            location = try spool.append(entry)
+        } catch {
+            reportSpoolFailure(error)
+            return
+        }
+        condition.withLock {
+            guard let index = slotIndex(entry.sequence) else { return }
+            slots[index].location = location
+            if memoryBytes > memoryLimit, slots[index].packet != nil {
+                slots[index].packet = nil
+                memoryBytes -= slots[index].bytes
+            }
+        }
+        scheduleSync()
+    }
+
+    private func scheduleSync() {
+        guard let spool, !syncScheduled else { return }
+        syncScheduled = true
+        spoolQueue.asyncAfter(deadline: .now() + .seconds(1)) { [self] in
+            syncScheduled = false
+            do throws(SpoolError) { try spool.synchronize() } catch { reportSpoolFailure(error) }
+        }
+    }
+
+    private func reportSpoolFailure(_ error: SpoolError) {
+        let first: Bool = condition.withLock {
+            defer { spoolFailureReported = true }
+            return !spoolFailureReported
+        }
+        if first { events(.spoolFailed(reason: error.description)) }
+    }
+
+    private func slotIndex(_ sequence: UInt64) -> Int? {
+        guard head < slots.count else { return nil }
+        let first = slots[head].sequence
+        guard sequence >= first else { return nil }
+        let index = head + Int(sequence - first)
+        return index < slots.count ? index : nil
+    }
+
+    /// Blocks until every entry appended so far is written to the spool and synced (tests, shutdown).
+    public func flushSpool() {
+        guard let spool else { return }
+        spoolQueue.sync { try? spool.synchronize() }
+    }
+
+    // MARK: - Overflow
+
+    private func keepInOverflow(_ packets: EncodedPackets) {
+        let starting: Bool = condition.withLock {
+            if overflow == nil {
+                overflow = Overflow(path: nil, start: packets.firstSampleTime, end: packets.firstSampleTime)
+                return true
+            }
+            return false
+        }
+        if starting {
+            if let overflowRecorder {
+                do throws(CAFError) {
+                    let path = try overflowRecorder.begin()
+                    condition.withLock { overflow?.path = path }
+                    events(.overflowStarted(path: path))
+                } catch {
+                    events(.audioLost(reason: "the log is full (--spool-max \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
+                }
+            } else {
+                events(.audioLost(reason: "the log is full (\(capacity) bytes) and there is no overflow folder"))
+            }
+        }
+        let hasFile = condition.withLock { overflow?.path != nil }
+        if hasFile, let overflowRecorder {
+            do throws(CAFError) {
+                try overflowRecorder.write(packets)
+            } catch {
+                condition.withLock { overflow?.path = nil }
+                events(.audioLost(reason: "writing the overflow file failed: \(error.description)"))
+            }
+        }
+        condition.withLock { overflow?.end = packets.firstSampleTime + Int64(packets.frameCount) }
+    }
+
+    private func endOverflowIfAny() {
+        guard let episode = condition.withLock({ () -> Overflow? in
+            defer { overflow = nil }
+            return overflow
+        }) else { return }
+        try? overflowRecorder?.end()
+        let frames = episode.end - episode.start
+        guard frames > 0 else { return }
+        let reason: String
+        if let path = episode.path {
+            reason = "spool-full: the sender kept these \(frames) frames in \(path)"
+            events(.overflowEnded(path: path, frames: frames))
+        } else {
+            reason = "spool-full: \(frames) frames lost at the sender (no overflow file)"
+        }
+        _ = appendEntry(.gap(sampleTime: episode.start, length: frames, reason: reason), bytes: 0)
+    }
+
+    // MARK: - Network side
 
     /// Forgets every listener (the network side that registered them is gone).
     public func removeListeners() {
@@ -109,9 +318,16 @@ public final class PacketLog: @unchecked Sendable {
 
     /// Records the end of the stream; no entry may follow.
     public func finish(_ streamEnd: StreamEnd) {
-        let toNotify: [@Sendable () -> Void] = condition.withLock {
+        endOverflowIfAny()
+        let (toNotify, last): ([@Sendable () -> Void], UInt64) = condition.withLock {
             end = streamEnd
-            return listeners
+            return (listeners, nextSequence - 1)
+        }
+        if let spool {
+            spoolQueue.async {
+                try? spool.appendEnd(streamEnd, lastSequence: last)
+                try? spool.synchronize()
+            }
         }
         toNotify.forEach { $0() }
     }
@@ -119,20 +335,25 @@ public final class PacketLog: @unchecked Sendable {
     /// Releases every entry up to and including `sequence`: the receiver holds them durably.
     /// Stale acknowledgements (at or below an earlier one) change nothing.
     public func acknowledge(through sequence: UInt64) {
-        condition.withLock {
-            guard sequence > acknowledged else { return }
+        let released: UInt64? = condition.withLock {
+            guard sequence > acknowledged else { return nil }
             acknowledged = min(sequence, nextSequence - 1)
-            while head < entries.count, entries[head].sequence <= acknowledged {
-                heldBytes -= entries[head].byteCount
+            while head < slots.count, slots[head].sequence <= acknowledged {
+                heldBytes -= slots[head].bytes
+                if slots[head].packet != nil { memoryBytes -= slots[head].bytes }
                 head += 1
             }
             // Drop released entries as soon as they are half the array, so acknowledged audio does
             // not stay in memory (each entry may hold a whole capture buffer).
-            if head >= 16, head * 2 >= entries.count {
-                entries.removeFirst(head)
+            if head >= 16, head * 2 >= slots.count {
+                slots.removeFirst(head)
                 head = 0
             }
             condition.broadcast()
+            return acknowledged
+        }
+        if let released, let spool {
+            spoolQueue.async { spool.acknowledge(through: released) }
         }
     }
 
@@ -144,14 +365,31 @@ public final class PacketLog: @unchecked Sendable {
         }
     }
 
-    /// Up to `maxCount` kept entries starting at `sequence` (which must not be acknowledged yet).
+    /// Up to `maxCount` kept entries starting at `sequence` (which must not be acknowledged yet);
+    /// entries no longer in memory are read back from the spool.
     public func entries(from sequence: UInt64, maxCount: Int) -> [LoggedPacket] {
-        condition.withLock {
-            guard let first = entries[head...].first?.sequence, sequence >= first else { return [] }
-            let start = head + Int(sequence - first)
-            guard start < entries.count else { return [] }
-            return Array(entries[start..<min(entries.count, start + maxCount)])
+        let picked: [Slot] = condition.withLock {
+            guard let start = slotIndex(sequence) else { return [] }
+            return Array(slots[start..<min(slots.count, start + maxCount)])
         }
+        var result: [LoggedPacket] = []
+        result.reserveCapacity(picked.count)
+        for slot in picked {
+            if let packet = slot.packet {
+                result.append(packet)
+            } else if let location = slot.location, let spool, let packet = try? spool.read(location) {
+                result.append(packet)
+            } else {
+                break
+            }
+        }
+        return result
+    }
+
+    /// Deletes the spool: the receiver confirmed the whole stream.
+    public func removeSpool() {
+        guard let spool else { return }
+        spoolQueue.sync { spool.removeAll() }
     }
 
     /// The highest acknowledged sequence (0 before any).
@@ -160,8 +398,10 @@ public final class PacketLog: @unchecked Sendable {
     public var lastSequence: UInt64 { condition.withLock { nextSequence - 1 } }
     /// The oldest sequence still kept (the next to be acknowledged).
     public var oldestKeptSequence: UInt64 { condition.withLock { acknowledged + 1 } }
-    /// Bytes kept in memory, not yet acknowledged.
+    /// Bytes kept (in memory or spooled), not yet acknowledged.
     public var unacknowledgedBytes: Int { condition.withLock { heldBytes } }
+    /// Unacknowledged bytes held in memory.
+    public var memoryBytesHeld: Int { condition.withLock { memoryBytes } }
     /// The end of the stream, once recorded.
     public var streamEnd: StreamEnd? { condition.withLock { end } }
     /// Whether the stream ended and every entry was acknowledged.

@@ -18,10 +18,20 @@ public struct StreamSummary: Sendable, Equatable {
     public var totalPackets: UInt64
 }
 
+/// How one connection ended.
+enum ConnectionOutcome: Sendable {
+    /// The receiver confirmed the whole stream.
+    case delivered(StreamSummary)
+    /// The connection ended first. `retry`: whether reconnecting can help (a lost connection, a
+    /// receiver that is busy, shutting down or cannot write) or not (a refused format, a failed
+    /// authentication, a resume the receiver cannot make). `streamed`: whether it got past the handshake.
+    case interrupted(SenderError, retry: Bool, streamed: Bool)
+}
+
 /// Drives the sender's side of one connection: sends Hello, then the packet log's entries from the
 /// receiver's resume point within a send window, releases what the receiver acknowledges, and sends
 /// EndOfStream once the log has ended and everything was sent. Completes `done` with the receiver's
-/// summary, or with the reason the stream could not be delivered.
+/// summary, or with why the connection ended and whether reconnecting can help.
 final class SenderSessionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
@@ -29,7 +39,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private let hello: Capture_V1_Hello
     private let log: PacketLog
     private let windowBytes: Int
-    private let done: EventLoopPromise<StreamSummary>
+    private let done: EventLoopPromise<ConnectionOutcome>
+    private let onAccepted: @Sendable (Capture_V1_HelloAccepted) -> Void
+    private var streamed = false
     private var logger: Logger
     private var state: SenderStreamState
     private var context: ChannelHandlerContext?
@@ -57,11 +69,12 @@ final class SenderSessionHandler: ChannelInboundHandler {
     }
 
     init(
-        hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<StreamSummary>, logger: Logger,
-        security: Security? = nil
+        hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
+        security: Security? = nil, onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
     ) {
         self.security = security
         self.hello = hello
+        self.onAccepted = onAccepted
         self.log = log
         self.windowBytes = windowBytes
         self.done = done
@@ -82,12 +95,12 @@ final class SenderSessionHandler: ChannelInboundHandler {
         do {
             try state.helloSent()
         } catch {
-            return fail(.protocolViolation(error.description))
+            return fail(.protocolViolation(error.description), retry: false)
         }
         if let security {
             tlsHandshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: security.handshakeTimeout) { [self] in
                 guard !tlsHandshakeDone else { return }
-                fail(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"))
+                fail(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"), retry: true)
                 self.context?.close(promise: nil)
             }
         }
@@ -101,14 +114,21 @@ final class SenderSessionHandler: ChannelInboundHandler {
             event = try state.receive(unwrapInboundIn(data))
         } catch {
             if context.channel.isActive { context.writeAndFlush(wrapOutboundOut(.error(error.errorFrame)), promise: nil) }
-            return fail(.protocolViolation(error.description))
+            fail(.protocolViolation(error.description), retry: Self.isRetryable(error))
+            context.close(promise: nil)
+            return
         }
         switch event {
         case .accepted(let accepted):
             self.accepted = true
             nextToSend = accepted.nextSequence
+            streamed = true
             if accepted.nextSequence > 1 { log.acknowledge(through: accepted.nextSequence - 1) }
-            logger.info("streaming", metadata: ["file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)"])
+            onAccepted(accepted)
+            logger.info("streaming", metadata: [
+                "file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)", "next-sequence": "\(accepted.nextSequence)",
+                "backlog-sequences": "\(log.lastSequence + 1 - accepted.nextSequence)",
+            ])
             pump()
         case .acknowledged(let ack):
             log.acknowledge(through: ack.durableSequence)
@@ -125,11 +145,15 @@ final class SenderSessionHandler: ChannelInboundHandler {
             break
         case .endAccepted(let accepted):
             log.acknowledge(through: log.lastSequence)
-            complete(.success(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
+            complete(.delivered(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
             context.close(promise: nil)
         case .peerError(let error):
-            fail(.refused(code: "\(error.code)", message: error.message))
-            if error.fatal { context.close(promise: nil) }
+            if error.fatal {
+                fail(.refused(code: "\(error.code)", message: error.message), retry: Self.isRetryable(error.code, afterHandshake: streamed))
+                context.close(promise: nil)
+            } else {
+                logger.warning("the receiver reported a problem", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+            }
         }
     }
 
@@ -148,7 +172,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
             case .write:
                 context.writeAndFlush(wrapOutboundOut(.heartbeat(.with { $0.sentUnixNs = Int64(Date().timeIntervalSince1970 * 1e9) })), promise: nil)
             case .read:
-                fail(.timedOut("no data from the receiver for too long; the connection is considered dead"))
+                fail(.timedOut("no data from the receiver for too long; the connection is considered dead"), retry: true)
                 context.close(promise: nil)
             case .all:
                 break
@@ -160,11 +184,18 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
-            fail(.protocolViolation(wire.description))
+            fail(.protocolViolation(wire.description), retry: Self.isRetryable(wire))
         } else if let security {
-            fail(SenderTLSFailure.explain(error, report: security.report, host: security.host, handshakeDone: tlsHandshakeDone))
+            // A certificate either side cannot trust, or a receiver that does not speak TLS, are
+            // settings to fix: reconnecting cannot help. Other TLS errors are connection faults.
+            let explained = SenderTLSFailure.explain(error, report: security.report, host: security.host, handshakeDone: tlsHandshakeDone)
+            if case .tls = explained {
+                fail(explained, retry: false)
+            } else {
+                fail(explained, retry: true)
+            }
         } else {
-            fail(.connectionLost("\(error)"))
+            fail(.connectionLost("\(error)"), retry: true)
         }
         context.close(promise: nil)
     }
@@ -172,11 +203,11 @@ final class SenderSessionHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         tlsHandshakeTimeout?.cancel()
         if let security, !tlsHandshakeDone {
-            fail(SenderTLSFailure.explain(ChannelError.eof, report: security.report, host: security.host, handshakeDone: false))
-        } else if !accepted, security == nil {
-            fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"))
+            fail(SenderTLSFailure.explain(ChannelError.eof, report: security.report, host: security.host, handshakeDone: false), retry: false)
+        } else if !accepted, security == nil, !streamed {
+            fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"), retry: true)
         }
-        fail(.connectionLost("the receiver closed the connection"))
+        fail(.connectionLost("the receiver closed the connection"), retry: true)
         context.fireChannelInactive()
     }
 
@@ -200,7 +231,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 do {
                     try state.sent(sequence: entry.sequence)
                 } catch {
-                    return fail(.protocolViolation(error.description))
+                    return fail(.protocolViolation(error.description), retry: false)
                 }
                 context.write(wrapOutboundOut(Self.message(for: entry)), promise: nil)
                 wrote = true
@@ -214,7 +245,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
             do {
                 try state.endOfStreamSent(lastSequence: nextToSend - 1)
             } catch {
-                return fail(.protocolViolation(error.description))
+                return fail(.protocolViolation(error.description), retry: false)
             }
             endSent = true
             context.write(wrapOutboundOut(.endOfStream(.with {
@@ -249,16 +280,40 @@ final class SenderSessionHandler: ChannelInboundHandler {
         }
     }
 
-    private func fail(_ error: SenderError) {
-        complete(.failure(error))
+    private func fail(_ error: SenderError, retry: Bool) {
+        complete(.interrupted(error, retry: retry, streamed: streamed))
     }
 
-    private func complete(_ result: Result<StreamSummary, SenderError>) {
+    private func complete(_ outcome: ConnectionOutcome) {
         guard !completed else { return }
         completed = true
-        switch result {
-        case .success(let summary): done.succeed(summary)
-        case .failure(let error): done.fail(error)
+        done.succeed(outcome)
+    }
+
+    /// Whether an Error from the receiver is worth a reconnect. Refusals that a retry cannot change
+    /// (format, version, authentication, broken rules) are permanent; a SEQUENCE_GAP at the handshake
+    /// means the receiver cannot resume what this sender holds, which is permanent too, while one
+    /// during streaming asks for a resend from the receiver's position (a reconnect).
+    static func isRetryable(_ code: Capture_V1_Error.Code, afterHandshake: Bool) -> Bool {
+        switch code {
+        case .badFormat, .unsupportedVersion, .authenticationFailed, .invalidMessage, .unexpectedMessage,
+            .malformedFrame, .frameTooLarge, .internal:
+            return false
+        case .sequenceGap:
+            return afterHandshake
+        default:
+            return true
+        }
+    }
+
+    /// Whether a problem this side detected is worth a reconnect: a connection cut mid-frame is; a
+    /// receiver that speaks another protocol, or cannot resume this stream, is not.
+    static func isRetryable(_ error: WireError) -> Bool {
+        switch error {
+        case .receiverSpeaksTLS, .receiverSpeaksHTTP, .unsupportedVersion, .cannotResume, .resumeBeyondSent, .sendOutOfOrder:
+            return false
+        default:
+            return true
         }
     }
 }

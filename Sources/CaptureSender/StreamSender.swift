@@ -34,6 +34,8 @@ public struct SenderConfiguration: Sendable {
     public var authToken: String
     /// TLS settings; nil for a plaintext connection.
     public var tls: SenderTLSConfiguration? = nil
+    /// Delays between reconnection attempts.
+    public var reconnect: ReconnectPolicy = ReconnectPolicy()
 
     public init(
         host: String, port: Int, streamName: String, streamID: UUID = UUID(), windowBytes: Int = 4 << 20,
@@ -71,14 +73,21 @@ public struct StreamDescription: Sendable {
     }
 }
 
-/// Sends one stream's packet log to a receiver over TCP and waits until the receiver confirms the
-/// end of the stream.
+/// Sends one stream's packet log to a receiver over TCP until the receiver confirms the end of the
+/// stream, reconnecting whenever the connection is lost.
+///
+/// Every connection resumes the same stream (same stream id) from the receiver's durable position:
+/// the Hello's `resume_from_sequence` is the oldest sequence the log still holds, and sending
+/// restarts at `HelloAccepted.next_sequence`. Between attempts it waits as `ReconnectPolicy` says.
+/// It gives up only on a permanent refusal (see `ConnectionOutcome`) or when `abandon()` is called;
+/// whatever is not acknowledged then stays in the log's spool.
 public final class StreamSender: Sendable {
     private let configuration: SenderConfiguration
     private let description: StreamDescription
     private let log: PacketLog
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
+    private let control = SenderControl()
 
     public init(configuration: SenderConfiguration, description: StreamDescription, log: PacketLog, logger: Logger) {
         self.configuration = configuration
@@ -88,24 +97,69 @@ public final class StreamSender: Sendable {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     }
 
-    /// Connects, streams, and blocks until the receiver confirmed the end of the stream or the
-    /// stream failed.
+    /// Stops trying to deliver: the current connection is closed and `run()` returns `.abandoned`.
+    /// What the receiver has not acknowledged stays in the spool for the next run.
+    public func abandon() {
+        control.abandon()
+    }
+
+    /// Connects, streams, reconnects as often as needed, and blocks until the receiver confirmed the
+    /// end of the stream, the receiver refused it for good, or `abandon()` was called.
     public func run() -> Result<StreamSummary, SenderError> {
         defer {
             log.removeListeners()
             try? group.syncShutdownGracefully()
         }
-        let hello = makeHello()
-        let done = group.next().makePromise(of: StreamSummary.self)
-        let configuration = self.configuration
-        let log = self.log
-        let logger = self.logger
         let tlsContext: NIOSSLContext?
         do throws(SenderError) {
             tlsContext = try configuration.tls?.makeContext()
         } catch {
             return .failure(error)
         }
+        var failures = 0
+        var generator = SystemRandomNumberGenerator()
+        while true {
+            if control.isAbandoned { return .failure(abandonedError()) }
+            let outcome = connectOnce(tlsContext: tlsContext)
+            log.removeListeners()
+            switch outcome {
+            case .delivered(let summary):
+                return .success(summary)
+            case .interrupted(let error, let retry, let streamed):
+                if control.isAbandoned { return .failure(abandonedError()) }
+                if !retry {
+                    if log.isComplete, let end = log.streamEnd {
+                        // Every packet and the end were acknowledged; the receiver already finished
+                        // the file and only its confirmation was lost.
+                        logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(error)"])
+                        return .success(StreamSummary(fileName: control.fileName, totalFrames: end.endSampleTime, totalPackets: 0))
+                    }
+                    return .failure(error)
+                }
+                if streamed { failures = 0 }
+                let delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0..<1, using: &generator))
+                failures += 1
+                logger.warning("connection to the receiver lost; reconnecting", metadata: [
+                    "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
+                    "unacknowledged-bytes": "\(log.unacknowledgedBytes)",
+                ])
+                control.wait(seconds: delay)
+            }
+        }
+    }
+
+    private func abandonedError() -> SenderError {
+        .connectionLost("delivery was stopped with \(log.lastSequence - log.acknowledgedSequence) messages (\(log.unacknowledgedBytes) bytes) not acknowledged by the receiver")
+    }
+
+    /// One connection, from connect to its end.
+    private func connectOnce(tlsContext: NIOSSLContext?) -> ConnectionOutcome {
+        let hello = makeHello()
+        let done = group.next().makePromise(of: ConnectionOutcome.self)
+        let configuration = self.configuration
+        let log = self.log
+        let logger = self.logger
+        let control = self.control
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -125,8 +179,8 @@ public final class StreamSender: Sendable {
                         ByteToMessageHandler(WireFrameDecoder(role: .sender)),
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(
-                            hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger, security: security
-                        ),
+                            hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger,
+                            security: security, onAccepted: { control.fileName = $0.fileName }),
                     ])
                 }
             }
@@ -134,20 +188,21 @@ public final class StreamSender: Sendable {
         do {
             channel = try bootstrap.connect(host: configuration.host, port: configuration.port).wait()
         } catch {
-            done.fail(SenderError.connectFailed(host: configuration.host, port: configuration.port, reason: Self.explain(error)))
-            return .failure(.connectFailed(host: configuration.host, port: configuration.port, reason: Self.explain(error)))
+            let failure = SenderError.connectFailed(host: configuration.host, port: configuration.port, reason: Self.explain(error))
+            done.succeed(.interrupted(failure, retry: true, streamed: false))
+            return .interrupted(failure, retry: true, streamed: false)
         }
         logger.info("connected", metadata: ["receiver": "\(configuration.host):\(configuration.port)"])
-        let result: Result<StreamSummary, SenderError>
+        control.setChannel(channel)
+        let outcome: ConnectionOutcome
         do {
-            result = .success(try done.futureResult.wait())
-        } catch let error as SenderError {
-            result = .failure(error)
+            outcome = try done.futureResult.wait()
         } catch {
-            result = .failure(.connectionLost("\(error)"))
+            outcome = .interrupted(.connectionLost("\(error)"), retry: true, streamed: false)
         }
+        control.setChannel(nil)
         try? channel.close().wait()
-        return result
+        return outcome
     }
 
     private func makeHello() -> Capture_V1_Hello {
@@ -185,5 +240,46 @@ public final class StreamSender: Sendable {
         }
         if error is ChannelError, case ChannelError.connectTimeout = error { return "connection timed out" }
         return "\(error)"
+    }
+}
+
+/// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the
+/// backoff wait it interrupts, the live channel and the file name the receiver announced.
+final class SenderControl: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var abandoned = false
+    private var channel: Channel?
+    private var announcedFileName = ""
+
+    var isAbandoned: Bool { condition.withLock { abandoned } }
+
+    var fileName: String {
+        get { condition.withLock { announcedFileName } }
+        set { condition.withLock { announcedFileName = newValue } }
+    }
+
+    func abandon() {
+        let live: Channel? = condition.withLock {
+            abandoned = true
+            condition.broadcast()
+            return channel
+        }
+        live?.close(promise: nil)
+    }
+
+    func setChannel(_ channel: Channel?) {
+        let closeNow: Bool = condition.withLock {
+            self.channel = channel
+            return abandoned
+        }
+        if closeNow { channel?.close(promise: nil) }
+    }
+
+    /// Waits `seconds`, or less if abandoned meanwhile.
+    func wait(seconds: Double) {
+        let deadline = Date().addingTimeInterval(seconds)
+        condition.withLock {
+            while !abandoned, Date() < deadline { _ = condition.wait(until: deadline) }
+        }
     }
 }

@@ -34,8 +34,10 @@ struct Serve: AsyncParsableCommand {
             stream's UTC start time, and are only ever created inside --out. While a stream records, its
             file is readable (the data chunk size is -1); at end of stream the sizes are set and the path
             is logged. Audio is acknowledged to the sender only after fdatasync: at most every
-            --sync-ms milliseconds, or after every MiB written. SIGINT or SIGTERM finishes every open file
-            and exits 0.
+            --sync-ms milliseconds, or after every MiB written. A stream whose connection is lost stays
+            open (unfinalized) for its sender to resume, also across a restart of capture-recv, for
+            --resume-window seconds. SIGINT or SIGTERM tells connected senders, leaves their files
+            resumable and exits 0. See docs/DURABILITY.md.
             """
     )
 
@@ -71,6 +73,9 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var metricsOptions: MetricsOptions
 
+    @OptionGroup(title: "Interrupted streams")
+    var durability: DurabilityOptions
+
     func validate() throws {
         guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }
         guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
@@ -99,6 +104,7 @@ struct Serve: AsyncParsableCommand {
             )
         }
         configuration.metrics = metrics
+        durability.apply(to: &configuration)
 
         let server: CaptureReceiverServer
         do {

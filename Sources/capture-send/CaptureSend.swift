@@ -30,7 +30,9 @@ struct CaptureSend: ParsableCommand {
         abstract: "Capture audio (ALSA device, tone or file), encode it (PCM or Opus) and stream it to capture-recv.",
         discussion: """
             Exits 0 only after the receiver has confirmed that the whole stream is in its file. SIGINT \
-            (Ctrl-C) stops capture, sends what was captured and ends the stream cleanly.
+            (Ctrl-C) stops capture, sends what was captured and ends the stream cleanly; a second SIGINT \
+            stops delivering and leaves the rest in the spool. Lost connections are re-established and the \
+            stream resumed; audio earlier runs left in the spool is delivered too. See docs/DURABILITY.md.
             """
     )
 
@@ -118,6 +120,9 @@ struct CaptureSend: ParsableCommand {
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: SenderSecurityOptions
 
+    @OptionGroup(title: "Delivery")
+    var delivery: DeliveryOptions
+
     func validate() throws {
         if listDevices { return }
         guard receiver != nil else {
@@ -156,7 +161,13 @@ struct CaptureSend: ParsableCommand {
         let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel)
         let (audioSource, cancelReopening) = try makeSource(logger: logger)
         let encoder = try makeEncoder(for: audioSource.format)
-        let log = PacketLog(producerIsRealTime: audioSource.isRealTime)
+        let name = streamName ?? ProcessInfo.processInfo.hostName
+        let streamID = UUID()
+        let description = StreamDescription(
+            format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date()
+        )
+        let log = try delivery.makeLog(
+            streamID: streamID, streamName: name, description: description, producerIsRealTime: audioSource.isRealTime, logger: logger)
         let pipeline: CapturePipeline
         do {
             pipeline = try CapturePipeline(
@@ -166,26 +177,32 @@ struct CaptureSend: ParsableCommand {
         } catch {
             throw CLIError(error.description)
         }
-        let name = streamName ?? ProcessInfo.processInfo.hostName
         var configuration = SenderConfiguration(
-            host: receiver.host, port: receiver.port, streamName: name,
+            host: receiver.host, port: receiver.port, streamName: name, streamID: streamID,
             application: "capture-send \(CaptureVersion.current)"
         )
+        delivery.apply(to: &configuration)
         configuration.tls = try security.tlsConfiguration()
         configuration.authToken = try security.authToken(logger: logger)
-        let description = StreamDescription(
-            format: pipeline.outputFormat, magicCookie: pipeline.magicCookie,
-            primingFrames: pipeline.primingFrames, startTime: Date()
-        )
+        let earlier = delivery.spoolRoot.map { EarlierStreams(root: $0, excluding: streamID, template: configuration, logger: logger) }
         logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(pipeline.outputFormat)"])
         let sender = StreamSender(configuration: configuration, description: description, log: log, logger: logger)
 
+        let secondSignal = SignalBox()
         let interrupted = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
-            logger.notice("stopping capture; sending what was captured", metadata: ["signal": "\(signal)"])
+            logger.notice("stopping capture; sending what was captured (signal again to stop delivering and keep the rest in the spool)", metadata: ["signal": "\(signal)"])
             cancelReopening?()
             pipeline.queue.stop(immediate: false)
+            secondSignal.watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { _ in
+                logger.warning("stopping delivery; unacknowledged audio stays in the spool", metadata: ["spool": "\(delivery.spoolRoot ?? "none")"])
+                sender.abandon()
+                earlier?.abandon()
+            }
         }
-        defer { interrupted.cancel() }
+        defer {
+            interrupted.cancel()
+            secondSignal.watcher?.cancel()
+        }
         do {
             try pipeline.start()
         } catch {
@@ -199,6 +216,8 @@ struct CaptureSend: ParsableCommand {
         pipeline.queue.stop(immediate: true)
         log.close()
         pipeline.queue.dispose()
+        if case .success = result { log.removeSpool() } else { log.flushSpool() }
+        let earlierFailures = earlier?.wait() ?? []
         switch result {
         case .success(let summary):
             if case .failure(let error)? = captureOutcome.value {
@@ -209,8 +228,12 @@ struct CaptureSend: ParsableCommand {
                 "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
                 "seconds": "\(String(format: "%.3f", seconds))",
             ])
+            if !earlierFailures.isEmpty {
+                throw CLIError("\(earlierFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(earlierFailures.joined(separator: "; "))")
+            }
         case .failure(let error):
-            throw CLIError(error.description)
+            let kept = log.spool.map { "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send runs with this spool" } ?? ""
+            throw CLIError(error.description + kept)
         }
     }
 
@@ -304,4 +327,15 @@ final class CaptureOutcome: @unchecked Sendable {
 struct UncheckedSendableBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+/// Holds the watcher for a second signal, installed when the first arrives.
+final class SignalBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: SignalWatcher?
+
+    var watcher: SignalWatcher? {
+        get { lock.withLock { current } }
+        set { lock.withLock { current = newValue } }
+    }
 }

@@ -174,12 +174,45 @@ final class CrashResumeTests: XCTestCase {
         XCTAssertEqual(try fileBytes(path), finished, "recovery writes exactly what finalize would have")
     }
 
-    func testResumeRefusesFinalizedFilesAndVBRFilesWithoutJournal() throws {
+    func testAFinishedFileCanBeReopenedAndContinued() throws {
         let scratch = try ScratchDirectory()
-        let finalized = scratch.file("final.caf")
-        let writer = try CAFWriter(path: finalized, format: .linearPCM(sampleRate: 8_000, channels: 1, sample: .s16), info: [])
+        // PCM with a marker: finish, reopen, append, finish again = one file with all of it.
+        let pcmPath = scratch.file("final.caf")
+        let pcm = TestSignal.integerPCM(bits: 16, channels: 1, frames: 3_000, seed: 7)
+        let writer = try CAFWriter(path: pcmPath, format: .linearPCM(sampleRate: 8_000, channels: 1, sample: .s16), info: [("title", "t")])
+        try writer.append(Array(pcm.bytes[0..<2_000]), frameCount: 1_000)
+        try writer.addMarker(framePosition: 500, name: "gap")
         try writer.finalize()
-        assertCAFError(try CAFWriter.resume(path: finalized)) { $0 == .alreadyFinalized(path: finalized) }
+        let reopened = try CAFWriter.resume(path: pcmPath)
+        XCTAssertEqual(reopened.frameCount, 1_000)
+        XCTAssertFalse(try CAFFile.read(path: pcmPath).isFinalized, "reopened files are unfinished until finalized again")
+        try reopened.append(Array(pcm.bytes[2_000...]), frameCount: 2_000)
+        try reopened.finalize()
+        let pcmFile = try CAFFile.read(path: pcmPath)
+        XCTAssertTrue(pcmFile.isFinalized)
+        XCTAssertEqual(try pcmFile.readAudioData(), pcm.bytes)
+        XCTAssertEqual(pcmFile.markers, [CAFMarker(framePosition: 500, name: "gap")])
+        XCTAssertEqual(try SndFileReader.read(path: pcmPath).frames, 3_000)
+
+        // Opus: the packet table comes back from the finished file's pakt chunk.
+        let opusPath = scratch.file("final-opus.caf")
+        let opus = try OpusPackets.make(count: 6, channels: 2)
+        let opusWriter = try CAFWriter(path: opusPath, format: .opus(channels: 2, framesPerPacket: 960), info: [], primingFrames: 312)
+        for packet in opus.packets[0..<4] { try opusWriter.append(packet, packetSizes: [UInt32(packet.count)], frameCount: 960) }
+        try opusWriter.finalize(remainderFrames: 100)
+        let opusReopened = try CAFWriter.resume(path: opusPath, keepingPackets: 3)
+        XCTAssertEqual(opusReopened.packetCount, 3)
+        for packet in opus.packets[3..<6] { try opusReopened.append(packet, packetSizes: [UInt32(packet.count)], frameCount: 960) }
+        try opusReopened.finalize(remainderFrames: 200)
+        let table = try XCTUnwrap(try CAFFile.read(path: opusPath).packetTable)
+        XCTAssertEqual(table.packetSizes, opus.packets.map { UInt32($0.count) })
+        XCTAssertEqual(table.primingFrames, 312)
+        XCTAssertEqual(table.remainderFrames, 200)
+        XCTAssertEqual(table.validFrames, 6 * 960 - 312 - 200)
+    }
+
+    func testResumeRefusesVBRFilesWithoutJournal() throws {
+        let scratch = try ScratchDirectory()
 
         let orphan = scratch.file("orphan.caf")
         let opusWriter = try CAFWriter(path: orphan, format: .opus(channels: 1, framesPerPacket: 960), info: [])

@@ -85,7 +85,10 @@ final class ChildProcess: @unchecked Sendable {
         while process.isRunning, Date() < deadline { usleep(10_000) }
         if process.isRunning {
             process.terminate()
-            process.waitUntilExit()
+            // A sender still delivering keeps going on SIGTERM; do not wait for it forever.
+            let killDeadline = Date().addingTimeInterval(5)
+            while process.isRunning, Date() < killDeadline { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
         process.waitUntilExit()
         // The readers end at end of file, once every holder of the pipes has exited.
@@ -100,9 +103,9 @@ final class ReceiverUnderTest {
     let child: ChildProcess
     let port: Int
 
-    init(extraArguments: [String] = [], outputDirectory: URL? = nil) throws {
+    init(extraArguments: [String] = [], outputDirectory: URL? = nil, port requestedPort: Int = 0) throws {
         directory = outputDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("recv-\(UUID().uuidString)")
-        child = try ChildProcess(Products.recv, ["--out", directory.path, "--listen", "127.0.0.1:0"] + extraArguments)
+        child = try ChildProcess(Products.recv, ["--out", directory.path, "--listen", "127.0.0.1:\(requestedPort)"] + extraArguments)
         let deadline = Date().addingTimeInterval(20)
         var found: Int?
         while found == nil, Date() < deadline {

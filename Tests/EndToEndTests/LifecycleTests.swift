@@ -58,17 +58,28 @@ final class LifecycleTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0)
     }
 
-    func testSenderReportsAnUnreachableReceiverInOneLine() throws {
+    func testSenderKeepsTryingAnUnreachableReceiverAndDeliversOnceItIsThere() throws {
         // A port nobody listens on: bind one, close it, use it.
         let probe = try ReceiverUnderTest()
         let port = probe.port
         XCTAssertEqual(probe.stop(), 0)
-        let result = try runSender(["127.0.0.1:\(port)", "--source", "tone", "--duration", "1"])
-        XCTAssertNotEqual(result.status, 0)
-        let lines = result.stderr.split(separator: "\n")
-        XCTAssertEqual(lines.count, 1, result.stderr)
-        XCTAssertTrue(result.stderr.contains("cannot connect to 127.0.0.1:\(port): connection refused"), result.stderr)
-        XCTAssertTrue(result.stderr.contains("capture-recv"), "it says what to check: \(result.stderr)")
+        let spool = FileManager.default.temporaryDirectory.appendingPathComponent("spool-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(port)", "--source", "tone", "--duration", "1", "--no-pace", "--stream-name", "patient",
+            "--spool", spool.path, "--reconnect-min", "0.1", "--reconnect-max", "0.3", "--log-level", "warning",
+        ])
+        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
+        // Capture does not wait for the network: the sender says why it cannot deliver yet, and retries.
+        XCTAssertTrue(waitFor(20) { sender.standardError.contains("connection refused") }, sender.standardError)
+        XCTAssertTrue(sender.standardError.contains("reconnecting"), sender.standardError)
+        XCTAssertTrue(sender.process.isRunning)
+
+        let receiver = try ReceiverUnderTest(port: port)
+        XCTAssertEqual(sender.wait(seconds: 60), 0, sender.standardError)
+        let file = try XCTUnwrap(receiver.files().first)
+        XCTAssertEqual(try SndFileReader.read(path: file.path).frames, 48_000, "every captured frame arrived")
+        XCTAssertEqual(receiver.stop(), 0)
     }
 
     func testBadArgumentsAreRefusedWithOneClearLine() throws {

@@ -1,0 +1,74 @@
+import CAF
+import CaptureCore
+import Foundation
+import Logging
+
+/// The receiver's unfinalized stream files on disk: found at start-up so their senders can resume
+/// them, and finalized once their resume window has passed.
+enum ResumableFiles {
+    /// A file a stream can resume.
+    struct Found: Equatable {
+        var stream: UUID
+        var path: String
+        /// When the file was last made durable (its position log's modification time).
+        var since: Date
+    }
+
+    /// The resumable CAF files directly in `directory`: unfinished ones (a journal beside them) and
+    /// finished ones that kept their position log (finalized when a receiver shut down, or a crash
+    /// between finalizing and removing the log), with the stream each belongs to (its `info` chunk's
+    /// "stream id"). Files that cannot be read are logged and left alone for `capture-recv recover`.
+    static func scan(directory: String, logger: Logger) -> [Found] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var found: [UUID: Found] = [:]
+        for name in names.sorted() where name.hasSuffix(".caf") {
+            let path = (directory as NSString).appendingPathComponent(name)
+            let positionPath = StreamPositionLog.path(for: path)
+            // Unfinished files have a journal; files finalized at a shutdown keep their position log.
+            guard FileManager.default.fileExists(atPath: path + ".pakt-journal") || FileManager.default.fileExists(atPath: positionPath) else {
+                continue
+            }
+            let file: CAFFile
+            do throws(CAFError) {
+                file = try CAFFile.read(path: path)
+            } catch {
+                logger.error("an unfinished file cannot be read; finish it with `capture-recv recover`", metadata: [
+                    "path": "\(path)", "error": "\(error.description)",
+                ])
+                continue
+            }
+            guard let idText = file.info.first(where: { $0.key == "stream id" })?.value, let stream = UUID(uuidString: idText) else {
+                logger.warning("an unfinished file has no stream id; it cannot be resumed; finish it with `capture-recv recover`", metadata: ["path": "\(path)"])
+                continue
+            }
+            let attributes = (try? FileManager.default.attributesOfItem(atPath: positionPath))
+                ?? (try? FileManager.default.attributesOfItem(atPath: path))
+            let since = attributes?[.modificationDate] as? Date ?? Date()
+            let candidate = Found(stream: stream, path: path, since: since)
+            if let earlier = found[stream], earlier.since > since {
+                logger.warning("two unfinished files belong to one stream; the newer one will be resumed", metadata: [
+                    "kept": "\(earlier.path)", "other": "\(path)",
+                ])
+                continue
+            }
+            found[stream] = candidate
+        }
+        return found.values.sorted { $0.path < $1.path }
+    }
+
+    /// Finalizes the file of a stream whose sender did not come back within the resume window:
+    /// everything the file holds is kept (`CAFRecovery`), and its position log is removed.
+    static func finalizeAbandoned(path: String, logger: Logger) {
+        do throws(CAFError) {
+            let report = try CAFRecovery.recover(path: path)
+            try? StreamPositionLog.remove(cafPath: path)
+            logger.notice("the stream's sender did not come back within the resume window; file finalized", metadata: [
+                "path": "\(path)", "frames": "\(report.frameCount)", "packets": "\(report.packetCount)",
+            ])
+        } catch {
+            logger.error("cannot finalize an abandoned stream file; run `capture-recv recover` on it", metadata: [
+                "path": "\(path)", "error": "\(error.description)",
+            ])
+        }
+    }
+}

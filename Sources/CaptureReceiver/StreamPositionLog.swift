@@ -1,0 +1,103 @@
+import CaptureCore
+
+/// What is durable of a stream, in both of its counts: the wire's (sequence, sample time) and the
+/// file's (packets). Sequences count AudioData and Gap messages, the CAF file counts packets; this
+/// record ties them together so a restarted receiver resumes exactly where it acknowledged.
+public struct StreamPositionRecord: Sendable, Equatable {
+    /// The highest sequence durably written (0: none).
+    public var sequence: UInt64
+    /// The sample index just past the durable audio.
+    public var sampleTime: Int64
+    /// Packets in the CAF file at that point.
+    public var packets: Int64
+
+    public init(sequence: UInt64, sampleTime: Int64, packets: Int64) {
+        self.sequence = sequence
+        self.sampleTime = sampleTime
+        self.packets = packets
+    }
+}
+
+/// The position log kept beside a stream's CAF file while it records: `<file>.caf.position`.
+///
+/// Format: the 8-byte magic `CAPRPOS1`, then 32-byte records appended one after another: sequence
+/// (UInt64), sample time (Int64), packets (Int64), FNV-1a-64 checksum of the preceding 24 bytes
+/// (UInt64), all big-endian. The receiver appends a record and `fdatasync`s it after every sync of
+/// the CAF file and its journal, and only then sends the Ack: so the last intact record is never
+/// behind what the sender was told. A torn last record (a crash mid-write) fails its checksum and is
+/// ignored. On reopening, the log is rewritten with its last record only.
+public final class StreamPositionLog {
+    /// The file name suffix.
+    public static let suffix = ".position"
+    static let magic: [UInt8] = Array("CAPRPOS1".utf8)
+    static let recordSize = 32
+
+    private let file: DurableFile
+    private var length: Int64
+
+    private init(file: DurableFile, length: Int64) {
+        self.file = file
+        self.length = length
+    }
+
+    /// The position log's path for a CAF file.
+    public static func path(for cafPath: String) -> String { cafPath + suffix }
+
+    /// Creates (or replaces) the log for `cafPath` holding `initial`, durably.
+    public static func create(cafPath: String, initial: StreamPositionRecord) throws(DurableFileError) -> StreamPositionLog {
+        let path = path(for: cafPath)
+        try DurableFile.replaceAtomically(path: path, with: magic + encode(initial))
+        let file = try DurableFile.open(path: path, create: false)
+        return StreamPositionLog(file: file, length: Int64(magic.count + recordSize))
+    }
+
+    /// The last intact record of the log beside `cafPath`; nil when there is no log or no intact record.
+    public static func lastRecord(cafPath: String) throws(DurableFileError) -> StreamPositionRecord? {
+        guard let file = try DurableFile.openForReading(path: path(for: cafPath)) else { return nil }
+        defer { file.close() }
+        let length = try file.length()
+        guard length >= Int64(magic.count + recordSize) else { return nil }
+        let header = try file.read(count: magic.count, at: 0)
+        guard header == magic else { return nil }
+        // Walk back from the last whole record to the first that passes its checksum.
+        var offset = Int64(magic.count) + (length - Int64(magic.count)) / Int64(recordSize) * Int64(recordSize) - Int64(recordSize)
+        while offset >= Int64(magic.count) {
+            if let record = decode(try file.read(count: recordSize, at: offset)) { return record }
+            offset -= Int64(recordSize)
+        }
+        return nil
+    }
+
+    /// Appends `record` and makes it durable.
+    public func append(_ record: StreamPositionRecord) throws(DurableFileError) {
+        try file.write(Self.encode(record), at: length)
+        try file.synchronize()
+        length += Int64(Self.recordSize)
+    }
+
+    /// Closes the log (it stays on disk).
+    public func close() { file.close() }
+
+    /// Removes the log beside `cafPath` (a finished file needs none).
+    public static func remove(cafPath: String) throws(DurableFileError) {
+        try DurableFile.remove(path(for: cafPath))
+    }
+
+    static func encode(_ record: StreamPositionRecord) -> [UInt8] {
+        var writer = BinaryRecordWriter(reservingCapacity: recordSize)
+        writer.append(record.sequence)
+        writer.append(record.sampleTime)
+        writer.append(record.packets)
+        writer.append(RecordChecksum.of(writer.bytes))
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> StreamPositionRecord? {
+        guard bytes.count == recordSize else { return nil }
+        var reader = BinaryRecordReader(bytes[...])
+        guard let sequence = reader.readUInt64(), let sampleTime = reader.readInt64(), let packets = reader.readInt64(),
+            let checksum = reader.readUInt64(), checksum == RecordChecksum.of(bytes[0..<24]), packets >= 0
+        else { return nil }
+        return StreamPositionRecord(sequence: sequence, sampleTime: sampleTime, packets: packets)
+    }
+}

@@ -1,0 +1,142 @@
+import CAF
+import CaptureCodecs
+import CaptureCore
+import CaptureSender
+import Foundation
+import XCTest
+
+/// The sender's packet log with its disk spool: what a restarted sender reads back, memory
+/// eviction, segment deletion on acknowledgement, and the overflow policy when the log is full.
+final class SpoolTests: XCTestCase {
+    private var root: String!
+    private let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)
+
+    override func setUpWithError() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("spool-\(UUID().uuidString)").path
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    private func meta(_ id: UUID = UUID()) -> SpoolMeta {
+        SpoolMeta(streamID: id, streamName: "test", description: StreamDescription(
+            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)))
+    }
+
+    /// `frames` frames of distinct bytes starting at `first`.
+    private func packets(first: Int64, frames: Int) -> EncodedPackets {
+        let payload = (0..<(frames * 4)).map { UInt8(truncatingIfNeeded: Int(first) * 4 + $0 * 7) }
+        return EncodedPackets(payload: payload, packetCount: frames, packetSizes: [], firstSampleTime: first, frameCount: frames)
+    }
+
+    func testARestartedSenderReadsBackEveryUnacknowledgedEntryAndEndsTheStream() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        var written: [LoggedPacket] = []
+        for index in 0..<10 {
+            let sequence = log.append(packets(first: Int64(index * 480), frames: 480))
+            written.append(LoggedPacket(sequence: sequence, content: .audio(packets(first: Int64(index * 480), frames: 480))))
+        }
+        log.appendGap(sampleTime: 4_800, length: 100, reason: "overrun")
+        log.acknowledge(through: 3)
+        log.flushSpool()
+        // The process dies here: nothing is closed. A new process opens the folder.
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        XCTAssertNil(try StreamSpool.openEarlier(directory: directory), "a folder locked by a live sender is not taken")
+        spool.release()
+        let reopened = try XCTUnwrap(try StreamSpool.openEarlier(directory: directory))
+        XCTAssertEqual(reopened.meta, meta(id))
+        let recovered = try PacketLog(recovering: reopened)
+        XCTAssertEqual(recovered.oldestKeptSequence, 4)
+        XCTAssertEqual(recovered.lastSequence, 11)
+        let entries = recovered.entries(from: 4, maxCount: 100)
+        XCTAssertEqual(Array(entries.prefix(7)), Array(written[3...]))
+        XCTAssertEqual(entries.last, LoggedPacket(sequence: 11, content: .gap(sampleTime: 4_800, length: 100, reason: "overrun")))
+        XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
+    }
+
+    func testATornRecordAtTheEndIsIgnored() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        for index in 0..<3 { log.append(packets(first: Int64(index * 480), frames: 480)) }
+        log.flushSpool()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let segment = try XCTUnwrap(FileManager.default.contentsOfDirectory(atPath: directory).first { $0.hasPrefix("seg-") })
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: (directory as NSString).appendingPathComponent(segment)))
+        handle.seekToEndOfFile()
+        handle.write(Data([0, 0, 1, 0, 1, 2, 3]))
+        try handle.close()
+        spool.release()
+        let recovered = try PacketLog(recovering: try XCTUnwrap(try StreamSpool.openEarlier(directory: directory)))
+        XCTAssertEqual(recovered.lastSequence, 3)
+        XCTAssertEqual(recovered.streamEnd?.endSampleTime, 1_440)
+    }
+
+    func testEntriesBeyondTheMemoryLimitAreReadBackFromTheSpool() throws {
+        let spool = try StreamSpool.create(root: root, meta: meta())
+        let log = PacketLog(memoryLimit: 10_000, producerIsRealTime: true, spool: spool)
+        var expected: [LoggedPacket] = []
+        for index in 0..<20 {
+            let content = packets(first: Int64(index * 1_000), frames: 1_000)
+            expected.append(LoggedPacket(sequence: log.append(content), content: .audio(content)))
+        }
+        log.flushSpool()
+        XCTAssertLessThanOrEqual(log.memoryBytesHeld, 10_000 + 4_000, "memory stays near the limit")
+        XCTAssertEqual(log.unacknowledgedBytes, 80_000)
+        XCTAssertEqual(log.entries(from: 1, maxCount: 100), expected, "every entry comes back exactly, from memory or disk")
+    }
+
+    func testAcknowledgedSegmentsAreDeleted() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id), segmentBytes: 10_000)
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        for index in 0..<12 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
+        log.flushSpool()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let segments = { try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("seg-") }.sorted() }
+        XCTAssertEqual(try segments().count, 4, "4 kB entries: a new segment after every 3 (10 kB)")
+        log.acknowledge(through: 7)
+        log.flushSpool()
+        XCTAssertEqual(try segments(), ["seg-00000000000000000007.spool", "seg-00000000000000000010.spool"],
+                       "segments holding only acknowledged entries are gone; the one with sequence 8 stays")
+        log.removeSpool()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory))
+    }
+
+    func testAFullLogOverflowsToALocalFileAndTheStreamGetsAGapNamingIt() throws {
+        let spool = try StreamSpool.create(root: root, meta: meta())
+        let events = EventRecorder()
+        let overflowFolder = (root as NSString).appendingPathComponent("overflow")
+        let log = PacketLog(
+            producerIsRealTime: true, spool: spool, capacity: 12_000,
+            overflow: OverflowRecorder(directory: overflowFolder, streamName: "test", streamID: UUID(), description: StreamDescription(
+                format: format, magicCookie: [], primingFrames: 0, startTime: Date())),
+            events: { events.record($0) })
+        for index in 0..<3 { XCTAssertEqual(log.append(packets(first: Int64(index * 1_000), frames: 1_000)), UInt64(index + 1)) }
+        let overflowed = [packets(first: 3_000, frames: 1_000), packets(first: 4_000, frames: 1_000)]
+        for content in overflowed { XCTAssertEqual(log.append(content), 0, "the log is full: the audio goes to the overflow file") }
+        guard case .overflowStarted(let path)? = events.all.first else { return XCTFail("the user is told: \(events.all)") }
+        log.acknowledge(through: 3)
+        XCTAssertEqual(log.append(packets(first: 5_000, frames: 1_000)), 5, "room again: a gap (4), then the audio (5)")
+        let gap = try XCTUnwrap(log.entries(from: 4, maxCount: 1).first)
+        guard case .gap(let sampleTime, let length, let reason) = gap.content else { return XCTFail("\(gap)") }
+        XCTAssertEqual(sampleTime, 3_000)
+        XCTAssertEqual(length, 2_000)
+        XCTAssertTrue(reason.contains(path), reason)
+        XCTAssertEqual(events.all.last, .overflowEnded(path: path, frames: 2_000))
+        let file = try CAFFile.read(path: path)
+        XCTAssertTrue(file.isFinalized)
+        XCTAssertEqual(try file.readAudioData(), overflowed.flatMap(\.payload), "the overflowed audio is kept exactly")
+    }
+}
+
+/// Collects the log's events from any thread.
+final class EventRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [PacketLogEvent] = []
+    func record(_ event: PacketLogEvent) { lock.withLock { events.append(event) } }
+    var all: [PacketLogEvent] { lock.withLock { events } }
+}

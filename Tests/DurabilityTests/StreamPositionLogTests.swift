@@ -1,0 +1,52 @@
+import CaptureReceiver
+import Foundation
+import XCTest
+
+/// The receiver's position log: the last intact record is what a restarted receiver resumes at.
+final class StreamPositionLogTests: XCTestCase {
+    private var caf: String!
+
+    override func setUpWithError() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("position-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        caf = folder.appendingPathComponent("stream.caf").path
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: (caf as NSString).deletingLastPathComponent)
+    }
+
+    func testLastRecordIsTheLastAppended() throws {
+        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
+        try log.append(StreamPositionRecord(sequence: 9, sampleTime: 200_000, packets: 199_000))
+        log.close()
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 9, sampleTime: 200_000, packets: 199_000))
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: caf))).count, 8 + 3 * 32)
+    }
+
+    func testATornOrDamagedLastRecordFallsBackToThePreviousOne() throws {
+        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
+        log.close()
+        let path = StreamPositionLog.path(for: caf)
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data([0, 0, 0, 0, 0, 0, 0, 12, 0, 0]))  // a record cut off by a crash
+        try handle.close()
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf)?.sequence, 4, "a partial record is ignored")
+
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes.removeLast(10)
+        bytes[8 + 32 + 3] ^= 0xFF  // flip a bit in the last whole record
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0),
+                       "a record that fails its checksum is not trusted")
+    }
+
+    func testNoLogOrAForeignFileGivesNoRecord() throws {
+        XCTAssertNil(try StreamPositionLog.lastRecord(cafPath: caf))
+        try Data(repeating: 7, count: 100).write(to: URL(fileURLWithPath: StreamPositionLog.path(for: caf)))
+        XCTAssertNil(try StreamPositionLog.lastRecord(cafPath: caf))
+    }
+}

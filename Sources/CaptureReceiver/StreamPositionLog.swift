@@ -21,7 +21,7 @@ public struct StreamPositionRecord: Sendable, Equatable {
 /// The position log kept beside a stream's CAF file while it records: `<file>.caf.position`.
 ///
 /// Format: the 8-byte magic `CAPRPOS1`, then 32-byte records appended one after another: sequence
-/// (UInt64), sample time (Int64), packets (Int64), FNV-1a-64 checksum of the preceding 24 bytes
+/// (UInt64), sample time (Int64), packets (Int64), `RecordChecksum` of the preceding 24 bytes
 /// (UInt64), all big-endian. The receiver appends a record and `fdatasync`s it after every sync of
 /// the CAF file and its journal, and only then sends the Ack: so the last intact record is never
 /// behind what the sender was told. A torn last record (a crash mid-write) fails its checksum and is

@@ -14,7 +14,7 @@ enum SpoolRecord: Equatable {
     /// Bodies above this are corruption, not audio (frames are at most a few MiB).
     static let maximumBody = 64 << 20
 
-    /// The record framed for a segment file: body length, FNV-1a-64 of the body, body.
+    /// The record framed for a segment file: body length, `RecordChecksum` of the body, body.
     func encoded() -> [UInt8] {
         var body = BinaryRecordWriter(reservingCapacity: 64)
         switch self {

@@ -79,7 +79,7 @@ public struct SpoolContents: Sendable {
 /// One stream's disk spool: a folder `<root>/<stream-uuid>/` holding `meta.json`, a `lock` file
 /// (flock'ed by the process that owns the stream), an `acked` file (the highest acknowledged
 /// sequence, 8 bytes big-endian) and segment files `seg-<first sequence, 20 digits>.spool` of
-/// records (see `SpoolRecord`: UInt32 body length, FNV-1a-64 of the body, body). Segments roll
+/// records (see `SpoolRecord`: UInt32 body length, `RecordChecksum` of the body, body). Segments roll
 /// over at `segmentBytes`; a segment is deleted as soon as every entry in it is acknowledged, and
 /// the whole folder once the receiver confirmed the end of the stream.
 ///

@@ -35,7 +35,6 @@ struct DeliveryOptions: ParsableArguments {
         guard let bytes = Self.parseBytes(spoolMax), bytes >= 1 << 20 else {
             throw ValidationError("--spool-max \(spoolMax) is not a size of at least 1M (write it like 500M or 4G)")
         }
-        _ = bytes
         guard reconnectMin > 0, reconnectMax >= reconnectMin else {
             throw ValidationError("--reconnect-min must be above 0 and --reconnect-max at least as large")
         }

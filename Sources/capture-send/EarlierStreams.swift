@@ -30,6 +30,11 @@ final class EarlierStreams: @unchecked Sendable {
                 logger.error("cannot read an earlier stream's spool; it is left as it is", metadata: ["folder": "\(directory)", "error": "\(error)"])
                 continue
             }
+            if log.lastSequence == 0 {
+                // Killed before its first packet: nothing to deliver.
+                log.removeSpool()
+                continue
+            }
             var configuration = template
             configuration.streamID = spool.meta.streamID
             configuration.streamName = spool.meta.streamName

@@ -33,15 +33,23 @@ final class ChildProcess: @unchecked Sendable {
     private let output = Pipe()
     private let errors = Pipe()
     private let lock = NSLock()
+    /// The private state directory (default spool) of a capture-send child, removed at deinit.
+    private var stateDirectory: URL?
     private var stdoutData = Data()
     private var stderrData = Data()
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        if let environment {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        var childEnvironment = ProcessInfo.processInfo.environment.merging(environment ?? [:]) { _, new in new }
+        if executable.hasSuffix("capture-send"), environment?["XDG_STATE_HOME"] == nil {
+            // Each sender gets a default spool of its own: a restarted sender delivers what earlier
+            // runs left in its spool, which must not mix streams of unrelated tests.
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("sender-state-\(UUID().uuidString)")
+            childEnvironment["XDG_STATE_HOME"] = state.path
+            stateDirectory = state
         }
+        process.environment = childEnvironment
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
@@ -71,6 +79,10 @@ final class ChildProcess: @unchecked Sendable {
             }
         }
         readers.leave()
+    }
+
+    deinit {
+        if let stateDirectory { try? FileManager.default.removeItem(at: stateDirectory) }
     }
 
     var standardOutput: String { lock.withLock { String(decoding: stdoutData, as: UTF8.self) } }

@@ -123,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "capture-send",
             dependencies: [
-                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureSecurity",
+                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

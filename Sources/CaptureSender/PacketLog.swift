@@ -84,6 +84,8 @@ public final class PacketLog: @unchecked Sendable {
         var packet: LoggedPacket?
         var location: SpoolLocation?
         var bytes: Int
+        /// The sample index just past the entry (0 when not known, as for recovered entries).
+        var endSample: Int64 = 0
     }
 
     private struct Overflow {
@@ -100,6 +102,9 @@ public final class PacketLog: @unchecked Sendable {
     private var acknowledged: UInt64 = 0
     /// Unacknowledged payload bytes, wherever they are kept.
     private var heldBytes = 0
+    private var appendedBytesTotal: Int64 = 0
+    private var appendedEnd: Int64 = 0
+    private var acknowledgedEnd: Int64 = 0
     /// Unacknowledged payload bytes held in memory.
     private var memoryBytes = 0
     private var end: StreamEnd?
@@ -193,8 +198,10 @@ public final class PacketLog: @unchecked Sendable {
         let sequence = nextSequence
         nextSequence += 1
         let entry = LoggedPacket(sequence: sequence, content: content)
-        slots.append(Slot(sequence: sequence, packet: entry, location: nil, bytes: bytes))
+        slots.append(Slot(sequence: sequence, packet: entry, location: nil, bytes: bytes, endSample: entry.endSampleTime))
         heldBytes += bytes
+        appendedBytesTotal += Int64(bytes)
+        appendedEnd = max(appendedEnd, entry.endSampleTime)
         memoryBytes += bytes
         let toNotify = listeners
         condition.unlock()
@@ -339,6 +346,7 @@ public final class PacketLog: @unchecked Sendable {
             guard sequence > acknowledged else { return nil }
             acknowledged = min(sequence, nextSequence - 1)
             while head < slots.count, slots[head].sequence <= acknowledged {
+                acknowledgedEnd = max(acknowledgedEnd, slots[head].endSample)
                 heldBytes -= slots[head].bytes
                 if slots[head].packet != nil { memoryBytes -= slots[head].bytes }
                 head += 1
@@ -394,6 +402,26 @@ public final class PacketLog: @unchecked Sendable {
 
     /// The highest acknowledged sequence (0 before any).
     public var acknowledgedSequence: UInt64 { condition.withLock { acknowledged } }
+
+    /// Where the stream stands, for the status line: what was appended and what acknowledged.
+    public struct Progress: Sendable, Equatable {
+        /// Bytes of audio appended in this run.
+        public var appendedBytes: Int64
+        /// The sample index just past the newest entry appended in this run.
+        public var appendedEndSampleTime: Int64
+        /// The sample index just past the newest entry the receiver acknowledged in this run.
+        public var acknowledgedEndSampleTime: Int64
+        /// Bytes kept (in memory or the spool) until the receiver acknowledges them.
+        public var unacknowledgedBytes: Int
+    }
+
+    /// The figures of `Progress`, read together.
+    public var progress: Progress {
+        condition.withLock {
+            Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
+                     acknowledgedEndSampleTime: acknowledgedEnd, unacknowledgedBytes: heldBytes)
+        }
+    }
     /// The highest sequence appended (0 before any).
     public var lastSequence: UInt64 { condition.withLock { nextSequence - 1 } }
     /// The oldest sequence still kept (the next to be acknowledged).

@@ -97,6 +97,12 @@ public final class StreamSender: Sendable {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     }
 
+    /// Where the connection stands now.
+    public var linkState: SenderLinkState { control.link }
+
+    /// Whether the connection uses TLS.
+    public var usesTLS: Bool { configuration.tls != nil }
+
     /// Stops trying to deliver: the current connection is closed and `run()` returns `.abandoned`.
     /// What the receiver has not acknowledged stays in the spool for the next run.
     public func abandon() {
@@ -124,6 +130,7 @@ public final class StreamSender: Sendable {
             log.removeListeners()
             switch outcome {
             case .delivered(let summary):
+                control.link = .finished
                 return .success(summary)
             case .interrupted(let error, let retry, let streamed):
                 if control.isAbandoned { return .failure(abandonedError()) }
@@ -143,6 +150,7 @@ public final class StreamSender: Sendable {
                     "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
                     "unacknowledged-bytes": "\(log.unacknowledgedBytes)",
                 ])
+                control.link = .reconnecting
                 control.wait(seconds: delay)
             }
         }
@@ -180,7 +188,10 @@ public final class StreamSender: Sendable {
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(
                             hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger,
-                            security: security, onAccepted: { control.fileName = $0.fileName }),
+                            security: security, onAccepted: {
+                                control.fileName = $0.fileName
+                                control.link = .streaming
+                            }),
                     ])
                 }
             }
@@ -245,13 +256,31 @@ public final class StreamSender: Sendable {
 
 /// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the
 /// backoff wait it interrupts, the live channel and the file name the receiver announced.
+/// Where the sender's connection to the receiver stands, for the status line.
+public enum SenderLinkState: String, Sendable, Equatable {
+    /// Connecting for the first time.
+    case connecting
+    /// Connected, and the receiver accepted the stream.
+    case streaming
+    /// The connection was lost; trying again (audio keeps going to the spool).
+    case reconnecting
+    /// The receiver confirmed the whole stream.
+    case finished
+}
+
 final class SenderControl: @unchecked Sendable {
     private let condition = NSCondition()
     private var abandoned = false
     private var channel: Channel?
     private var announcedFileName = ""
+    private var currentLink = SenderLinkState.connecting
 
     var isAbandoned: Bool { condition.withLock { abandoned } }
+
+    var link: SenderLinkState {
+        get { condition.withLock { currentLink } }
+        set { condition.withLock { currentLink = newValue } }
+    }
 
     var fileName: String {
         get { condition.withLock { announcedFileName } }

@@ -5,6 +5,7 @@ import CaptureCodecs
 import CaptureCore
 import CaptureSender
 import CaptureSndFile
+import CaptureStatus
 import Dispatch
 import Foundation
 import Logging
@@ -120,6 +121,9 @@ struct CaptureSend: ParsableCommand {
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: SenderSecurityOptions
 
+    @OptionGroup(title: "Status line")
+    var statusOptions: StatusOptions
+
     @OptionGroup(title: "Delivery")
     var delivery: DeliveryOptions
 
@@ -212,7 +216,19 @@ struct CaptureSend: ParsableCommand {
         Thread.detachNewThread {
             captureOutcome.set(pipeline.waitAndFinish())
         }
+        let figures = StatusFigures(pipeline: pipeline, log: log, sender: sender, inputRate: audioSource.format.sampleRate)
+        let status = StatusReporter.standardError(interval: .milliseconds(Int64(statusOptions.statusInterval * 1000)), quiet: statusOptions.quiet) {
+            figures.snapshot()
+        }
+        status.start()
         let result = sender.run()
+        status.stop()
+        let statistics = pipeline.queue.statistics
+        if statistics.overruns > 0 {
+            logger.warning("capture overruns: audio was lost and recorded as gaps", metadata: [
+                "overruns": "\(statistics.overruns)", "frames-lost": "\(statistics.framesLost)",
+            ])
+        }
         pipeline.queue.stop(immediate: true)
         log.close()
         pipeline.queue.dispose()

@@ -1,0 +1,49 @@
+import CaptureSender
+import CaptureStatus
+import Foundation
+
+/// Reads the status line's figures from the running pipeline, packet log and sender: levels since
+/// the last line, link state, seconds captured and acknowledged, the backlog, the encoded bit rate
+/// since the last line, and overruns. Nothing is estimated.
+final class StatusFigures: @unchecked Sendable {
+    private let pipeline: CapturePipeline
+    private let log: PacketLog
+    private let sender: StreamSender
+    private let inputRate: Double
+    private let outputRate: Double
+    private let lock = NSLock()
+    private var lastBytes: Int64 = 0
+    private var lastEnd: Int64 = 0
+    private var lastBitRate = 0.0
+
+    init(pipeline: CapturePipeline, log: PacketLog, sender: StreamSender, inputRate: Double) {
+        self.pipeline = pipeline
+        self.log = log
+        self.sender = sender
+        self.inputRate = inputRate
+        outputRate = pipeline.outputFormat.sampleRate
+    }
+
+    func snapshot() -> SenderStatusSnapshot {
+        let capture = pipeline.queue.statistics
+        let progress = log.progress
+        let bitRate: Double = lock.withLock {
+            let seconds = Double(progress.appendedEndSampleTime - lastEnd) / outputRate
+            if seconds > 0 {
+                lastBitRate = Double(progress.appendedBytes - lastBytes) * 8 / seconds
+                lastBytes = progress.appendedBytes
+                lastEnd = progress.appendedEndSampleTime
+            }
+            return lastBitRate
+        }
+        let link = SenderStatusSnapshot.LinkState(rawValue: sender.linkState.rawValue) ?? .connecting
+        return SenderStatusSnapshot(
+            levels: pipeline.takeLevels(), link: link, usesTLS: sender.usesTLS,
+            secondsCaptured: Double(capture.framesCaptured + capture.framesLost) / inputRate,
+            secondsAcknowledged: Double(progress.acknowledgedEndSampleTime) / outputRate,
+            backlogBytes: progress.unacknowledgedBytes,
+            backlogSeconds: Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / outputRate,
+            bitsPerSecond: bitRate, overruns: Int(capture.overruns)
+        )
+    }
+}

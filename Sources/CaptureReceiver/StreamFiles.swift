@@ -44,7 +44,7 @@ enum StreamFiles {
                 return .success(StreamWriter(
                     writer: caf, positionLog: positionLog,
                     start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
-                    policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure
+                    policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure, metrics: configuration.metrics
                 ))
             } catch {
                 // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
@@ -96,7 +96,7 @@ enum StreamFiles {
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime),
-                policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure
+                policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure, metrics: configuration.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))
         } catch {

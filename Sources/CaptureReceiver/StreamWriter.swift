@@ -1,4 +1,5 @@
 import CAF
+import CaptureMetrics
 import CaptureCore
 import Dispatch
 import Foundation
@@ -67,6 +68,8 @@ public final class StreamWriter: @unchecked Sendable {
     // State below is touched on `queue` only.
     private var writer: CAFWriter?
     private var positionLog: StreamPositionLog?
+    /// Where disk write latency (append, and sync with the position record) is recorded.
+    private let metrics: ReceiverMetrics?
     private var written = DurablePosition(sequence: 0, sampleTime: 0)
     private var durable = DurablePosition(sequence: 0, sampleTime: 0)
     private var unsyncedBytes = 0
@@ -82,9 +85,11 @@ public final class StreamWriter: @unchecked Sendable {
     init(
         writer: CAFWriter, positionLog: StreamPositionLog, start: DurablePosition, policy: SyncPolicy,
         onDurable: @escaping @Sendable (DurablePosition) -> Void,
-        onFailure: @escaping @Sendable (StorageError) -> Void
+        onFailure: @escaping @Sendable (StorageError) -> Void,
+        metrics: ReceiverMetrics? = nil
     ) {
         self.onFailure = onFailure
+        self.metrics = metrics
         self.path = writer.path
         self.format = writer.format
         self.policy = policy
@@ -105,9 +110,11 @@ public final class StreamWriter: @unchecked Sendable {
         queue.async { [self] in
             defer { pendingLock.withLock { pending -= payload.count } }
             guard failure == nil, let writer else { return }
+            let started = ContinuousClock.now
             let appended: Result<Void, CAFError> = payload.withUnsafeBytes { bytes in
                 Result { () throws(CAFError) in try writer.append(bytes, packetSizes: packetSizes, frameCount: frameCount) }
             }
+            metrics?.diskWrite(duration: ContinuousClock.now - started)
             if case .failure(let error) = appended {
                 fail(error)
                 return
@@ -222,6 +229,8 @@ public final class StreamWriter: @unchecked Sendable {
 
     private func synchronizeNow() {
         guard failure == nil, let writer, let positionLog, written != durable else { return }
+        let started = ContinuousClock.now
+        defer { metrics?.diskWrite(duration: ContinuousClock.now - started) }
         do throws(CAFError) {
             try writer.synchronize()
         } catch {

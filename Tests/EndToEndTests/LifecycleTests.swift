@@ -1,4 +1,5 @@
 import CAF
+import CaptureCore
 import Foundation
 import TestSupport
 import XCTest
@@ -30,6 +31,41 @@ final class LifecycleTests: XCTestCase {
         XCTAssertEqual(stream["codec_name"] as? String, "pcm_s16le")
         XCTAssertFalse(FileManager.default.fileExists(atPath: file.path + ".pakt-journal"), "a finished file has no journal")
         XCTAssertTrue(receiver.child.standardError.contains("shutting down"))
+    }
+
+    func testAStreamContinuesTheSameFileAfterTheReceiverRestarts() throws {
+        let first = try ReceiverUnderTest()
+        let spool = FileManager.default.temporaryDirectory.appendingPathComponent("spool-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        let sender = try ChildProcess(Products.send, [
+            first.address, "--source", "tone", "--rate", "8000", "--channels", "1", "--duration", "4", "--stream-name", "restarted",
+            "--buffer-seconds", "0.05", "--spool", spool.path, "--reconnect-min", "0.1", "--reconnect-max", "0.3",
+        ])
+        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
+        XCTAssertTrue(waitFor(20) {
+            guard let file = first.files().first else { return false }
+            let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+            return size > 8_000 * 2
+        })
+        XCTAssertEqual(first.stop(), 0, first.child.standardError)
+        // Shut down mid-stream: the file is complete for every reader, libsndfile included.
+        let file = try XCTUnwrap(first.files().first)
+        XCTAssertTrue(try CAFFile.read(path: file.path).isFinalized)
+        XCTAssertGreaterThan(try SndFileReader.read(path: file.path).frames, 0)
+
+        // The receiver comes back on the same port and folder; the sender resumes the same file.
+        let second = try ReceiverUnderTest(outputDirectory: first.directory, port: first.port)
+        XCTAssertEqual(sender.wait(seconds: 60), 0, sender.standardError)
+        XCTAssertEqual(second.files(), [file], "one file for the whole stream")
+        let audio = try SndFileReader.read(path: file.path)
+        XCTAssertEqual(audio.frames, 32_000)
+        let tone = try ToneSource(settings: .init(sampleRate: 8_000, channels: 1, sample: .s16, durationSeconds: 4, paced: false))
+        var expected = [UInt8](repeating: 0, count: 32_000 * 2)
+        expected.withUnsafeMutableBytes { _ = try? tone.read(into: $0, frameCapacity: 32_000) }
+        let expectedSamples = stride(from: 0, to: expected.count, by: 2).map { Int32(Int16(bitPattern: UInt16(expected[$0]) | UInt16(expected[$0 + 1]) << 8)) << 16 }
+        XCTAssertEqual(audio.int32Samples, expectedSamples, "every sample once, in place: no hole, no duplicate")
+        XCTAssertTrue(second.child.standardError.contains("resum"), second.child.standardError)
+        XCTAssertEqual(second.stop(), 0)
     }
 
     func testSenderSIGINTEndsTheStreamCleanly() throws {

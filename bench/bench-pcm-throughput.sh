@@ -19,11 +19,15 @@ measure bash -c "socat -u 'OPEN:$work/in.raw' 'TCP:127.0.0.1:$port' && wait $lis
 wait $listener 2>/dev/null || true
 socat_wall=$WALL
 
-# capture-send → capture-recv.
+# capture-send → capture-recv, with the disk spool (the default) and without it.
+export XDG_STATE_HOME="$work/state"
 start_receiver "$work/out"
-measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name bench --log-level warning
+measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name bench --log-level warning --quiet
 send_wall=$WALL
 send_rss=$RSS
+measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name nospool --log-level warning --quiet --no-spool
+nospool_wall=$WALL
+nospool_rss=$RSS
 stop_receiver
 file=$(ls "$work"/out/bench_*.caf)
 frames=$(ffprobe -v error -show_entries stream=duration_ts -of csv=p=0 "$file")
@@ -33,4 +37,5 @@ echo
 echo "| run | wall s | MB/s | ratio to socat | peak RSS |"
 echo "|---|---:|---:|---:|---|"
 echo "| socat file → TCP → file | $socat_wall | $(awk -v b="$bytes" -v t="$socat_wall" 'BEGIN{printf "%.0f", b/t/1e6}') | 1.00 | |"
-echo "| capture-send → capture-recv → CAF | $send_wall | $(awk -v b="$bytes" -v t="$send_wall" 'BEGIN{printf "%.0f", b/t/1e6}') | $(ratio "$send_wall" "$socat_wall") (goal ≤ 1.5) | sender $((send_rss / 1024)) MB (goal ≤ 20), receiver $((RECV_RSS / 1024)) MB (goal ≤ 30) |"
+echo "| capture-send → capture-recv → CAF (spool on, the default) | $send_wall | $(awk -v b="$bytes" -v t="$send_wall" 'BEGIN{printf "%.0f", b/t/1e6}') | $(ratio "$send_wall" "$socat_wall") (goal ≤ 1.5) | sender $((send_rss / 1024)) MB (goal ≤ 20), receiver $((RECV_RSS / 1024)) MB (goal ≤ 30) |"
+echo "| capture-send --no-spool → capture-recv → CAF | $nospool_wall | $(awk -v b="$bytes" -v t="$nospool_wall" 'BEGIN{printf "%.0f", b/t/1e6}') | $(ratio "$nospool_wall" "$socat_wall") (goal ≤ 1.5) | sender $((nospool_rss / 1024)) MB |"

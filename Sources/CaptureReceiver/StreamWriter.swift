@@ -11,7 +11,7 @@ public struct SyncPolicy: Sendable, Equatable {
     /// Unsynced bytes that trigger a sync at once.
     public var bytes: Int
 
-    public init(interval: Duration = .milliseconds(200), bytes: Int = 1 << 20) {
+    public init(interval: Duration = .milliseconds(200), bytes: Int = 2 << 20) {
         self.interval = interval
         self.bytes = bytes
     }

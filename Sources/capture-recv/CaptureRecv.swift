@@ -34,7 +34,7 @@ struct Serve: AsyncParsableCommand {
             stream's UTC start time, and are only ever created inside --out. While a stream records, its \
             file is readable (the data chunk size is -1); at end of stream the sizes are set and the path \
             is logged. Audio is acknowledged to the sender only after fdatasync: at most every \
-            --sync-ms milliseconds, or after every MiB written. A stream whose connection is lost stays \
+            --sync-ms milliseconds, or after every 2 MiB written. A stream whose connection is lost stays \
             open (unfinalized) for its sender to resume, also across a restart of capture-recv, for \
             --resume-window seconds. SIGINT or SIGTERM tells connected senders, finalizes every open \
             file (a sender that comes back after a restart still continues its file) and exits 0. \

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   pkg-config libasound2-dev libopus-dev libsndfile1-dev   # C libraries we link
   ffmpeg sox opus-tools alsa-utils openssl socat time     # independent tools the tests and benchmarks use
+  protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
 )
 missing=()
 for package in "${packages[@]}"; do

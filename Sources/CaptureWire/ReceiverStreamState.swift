@@ -6,7 +6,7 @@ import CaptureCore
 ///
 /// Order: preamble, Hello, (receiver decides: `accept(resumingAt:)`), then AudioData and Gap in
 /// sequence, EndOfStream; Heartbeat and Error at any time after Hello.
-public struct ReceiverStreamState: Sendable {
+public struct ReceiverStreamState: Sendable, FinalErrorLatch {
     /// Where the connection is in the protocol.
     public enum Phase: Sendable, Equatable {
         case awaitingPreamble
@@ -31,7 +31,8 @@ public struct ReceiverStreamState: Sendable {
     /// Limits applied to the Hello.
     public let limits: ValidatedHello.Limits
 
-    private var failure: WireError?
+    /// The error that ended the machine, if any (`FinalErrorLatch`).
+    var failure: WireError?
 
     /// The highest sequence received (or already durable before this connection); 0 when none.
     public var highestReceivedSequence: UInt64 { nextSequence - 1 }
@@ -83,15 +84,8 @@ public struct ReceiverStreamState: Sendable {
         try run { (state: inout Self) throws(WireError) in try state.handle(message) }
     }
 
-    private mutating func run<T>(_ body: (inout Self) throws(WireError) -> T) throws(WireError) -> T {
-        if let failure { throw failure }
-        do throws(WireError) {
-            return try body(&self)
-        } catch {
-            failure = error
-            phase = .closed
-            throw error
-        }
+    mutating func closeAfterFailure() {
+        phase = .closed
     }
 
     private mutating func handle(_ message: WireMessage) throws(WireError) -> ReceiverAction {

@@ -4,7 +4,7 @@
 ///
 /// Order: Hello sent → HelloAccepted (or Error) → AudioData/Gap sent, Acks received →
 /// EndOfStream sent → EndAccepted. Heartbeats may arrive at any time after Hello.
-public struct SenderStreamState: Sendable {
+public struct SenderStreamState: Sendable, FinalErrorLatch {
     /// Where the connection is in the protocol.
     public enum Phase: Sendable, Equatable {
         case notStarted
@@ -27,7 +27,8 @@ public struct SenderStreamState: Sendable {
     /// The highest sequence known durable at the receiver (0 when none).
     public private(set) var acknowledgedSequence: UInt64
 
-    private var failure: WireError?
+    /// The error that ended the machine, if any (`FinalErrorLatch`).
+    var failure: WireError?
 
     /// The highest sequence sent on this connection or known to the receiver (0 when none).
     public var highestSentSequence: UInt64 { nextSequenceToSend - 1 }
@@ -80,15 +81,8 @@ public struct SenderStreamState: Sendable {
         try run { (state: inout Self) throws(WireError) in try state.handle(message) }
     }
 
-    private mutating func run<T>(_ body: (inout Self) throws(WireError) -> T) throws(WireError) -> T {
-        if let failure { throw failure }
-        do throws(WireError) {
-            return try body(&self)
-        } catch {
-            failure = error
-            phase = .closed
-            throw error
-        }
+    mutating func closeAfterFailure() {
+        phase = .closed
     }
 
     private mutating func handle(_ message: WireMessage) throws(WireError) -> SenderEvent {

@@ -1,6 +1,6 @@
 import Atomics
 import Dispatch
-import Foundation
+import Synchronization
 
 /// Counters of a capture queue, readable at any time from any thread.
 public struct CaptureStatistics: Equatable, Sendable {
@@ -103,14 +103,17 @@ public final class CaptureQueue: @unchecked Sendable {
     private let framesLost = ManagedAtomic<Int64>(0)
     private let stoppedOnRequest = ManagedAtomic<Bool>(false)
 
-    /// Lifecycle state, guarded by `lifecycleLock`; never touched by the capture thread.
-    private let lifecycleLock = NSLock()
-    private var started = false
-    private var paused = false
-    private var ended = false
-    private var disposed = false
-    private var completionResult: Completion?
-    private var failure: CaptureError?
+    /// Lifecycle state; never touched by the capture thread except once, as it ends.
+    private struct Lifecycle {
+        var started = false
+        var paused = false
+        var ended = false
+        var disposed = false
+        var completionResult: Completion?
+        var failure: CaptureError?
+    }
+
+    private let lifecycle = Mutex(Lifecycle())
 
     /// Creates the queue and allocates its buffers; nothing runs until `start()`.
     ///
@@ -173,40 +176,35 @@ public final class CaptureQueue: @unchecked Sendable {
 
     /// Whether the queue has been started and has not ended or been paused.
     public var isRunning: Bool {
-        lifecycleLock.withLock { started && !paused && !ended }
+        lifecycle.withLock { $0.started && !$0.paused && !$0.ended }
     }
 
     /// Starts capture: the source starts and buffers begin to reach the callback.
     public func start() throws(CaptureError) {
-        lifecycleLock.lock()
-        defer { lifecycleLock.unlock() }
-        guard !disposed else { throw CaptureError.invalidState("the capture queue was disposed; create a new one") }
-        guard !ended else { throw CaptureError.invalidState("the capture queue has stopped; create a new one to capture again") }
-        if started {
-            if paused {
-                paused = false
-                control.store(.run, ordering: .releasing)
-                resumed.signal()
+        try lifecycle.withLock { (state: inout Lifecycle) throws(CaptureError) in
+            guard !state.disposed else { throw CaptureError.invalidState("the capture queue was disposed; create a new one") }
+            guard !state.ended else { throw CaptureError.invalidState("the capture queue has stopped; create a new one to capture again") }
+            if state.started {
+                if state.paused {
+                    state.paused = false
+                    control.store(.run, ordering: .releasing)
+                    resumed.signal()
+                }
+                return
             }
-            return
+            try source.start()
+            state.started = true
+            control.store(.run, ordering: .releasing)
+            try DetachedThread.start(name: "capture-delivery") { [self] in deliveryLoop() }
+            try DetachedThread.start(name: "capture") { [self] in captureLoop() }
         }
-        try source.start()
-        started = true
-        control.store(.run, ordering: .releasing)
-        let capture = Thread { [self] in captureLoop() }
-        capture.name = "capture"
-        capture.qualityOfService = .userInteractive
-        let delivery = Thread { [self] in deliveryLoop() }
-        delivery.name = "capture-delivery"
-        delivery.start()
-        capture.start()
     }
 
     /// Pauses capture: the source stops, buffers already filled are still delivered.
     public func pause() {
-        lifecycleLock.withLock {
-            guard started, !paused, !ended else { return }
-            paused = true
+        lifecycle.withLock { state in
+            guard state.started, !state.paused, !state.ended else { return }
+            state.paused = true
             control.store(.pause, ordering: .releasing)
         }
     }
@@ -221,11 +219,11 @@ public final class CaptureQueue: @unchecked Sendable {
     /// - Parameter immediate: `true` drops buffers that were filled but not yet delivered;
     ///   `false` delivers them first (the document's asynchronous stop, made synchronous here).
     public func stop(immediate: Bool) {
-        let mustWait: Bool = lifecycleLock.withLock {
-            guard started, !ended else { return false }
+        let mustWait: Bool = lifecycle.withLock { state in
+            guard state.started, !state.ended else { return false }
             if immediate { dropQueued.store(true, ordering: .releasing) }
-            let wasPaused = paused
-            paused = false
+            let wasPaused = state.paused
+            state.paused = false
             control.store(.stop, ordering: .releasing)
             if wasPaused { resumed.signal() }
             bufferFreed.signal()
@@ -238,21 +236,21 @@ public final class CaptureQueue: @unchecked Sendable {
     /// Returns at once with `.stopped` when the queue was never started.
     @discardableResult
     public func waitForCompletion() -> Completion {
-        let needsWait: Bool = lifecycleLock.withLock { started && completionResult == nil }
+        let needsWait: Bool = lifecycle.withLock { $0.started && $0.completionResult == nil }
         if needsWait {
             finished.wait()
             finished.signal()  // let any other waiter through too
         }
-        return lifecycleLock.withLock { completionResult ?? .stopped }
+        return lifecycle.withLock { $0.completionResult ?? .stopped }
     }
 
     /// Stops the queue at once if it runs, closes the source and releases the queue's resources.
     public func dispose() {
         stop(immediate: true)
-        let shouldClose: Bool = lifecycleLock.withLock {
-            guard !disposed else { return false }
-            disposed = true
-            ended = true
+        let shouldClose: Bool = lifecycle.withLock { state in
+            guard !state.disposed else { return false }
+            state.disposed = true
+            state.ended = true
             return true
         }
         if shouldClose { source.close() }
@@ -345,7 +343,7 @@ public final class CaptureQueue: @unchecked Sendable {
 
     private func recordFailure(_ error: CaptureError) {
         // Runs once, as the capture thread ends; the lock is never held by I/O.
-        lifecycleLock.withLock { failure = error }
+        lifecycle.withLock { $0.failure = error }
     }
 
     // MARK: - Delivery thread
@@ -360,14 +358,15 @@ public final class CaptureQueue: @unchecked Sendable {
                 break
             }
         }
-        lifecycleLock.withLock {
-            ended = true
-            if let failure {
-                completionResult = .failed(failure)
-            } else if stoppedOnRequest.load(ordering: .acquiring) {
-                completionResult = .stopped
+        let stoppedOnRequest = stoppedOnRequest.load(ordering: .acquiring)
+        lifecycle.withLock { state in
+            state.ended = true
+            if let failure = state.failure {
+                state.completionResult = .failed(failure)
+            } else if stoppedOnRequest {
+                state.completionResult = .stopped
             } else {
-                completionResult = .endOfStream
+                state.completionResult = .endOfStream
             }
         }
         finished.signal()

@@ -5,11 +5,21 @@
 //   capture-bench DEVICE RATE CHANNELS FRAMES [BUFFER_SECONDS] [BUFFERS]
 import CaptureALSA
 import CaptureCore
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes one line to standard error.
+func printError(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 5, let rate = Int(arguments[2]), let channels = Int(arguments[3]), let frames = Int64(arguments[4]) else {
-    FileHandle.standardError.write(Data("usage: capture-bench DEVICE RATE CHANNELS FRAMES [BUFFER_SECONDS] [BUFFERS]\n".utf8))
+    printError("usage: capture-bench DEVICE RATE CHANNELS FRAMES [BUFFER_SECONDS] [BUFFERS]")
     exit(2)
 }
 let bufferSeconds = arguments.count > 5 ? Double(arguments[5]) ?? 0.5 : 0.5
@@ -29,6 +39,6 @@ do {
     queue.dispose()
     print("completion=\(completion) captured=\(statistics.framesCaptured) lost=\(statistics.framesLost) overruns=\(statistics.overruns)")
 } catch {
-    FileHandle.standardError.write(Data("capture-bench: \(error)\n".utf8))
+    printError("capture-bench: \(error)")
     exit(1)
 }

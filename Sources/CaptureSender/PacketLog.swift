@@ -128,9 +128,14 @@ public final class PacketLog: @unchecked Sendable {
     private let events: @Sendable (PacketLogEvent) -> Void
     private let spoolQueue = DispatchQueue(label: "packet-log spool")
 
+    /// The default `memoryLimit`: 3 MiB, 16 s of 48 kHz 16-bit stereo PCM. It must exceed what the
+    /// receiver acknowledges in one batch (it syncs every 2 MiB); more buys no throughput, only a
+    /// larger resident sender when a file is read faster than real time.
+    public static let defaultMemoryLimit = 3 << 20
+
     /// A log for a new stream, in memory only or with a disk spool.
     public init(
-        memoryLimit: Int = 8 << 20, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
+        memoryLimit: Int = PacketLog.defaultMemoryLimit, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
         overflow: OverflowRecorder? = nil, events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
     ) {
         self.memoryLimit = memoryLimit
@@ -144,7 +149,7 @@ public final class PacketLog: @unchecked Sendable {
     /// The log of an earlier stream, read back from its spool after a restart, ready to deliver.
     /// When capture never recorded an end (the sender was killed), the stream ends after its last
     /// spooled entry with reason "sender-restarted".
-    public convenience init(recovering spool: StreamSpool, memoryLimit: Int = 8 << 20) throws(SpoolError) {
+    public convenience init(recovering spool: StreamSpool, memoryLimit: Int = PacketLog.defaultMemoryLimit) throws(SpoolError) {
         let contents = try spool.contents()
         self.init(memoryLimit: memoryLimit, producerIsRealTime: true, spool: spool)
         slots = contents.entries.map { Slot(sequence: $0.sequence, packet: nil, location: $0.location, bytes: $0.bytes) }

@@ -1,7 +1,7 @@
 # Two set-up commands for a newcomer: `make demo` and `make test`. `make bench` measures.
 SWIFT ?= swift
 BIN_DEBUG := .build/debug
-BIN_RELEASE := .build/release
+BIN_RELEASE := .build-static/release
 
 .PHONY: deps build test demo bench release clean proto
 
@@ -12,7 +12,7 @@ build: deps
 	$(SWIFT) build
 
 release: deps
-	$(SWIFT) build -c release
+	@scripts/build-release.sh
 
 test: deps
 	$(SWIFT) build --build-tests

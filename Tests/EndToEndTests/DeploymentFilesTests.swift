@@ -54,11 +54,11 @@ final class DeploymentFilesTests: XCTestCase {
     func testDockerfileRunsTheDocumentedBuildStepsAndTheRuntimeIsAsDescribed() throws {
         let dockerfile = try text("docker/Dockerfile")
         let buildSteps = DeploymentFiles.dockerfileRunCommands(dockerfile).filter { $0.hasPrefix("scripts/") || $0.hasPrefix("swift build") }
-        XCTAssertEqual(buildSteps, ["scripts/install-deps.sh", "swift build -c release"])
+        XCTAssertEqual(buildSteps, ["scripts/install-deps.sh", "scripts/build-release.sh"])
         let documented = try DeploymentFiles.firstShellBlock(after: "## Build", in: try text("docs/FIELD-KIT.md"))
         XCTAssertEqual(documented, buildSteps, "docs/FIELD-KIT.md and docker/Dockerfile must build the same way")
         let makefile = try text("Makefile")
-        XCTAssertTrue(makefile.contains("release: deps\n\t$(SWIFT) build -c release"), "make release builds as documented")
+        XCTAssertTrue(makefile.contains("release: deps\n\t@scripts/build-release.sh"), "make release builds as documented")
         XCTAssertTrue(makefile.contains("deps:\n\t@scripts/install-deps.sh"))
 
         let stages = dockerfile.split(separator: "\n").filter { $0.hasPrefix("FROM ") }

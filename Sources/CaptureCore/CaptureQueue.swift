@@ -358,12 +358,12 @@ public final class CaptureQueue: @unchecked Sendable {
                 break
             }
         }
-        let stoppedOnRequest = stoppedOnRequest.load(ordering: .acquiring)
+        let endedByStop = stoppedOnRequest.load(ordering: .acquiring)
         lifecycle.withLock { state in
             state.ended = true
             if let failure = state.failure {
                 state.completionResult = .failed(failure)
-            } else if stoppedOnRequest {
+            } else if endedByStop {
                 state.completionResult = .stopped
             } else {
                 state.completionResult = .endOfStream

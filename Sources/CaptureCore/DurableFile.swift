@@ -80,6 +80,43 @@ public final class DurableFile {
         }
     }
 
+    /// Writes `head` and then `tail` at `offset` with one `pwritev`, so that a payload can be written
+    /// behind its header without first being copied next to it.
+    public func write(_ head: UnsafeRawBufferPointer, _ tail: UnsafeRawBufferPointer, at offset: Int64) throws(DurableFileError) {
+        let total = head.count + tail.count
+        var written = 0
+        while written < total {
+            var vectors: [iovec] = []
+            if written < head.count, let base = head.baseAddress {
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + written), iov_len: head.count - written))
+            }
+            let tailDone = max(0, written - head.count)
+            if tailDone < tail.count, let base = tail.baseAddress {
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + tailDone), iov_len: tail.count - tailDone))
+            }
+            let result = vectors.withUnsafeBufferPointer { list in
+                retrying { pwritev(descriptor, list.baseAddress, Int32(list.count), off_t(offset) + off_t(written)) }
+            }
+            guard result > 0 else { throw DurableFileError(operation: "writing", path: path, code: result == 0 ? EIO : errno) }
+            written += result
+        }
+    }
+
+    /// Writes `head` and then `tail` at `offset` with one `pwritev` (no copy of either).
+    public func write(_ head: [UInt8], _ tail: [UInt8], at offset: Int64) throws(DurableFileError) {
+        let result: Result<Void, DurableFileError> = head.withUnsafeBytes { headBytes in
+            tail.withUnsafeBytes { tailBytes in
+                do throws(DurableFileError) {
+                    try write(headBytes, tailBytes, at: offset)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+        }
+        try result.get()
+    }
+
     /// Writes all of `bytes` at `offset`.
     public func write(_ bytes: [UInt8], at offset: Int64) throws(DurableFileError) {
         let result: Result<Void, DurableFileError> = bytes.withUnsafeBytes { raw in
@@ -203,16 +240,61 @@ public enum RecordChecksum {
 
     /// The checksum of the bytes in `raw`.
     public static func of(_ raw: UnsafeRawBufferPointer) -> UInt64 {
-        var hash = offsetBasis
-        var index = 0
-        while index + 8 <= raw.count {
-            hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))) &* prime
-            index += 8
+        var running = Running()
+        running.add(raw)
+        return running.value
+    }
+
+    /// The checksum of bytes that arrive in pieces (a record's header, then its payload where it
+    /// already lies): the same value as `of` over the pieces joined, without joining them.
+    public struct Running: Sendable {
+        private var hash = RecordChecksum.offsetBasis
+        /// Bytes of an unfinished 8-byte word, little-endian, and how many there are (0 to 7).
+        private var partial: UInt64 = 0
+        private var partialCount = 0
+
+        public init() {}
+
+        /// Adds the next piece.
+        public mutating func add(_ raw: UnsafeRawBufferPointer) {
+            var index = 0
+            while partialCount > 0, index < raw.count {
+                addToPartial(raw[index])
+                index += 1
+            }
+            while index + 8 <= raw.count {
+                hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))) &* RecordChecksum.prime
+                index += 8
+            }
+            while index < raw.count {
+                addToPartial(raw[index])
+                index += 1
+            }
         }
-        while index < raw.count {
-            hash = (hash ^ UInt64(raw[index])) &* prime
-            index += 1
+
+        /// Adds the next piece.
+        public mutating func add(_ bytes: [UInt8]) {
+            bytes.withUnsafeBytes { add($0) }
         }
-        return hash
+
+        private mutating func addToPartial(_ byte: UInt8) {
+            partial |= UInt64(byte) << (8 * UInt64(partialCount))
+            partialCount += 1
+            if partialCount == 8 {
+                hash = (hash ^ partial) &* RecordChecksum.prime
+                partial = 0
+                partialCount = 0
+            }
+        }
+
+        /// The checksum of everything added: whole words as they came, then the 0 to 7 bytes left
+        /// one by one.
+        public var value: UInt64 {
+            var result = hash
+            for index in 0..<partialCount {
+                result = (result ^ ((partial >> (8 * UInt64(index))) & 0xFF)) &* RecordChecksum.prime
+            }
+            return result
+        }
     }
 }

@@ -14,9 +14,26 @@ enum SpoolRecord: Equatable {
     /// Bodies above this are corruption, not audio (frames are at most a few MiB).
     static let maximumBody = 64 << 20
 
-    /// The record framed for a segment file: body length, `RecordChecksum` of the body, body.
-    func encoded() -> [UInt8] {
+    /// A record framed for a segment file: body length, `RecordChecksum` of the body, body. The
+    /// body's audio payload is not copied behind its header: `head` holds everything up to it and
+    /// `payload` is the entry's own storage, written together with one `pwritev`.
+    struct Framed {
+        /// Length, checksum and the body up to the payload.
+        var head: [UInt8]
+        /// The rest of the body (the audio payload, or nothing).
+        var payload: [UInt8]
+
+        /// Bytes the record takes in the segment.
+        var count: Int { head.count + payload.count }
+
+        /// The record as one array (tests, small records).
+        var joined: [UInt8] { head + payload }
+    }
+
+    /// The record framed for a segment file.
+    func framed() -> Framed {
         var body = BinaryRecordWriter(reservingCapacity: 64)
+        var payload: [UInt8] = []
         switch self {
         case .entry(let entry):
             switch entry.content {
@@ -28,7 +45,7 @@ enum SpoolRecord: Equatable {
                 body.append(UInt32(packets.packetCount))
                 body.append(UInt32(packets.packetSizes.count))
                 for size in packets.packetSizes { body.append(size) }
-                body.append(contentsOf: packets.payload)
+                payload = packets.payload
             case .gap(let sampleTime, let length, let reason):
                 body.append(Self.gapType)
                 body.append(entry.sequence)
@@ -43,11 +60,14 @@ enum SpoolRecord: Equatable {
             body.append(UInt32(end.remainderFrames))
             body.append(contentsOf: end.reason.utf8)
         }
-        var framed = BinaryRecordWriter(reservingCapacity: body.bytes.count + Self.headerSize)
-        framed.append(UInt32(body.bytes.count))
-        framed.append(RecordChecksum.of(body.bytes))
-        framed.append(contentsOf: body.bytes)
-        return framed.bytes
+        var checksum = RecordChecksum.Running()
+        checksum.add(body.bytes)
+        checksum.add(payload)
+        var head = BinaryRecordWriter(reservingCapacity: body.bytes.count + Self.headerSize)
+        head.append(UInt32(body.bytes.count + payload.count))
+        head.append(checksum.value)
+        head.append(contentsOf: body.bytes)
+        return Framed(head: head.bytes, payload: payload)
     }
 
     /// Decodes a record body (without its length and checksum); nil when malformed.

@@ -175,7 +175,7 @@ public final class StreamSpool: @unchecked Sendable {
     }
 
     private func append(record: SpoolRecord, sequence: UInt64) throws(SpoolError) -> SpoolLocation {
-        let bytes = record.encoded()
+        let framed = record.framed()
         lock.lock()
         defer { lock.unlock() }
         do throws(DurableFileError) {
@@ -186,10 +186,10 @@ public final class StreamSpool: @unchecked Sendable {
             }
             let index = segments.count - 1
             let offset = segments[index].length
-            try segments[index].file.write(bytes, at: offset)
-            segments[index].length += Int64(bytes.count)
-            diskBytes += Int64(bytes.count)
-            return SpoolLocation(segment: segments[index].first, offset: offset, length: bytes.count)
+            try segments[index].file.write(framed.head, framed.payload, at: offset)
+            segments[index].length += Int64(framed.count)
+            diskBytes += Int64(framed.count)
+            return SpoolLocation(segment: segments[index].first, offset: offset, length: framed.count)
         } catch {
             throw SpoolError(error)
         }

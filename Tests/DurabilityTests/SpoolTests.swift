@@ -57,6 +57,64 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
     }
 
+    /// FNV-1a's constants over little-endian 64-bit words, then the last 0-7 bytes one by one, written
+    /// out here from docs/DURABILITY.md rather than taken from the code under test.
+    private func documentedChecksum(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var index = 0
+        while index + 8 <= bytes.count {
+            var word: UInt64 = 0
+            for byte in (0..<8).reversed() { word = word << 8 | UInt64(bytes[index + byte]) }
+            hash = (hash ^ word) &* 0x0000_0100_0000_01B3
+            index += 8
+        }
+        for byte in bytes[index...] { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return hash
+    }
+
+    private func bigEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+
+    func testSegmentsHoldTheDocumentedRecordLayoutByteForByte() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        // 123 payload bytes and 2 sizes: the body is not a whole number of 8-byte words.
+        let vbr = EncodedPackets(payload: (0..<123).map { UInt8(truncatingIfNeeded: $0 * 31 + 5) }, packetCount: 2,
+                                 packetSizes: [60, 63], firstSampleTime: 960, frameCount: 1_920)
+        log.append(vbr)
+        log.appendGap(sampleTime: 2_880, length: 480, reason: "overrun")
+        log.finish(StreamEnd(endSampleTime: 3_360, remainderFrames: 7, reason: "duration"))
+        log.flushSpool()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let written = try [UInt8](Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("seg-00000000000000000001.spool"))))
+
+        func record(_ body: [UInt8]) -> [UInt8] { bigEndian(UInt32(body.count)) + bigEndian(documentedChecksum(body)) + body }
+        let audio: [UInt8] = [0x41] + bigEndian(UInt64(1)) + bigEndian(Int64(960)) + bigEndian(UInt32(1_920)) + bigEndian(UInt32(2))
+            + bigEndian(UInt32(2)) + bigEndian(UInt32(60)) + bigEndian(UInt32(63)) + vbr.payload
+        let gap: [UInt8] = [0x47] + bigEndian(UInt64(2)) + bigEndian(Int64(2_880)) + bigEndian(Int64(480)) + Array("overrun".utf8)
+        let end: [UInt8] = [0x45] + bigEndian(UInt64(2)) + bigEndian(Int64(3_360)) + bigEndian(UInt32(7)) + Array("duration".utf8)
+        XCTAssertEqual(written, record(audio) + record(gap) + record(end))
+        spool.release()
+    }
+
+    func testTheChecksumOfPiecesIsTheChecksumOfTheWhole() {
+        let bytes = (0..<37).map { UInt8(truncatingIfNeeded: $0 * 97 + 13) }
+        let whole = RecordChecksum.of(bytes)
+        XCTAssertEqual(whole, documentedChecksum(bytes))
+        XCTAssertEqual(RecordChecksum.of([UInt8]()), 0xcbf2_9ce4_8422_2325, "nothing hashed: the offset basis")
+        for split in 0...bytes.count {
+            for second in split...bytes.count {
+                var running = RecordChecksum.Running()
+                running.add(Array(bytes[..<split]))
+                running.add(Array(bytes[split..<second]))
+                running.add(Array(bytes[second...]))
+                XCTAssertEqual(running.value, whole, "pieces split at \(split) and \(second)")
+            }
+        }
+    }
+
     func testATornRecordAtTheEndIsIgnored() throws {
         let id = UUID()
         let spool = try StreamSpool.create(root: root, meta: meta(id))

@@ -18,7 +18,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
-        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -33,10 +32,7 @@ let package = Package(
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
 
         // Sound I/O and the queue: no network, no C library but libc.
-        .target(
-            name: "CaptureCore",
-            dependencies: [.product(name: "Atomics", package: "swift-atomics")]
-        ),
+        .target(name: "CaptureCore"),
         // The file source over libsndfile (WAV, AIFF, FLAC, CAF in the file's own format).
         .target(name: "CaptureSndFile", dependencies: ["CaptureCore", "CSndFile"]),
         // The ALSA capture source over libasound.

@@ -148,6 +148,14 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
         return .frames(filled)
     }
 
+    /// Whether the device's ring buffer already holds `frames` frames (`snd_pcm_avail_update`, which
+    /// reads the driver's position without a system call on most devices), so that the next read
+    /// returns at once. False on any error: the read will report it.
+    public func canReadWithoutWaiting(frames: Int) -> Bool {
+        guard let pcm, !stoppedByCaller, pendingLostFrames == 0 else { return false }
+        return snd_pcm_avail_update(pcm) >= frames
+    }
+
     /// Stops capturing and drops what the device holds unread (`snd_pcm_drop`); `start()` resumes.
     public func stop() {
         guard let pcm else { return }

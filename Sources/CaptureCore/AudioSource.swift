@@ -32,11 +32,22 @@ public protocol AudioSource: AnyObject {
     /// Must not allocate.
     func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult
 
+    /// Whether a read of `frames` frames would return at once because the audio is already there
+    /// (a device's ring buffer holds it). While that is so the queue is catching up, and it hands
+    /// several filled buffers on with one wake-up of its delivery thread instead of one each; when a
+    /// read would wait, every filled buffer is handed on before it. `false` when unknown.
+    func canReadWithoutWaiting(frames: Int) -> Bool
+
     /// Stops delivering audio (for a pause or a stop); `start()` may follow.
     func stop()
 
     /// Releases the source's resources. Called once, after the capture thread has ended.
     func close()
+}
+
+extension AudioSource {
+    /// Unknown: every filled buffer is handed on at once.
+    public func canReadWithoutWaiting(frames: Int) -> Bool { false }
 }
 
 /// Why capture could not start or go on. Each message says what to do.

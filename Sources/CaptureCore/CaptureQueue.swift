@@ -1,4 +1,3 @@
-import Atomics
 import Dispatch
 import Synchronization
 
@@ -58,7 +57,8 @@ public final class CaptureQueue: @unchecked Sendable {
         case failed(CaptureError)
     }
 
-    private enum Control: Int, AtomicValue {
+    /// What the capture thread is asked to do, stored as its raw value in `control`.
+    private enum Control: Int {
         case run, pause, stop
     }
 
@@ -94,14 +94,17 @@ public final class CaptureQueue: @unchecked Sendable {
     private let resumed = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 
-    private let control = ManagedAtomic<Control>(.run)
-    private let captureEnded = ManagedAtomic<Bool>(false)
-    private let dropQueued = ManagedAtomic<Bool>(false)
-    private let framesCaptured = ManagedAtomic<Int64>(0)
-    private let buffersDelivered = ManagedAtomic<Int64>(0)
-    private let overrunCount = ManagedAtomic<Int64>(0)
-    private let framesLost = ManagedAtomic<Int64>(0)
-    private let stoppedOnRequest = ManagedAtomic<Bool>(false)
+    private let control = Atomic<Int>(Control.run.rawValue)
+    private let captureEnded = Atomic<Bool>(false)
+    private let dropQueued = Atomic<Bool>(false)
+    private let framesCaptured = Atomic<Int64>(0)
+    private let buffersDelivered = Atomic<Int64>(0)
+    private let overrunCount = Atomic<Int64>(0)
+    private let framesLost = Atomic<Int64>(0)
+    private let stoppedOnRequest = Atomic<Bool>(false)
+    /// Filled buffers queued at which the delivery thread is woken even while the source is still
+    /// catching up (see `AudioSource.canReadWithoutWaiting`): all but one buffer.
+    private let deliveryBatch: Int
 
     /// Lifecycle state; never touched by the capture thread except once, as it ends.
     private struct Lifecycle {
@@ -144,6 +147,7 @@ public final class CaptureQueue: @unchecked Sendable {
         self.isRealTime = source.isRealTime
         self.bytesPerFrame = Int(format.bytesPerFrame)
         self.bufferCount = configuration.bufferCount
+        self.deliveryBatch = max(1, configuration.bufferCount - 1)
         self.framesPerBuffer = BufferSizing.framesPerBuffer(format: format, seconds: configuration.bufferSeconds)
         self.bufferByteSize = framesPerBuffer * bytesPerFrame
 
@@ -187,14 +191,14 @@ public final class CaptureQueue: @unchecked Sendable {
             if state.started {
                 if state.paused {
                     state.paused = false
-                    control.store(.run, ordering: .releasing)
+                    control.store(Control.run.rawValue, ordering: .releasing)
                     resumed.signal()
                 }
                 return
             }
             try source.start()
             state.started = true
-            control.store(.run, ordering: .releasing)
+            control.store(Control.run.rawValue, ordering: .releasing)
             try DetachedThread.start(name: "capture-delivery") { [self] in deliveryLoop() }
             try DetachedThread.start(name: "capture") { [self] in captureLoop() }
         }
@@ -205,7 +209,7 @@ public final class CaptureQueue: @unchecked Sendable {
         lifecycle.withLock { state in
             guard state.started, !state.paused, !state.ended else { return }
             state.paused = true
-            control.store(.pause, ordering: .releasing)
+            control.store(Control.pause.rawValue, ordering: .releasing)
         }
     }
 
@@ -224,7 +228,7 @@ public final class CaptureQueue: @unchecked Sendable {
             if immediate { dropQueued.store(true, ordering: .releasing) }
             let wasPaused = state.paused
             state.paused = false
-            control.store(.stop, ordering: .releasing)
+            control.store(Control.stop.rawValue, ordering: .releasing)
             if wasPaused { resumed.signal() }
             bufferFreed.signal()
             return true
@@ -265,13 +269,16 @@ public final class CaptureQueue: @unchecked Sendable {
         var inOverrun = false
         var sourceRunning = true
         var endedWith: CaptureError?
+        // Filled buffers pushed without waking the delivery thread (the source was catching up).
+        var deliveryOwed = false
 
         loop: while true {
-            switch control.load(ordering: .acquiring) {
+            switch Control(rawValue: control.load(ordering: .acquiring)) ?? .stop {
             case .stop:
                 stoppedOnRequest.store(true, ordering: .releasing)
                 break loop
             case .pause:
+                wakeDelivery(&deliveryOwed)
                 if sourceRunning { source.stop(); sourceRunning = false }
                 resumed.wait()
                 continue loop
@@ -284,6 +291,7 @@ public final class CaptureQueue: @unchecked Sendable {
 
             if heldSlot == nil { heldSlot = freeBuffers.pop() }
             guard let slot = heldSlot else {
+                wakeDelivery(&deliveryOwed)
                 if !isRealTime {
                     bufferFreed.wait()
                     continue loop
@@ -296,10 +304,10 @@ public final class CaptureQueue: @unchecked Sendable {
                 switch result {
                 case .frames(let count), .overrun(let count):
                     guard count > 0 else { continue loop }
-                    if !inOverrun { overrunCount.wrappingIncrement(ordering: .relaxed); inOverrun = true }
+                    if !inOverrun { overrunCount.add(1, ordering: .relaxed); inOverrun = true }
                     pendingLost += count
                     nextSample += Int64(count)
-                    framesLost.wrappingIncrement(by: Int64(count), ordering: .relaxed)
+                    framesLost.add(Int64(count), ordering: .relaxed)
                 case .endOfStream:
                     break loop
                 }
@@ -322,12 +330,18 @@ public final class CaptureQueue: @unchecked Sendable {
                 pendingLost = 0
                 inOverrun = false
                 heldSlot = nil
-                framesCaptured.wrappingIncrement(by: Int64(count), ordering: .relaxed)
+                framesCaptured.add(Int64(count), ordering: .relaxed)
                 filledBuffers.push(slot)
-                bufferFilled.signal()
+                deliveryOwed = true
+                // While the source is catching up, hand buffers on in batches; never let one wait
+                // behind a read that blocks.
+                if filledBuffers.count >= deliveryBatch || !source.canReadWithoutWaiting(frames: framesPerBuffer) {
+                    wakeDelivery(&deliveryOwed)
+                }
             case .overrun(let lost):
-                overrunCount.wrappingIncrement(ordering: .relaxed)
-                framesLost.wrappingIncrement(by: Int64(lost), ordering: .relaxed)
+                wakeDelivery(&deliveryOwed)
+                overrunCount.add(1, ordering: .relaxed)
+                framesLost.add(Int64(lost), ordering: .relaxed)
                 pendingLost += lost
                 nextSample += Int64(lost)
             case .endOfStream:
@@ -339,6 +353,14 @@ public final class CaptureQueue: @unchecked Sendable {
         if let endedWith { recordFailure(endedWith) }
         captureEnded.store(true, ordering: .releasing)
         bufferFilled.signal()
+    }
+
+    /// Wakes the delivery thread if buffers were pushed since it was last woken.
+    private func wakeDelivery(_ owed: inout Bool) {
+        if owed {
+            owed = false
+            bufferFilled.signal()
+        }
     }
 
     private func recordFailure(_ error: CaptureError) {
@@ -383,7 +405,7 @@ public final class CaptureQueue: @unchecked Sendable {
                     framesLostBefore: info.framesLostBefore
                 )
                 callback(buffer)
-                buffersDelivered.wrappingIncrement(ordering: .relaxed)
+                buffersDelivered.add(1, ordering: .relaxed)
             }
             freeBuffers.push(slot)
             bufferFreed.signal()

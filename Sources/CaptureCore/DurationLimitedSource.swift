@@ -28,6 +28,10 @@ public final class DurationLimitedSource: AudioSource {
         return result
     }
 
+    public func canReadWithoutWaiting(frames: Int) -> Bool {
+        limit - position >= Int64(frames) && inner.canReadWithoutWaiting(frames: frames)
+    }
+
     public func stop() { inner.stop() }
     public func close() { inner.close() }
 }

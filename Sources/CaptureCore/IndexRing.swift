@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 
 /// A single-producer, single-consumer ring of buffer indices, lock-free and allocation-free after
 /// creation. The capture queue passes buffer ownership between its capture thread and its delivery
@@ -7,9 +7,9 @@ final class IndexRing: @unchecked Sendable {
     private let storage: UnsafeMutablePointer<Int>
     private let capacity: Int
     /// Count of pushes; written by the producer only.
-    private let head = ManagedAtomic<Int>(0)
+    private let head = Atomic<Int>(0)
     /// Count of pops; written by the consumer only.
-    private let tail = ManagedAtomic<Int>(0)
+    private let tail = Atomic<Int>(0)
 
     init(capacity: Int) {
         self.capacity = max(capacity, 1)

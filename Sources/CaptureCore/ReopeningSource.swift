@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 
 /// A source that can be opened again after it was lost (a device that was unplugged or suspended).
 public protocol ReopenableSource: AudioSource {
@@ -26,7 +26,7 @@ public final class ReopeningSource: AudioSource {
     private let initialDelay: Double
     private let maximumDelay: Double
     private let onEvent: @Sendable (Event) -> Void
-    private let cancelled = ManagedAtomic<Bool>(false)
+    private let cancelled = Atomic<Bool>(false)
 
     public init(
         _ source: any ReopenableSource, initialDelay: Double = 0.25, maximumDelay: Double = 2,
@@ -75,6 +75,8 @@ public final class ReopeningSource: AudioSource {
         }
         throw loss
     }
+
+    public func canReadWithoutWaiting(frames: Int) -> Bool { inner.canReadWithoutWaiting(frames: frames) }
 
     public func stop() { inner.stop() }
     public func close() { inner.close() }

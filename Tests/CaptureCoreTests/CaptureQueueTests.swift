@@ -232,6 +232,59 @@ final class CaptureQueueTests: XCTestCase {
         queue.dispose()
     }
 
+    func testBuffersReadWhileCatchingUpAreAllHandedOnBeforeTheSourceWaits() throws {
+        // A device with a backlog: the first `backlog` buffers are already in its ring (reads return
+        // at once and it says so), then it is in step with real time: the next read waits.
+        final class CatchingUpSource: AudioSource, @unchecked Sendable {
+            let format = StreamFormat.linearPCM(sampleRate: 8_000, channels: 1, sample: .s16)
+            let isRealTime = true
+            let backlog: Int
+            let released = DispatchSemaphore(value: 0)
+            private var reads = 0
+            private var produced: Int64 = 0
+
+            init(backlog: Int) { self.backlog = backlog }
+
+            func start() throws(CaptureError) {}
+            func canReadWithoutWaiting(frames: Int) -> Bool { reads < backlog }
+            func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
+                if reads == backlog { released.wait() }
+                if reads > backlog { return .endOfStream }
+                reads += 1
+                for index in 0..<frameCapacity {
+                    buffer.storeBytes(of: RampSource.value(at: produced + Int64(index)).littleEndian, toByteOffset: index * 2, as: Int16.self)
+                }
+                produced += Int64(frameCapacity)
+                return .frames(frameCapacity)
+            }
+            func stop() {}
+            func close() {}
+        }
+        let backlog = 7
+        let source = CatchingUpSource(backlog: backlog)
+        let delivered = DeliveredBuffers()
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 4, bufferSeconds: 0.01)) { delivered.append($0) }
+        try queue.start()
+        let backlogFrames = Int64(backlog * queue.framesPerBuffer)
+        // The source now waits in its read: nothing read before may be left waiting with it.
+        XCTAssertTrue(waitUntil {
+            Int64(delivered.all.map(\.frames).reduce(0, +)) + queue.statistics.framesLost == backlogFrames
+        }, "every buffer of the backlog reached the callback (or was counted lost) while the source waited")
+        source.released.signal()
+        XCTAssertEqual(queue.waitForCompletion(), .endOfStream)
+        var expected: Int64 = 0
+        for buffer in delivered.all {
+            expected += Int64(buffer.framesLostBefore)
+            XCTAssertEqual(buffer.sampleTime, expected)
+            let first = Int16(bitPattern: UInt16(buffer.bytes[0]) | UInt16(buffer.bytes[1]) << 8)
+            XCTAssertEqual(first, RampSource.value(at: buffer.sampleTime))
+            expected += Int64(buffer.frames)
+        }
+        XCTAssertEqual(expected + Int64(queue.statistics.framesLost) - Int64(delivered.all.map(\.framesLostBefore).reduce(0, +)),
+                       backlogFrames + Int64(queue.framesPerBuffer), "the whole timeline is accounted for")
+        queue.dispose()
+    }
+
     func testConfigurationIsValidated() throws {
         XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 1, bufferSeconds: 0.1)) { _ in }) { error in
             XCTAssertEqual((error as? CaptureError)?.description, "the queue needs 2 to 64 buffers, not 1")

@@ -37,7 +37,14 @@ do {
     let completion = queue.waitForCompletion()
     let statistics = queue.statistics
     queue.dispose()
-    print("completion=\(completion) captured=\(statistics.framesCaptured) lost=\(statistics.framesLost) overruns=\(statistics.overruns)")
+    let ending: String
+    switch completion {
+    case .endOfStream: ending = "endOfStream"
+    case .stopped: ending = "stopped"
+    case .failed(let error): ending = "failed: " + error.description
+    }
+    print("completion=" + ending + " captured=" + String(statistics.framesCaptured) + " lost=" + String(statistics.framesLost)
+        + " overruns=" + String(statistics.overruns))
 } catch {
     printError("capture-bench: \(error)")
     exit(1)

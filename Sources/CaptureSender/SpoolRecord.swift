@@ -25,9 +25,6 @@ enum SpoolRecord: Equatable {
 
         /// Bytes the record takes in the segment.
         var count: Int { head.count + payload.count }
-
-        /// The record as one array (tests, small records).
-        var joined: [UInt8] { head + payload }
     }
 
     /// The record framed for a segment file.

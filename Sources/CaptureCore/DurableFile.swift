@@ -70,14 +70,7 @@ public final class DurableFile {
 
     /// Writes all of `bytes` at `offset`.
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(DurableFileError) {
-        var written = 0
-        while written < bytes.count {
-            let result = retrying {
-                pwrite(descriptor, bytes.baseAddress.map { $0 + written }, bytes.count - written, off_t(offset) + off_t(written))
-            }
-            guard result > 0 else { throw DurableFileError(operation: "writing", path: path, code: result == 0 ? EIO : errno) }
-            written += result
-        }
+        try write(bytes, UnsafeRawBufferPointer(start: nil, count: 0), at: offset)
     }
 
     /// Writes `head` and then `tail` at `offset` with one `pwritev`, so that a payload can be written
@@ -119,15 +112,7 @@ public final class DurableFile {
 
     /// Writes all of `bytes` at `offset`.
     public func write(_ bytes: [UInt8], at offset: Int64) throws(DurableFileError) {
-        let result: Result<Void, DurableFileError> = bytes.withUnsafeBytes { raw in
-            do throws(DurableFileError) {
-                try write(raw, at: offset)
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
-        }
-        try result.get()
+        try write(bytes, [], at: offset)
     }
 
     /// Reads up to `count` bytes at `offset` (fewer at the end of the file).

@@ -36,8 +36,8 @@ public struct DurableFileError: Error, Equatable, Sendable, CustomStringConverti
 /// completing short reads and writes. Used by the receiver's stream position log and the sender's
 /// spool. Not thread-safe: use it from one thread or serial queue at a time.
 public final class DurableFile {
-    /// The file's path.
-    public let path: String
+    /// The file's path (changed by `rename(to:)`).
+    public private(set) var path: String
     private var descriptor: Int32
 
     private init(path: String, descriptor: Int32) {
@@ -158,6 +158,13 @@ public final class DurableFile {
         flock(descriptor, LOCK_EX | LOCK_NB) == 0
     }
 
+    /// Gives the open file another name in the same file system (`rename(2)`, replacing whatever
+    /// `newPath` named); the descriptor stays open and keeps its contents.
+    public func rename(to newPath: String) throws(DurableFileError) {
+        guard Glibc.rename(path, newPath) == 0 else { throw DurableFileError(operation: "renaming", path: path, code: errno) }
+        path = newPath
+    }
+
     /// Closes the descriptor (also done on deinit).
     public func close() {
         if descriptor >= 0 {
@@ -184,7 +191,7 @@ public final class DurableFile {
         try file.write(bytes, at: 0)
         try file.synchronize()
         file.close()
-        guard rename(temporary, path) == 0 else { throw DurableFileError(operation: "renaming into", path: path, code: errno) }
+        guard Glibc.rename(temporary, path) == 0 else { throw DurableFileError(operation: "renaming into", path: path, code: errno) }
         try synchronizeDirectory(folder(of: path))
     }
 

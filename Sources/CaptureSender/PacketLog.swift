@@ -390,7 +390,7 @@ public final class PacketLog: @unchecked Sendable {
         for slot in picked {
             if let packet = slot.packet {
                 result.append(packet)
-            } else if let location = slot.location, let spool, let packet = try? spool.read(location) {
+            } else if let location = slot.location, let spool, let packet = try? spool.read(location, sequence: slot.sequence) {
                 result.append(packet)
             } else {
                 break

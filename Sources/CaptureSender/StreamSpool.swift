@@ -80,8 +80,15 @@ public struct SpoolContents: Sendable {
 /// (flock'ed by the process that owns the stream), an `acked` file (the highest acknowledged
 /// sequence, 8 bytes big-endian) and segment files `seg-<first sequence, 20 digits>.spool` of
 /// records (see `SpoolRecord`: UInt32 body length, `RecordChecksum` of the body, body). Segments roll
-/// over at `segmentBytes`; a segment is deleted as soon as every entry in it is acknowledged, and
-/// the whole folder once the receiver confirmed the end of the stream.
+/// over at `segmentBytes`; the whole folder is deleted once the receiver confirmed the end of the
+/// stream.
+///
+/// A segment whose entries are all acknowledged is not deleted but renamed `spare.spool` (one at
+/// most; further ones are deleted), and the next segment is that file renamed again and written over
+/// from its start. Writing over pages the file already has costs the kernel a fraction of filling
+/// new ones. A reused segment still holds older records behind the ones written since; they have
+/// lower sequence numbers than the segment's name, so reading back stops at the first record whose
+/// sequence is not the next one expected.
 ///
 /// Thread-safe: appends come from the log's spool queue, reads from the network's event loop.
 public final class StreamSpool: @unchecked Sendable {
@@ -95,6 +102,8 @@ public final class StreamSpool: @unchecked Sendable {
     private let lock = NSLock()
     private let lockFile: DurableFile
     private var segments: [(first: UInt64, file: DurableFile, length: Int64)] = []
+    /// An acknowledged segment kept open for reuse as the next one.
+    private var spare: DurableFile?
     private var ackedFile: DurableFile?
     private var diskBytes: Int64 = 0
 
@@ -180,9 +189,7 @@ public final class StreamSpool: @unchecked Sendable {
         defer { lock.unlock() }
         do throws(DurableFileError) {
             if segments.isEmpty || segments[segments.count - 1].length >= segmentBytes {
-                let name = String(format: "seg-%020llu.spool", sequence)
-                let file = try DurableFile.open(path: (directory as NSString).appendingPathComponent(name), create: true, truncate: true)
-                segments.append((sequence, file, 0))
+                segments.append((sequence, try newSegment(first: sequence), 0))
             }
             let index = segments.count - 1
             let offset = segments[index].length
@@ -195,13 +202,36 @@ public final class StreamSpool: @unchecked Sendable {
         }
     }
 
-    /// Reads the entry at `location`.
-    public func read(_ location: SpoolLocation) throws(SpoolError) -> LoggedPacket {
-        let file: DurableFile? = lock.withLock { segments.first { $0.first == location.segment }?.file }
-        guard let file else { throw SpoolError("spool: segment \(location.segment) of \(directory) is gone") }
+    /// The file for a segment starting at `first`: the spare renamed, or else a new file.
+    private func newSegment(first: UInt64) throws(DurableFileError) -> DurableFile {
+        let path = segmentPath(first)
+        guard let reused = spare else { return try DurableFile.open(path: path, create: true, truncate: true) }
+        spare = nil
+        do throws(DurableFileError) {
+            try reused.rename(to: path)
+            return reused
+        } catch {
+            reused.close()
+            try? DurableFile.remove(reused.path)
+            return try DurableFile.open(path: path, create: true, truncate: true)
+        }
+    }
+
+    private func segmentPath(_ first: UInt64) -> String {
+        (directory as NSString).appendingPathComponent(String(format: "seg-%020llu.spool", first))
+    }
+
+    /// Reads entry `sequence`, spooled at `location`.
+    public func read(_ location: SpoolLocation, sequence: UInt64) throws(SpoolError) -> LoggedPacket {
+        // Under the lock: a segment acknowledged meanwhile may be reused and written over.
+        lock.lock()
+        defer { lock.unlock() }
+        guard let file = segments.first(where: { $0.first == location.segment })?.file else {
+            throw SpoolError("spool: segment \(location.segment) of \(directory) is gone")
+        }
         do throws(DurableFileError) {
             let bytes = try file.read(count: location.length, at: location.offset)
-            guard bytes.count == location.length, case .entry(let entry)? = Self.parse(bytes[...]).first?.record else {
+            guard bytes.count == location.length, case .entry(let entry)? = Self.parse(bytes[...]).first?.record, entry.sequence == sequence else {
                 throw DurableFileError(operation: "reading a damaged record of", path: directory, code: EIO)
             }
             return entry
@@ -220,8 +250,8 @@ public final class StreamSpool: @unchecked Sendable {
         }
     }
 
-    /// The receiver holds everything through `sequence`: records it and deletes every segment whose
-    /// entries are all acknowledged (never the segment being written).
+    /// The receiver holds everything through `sequence`: records it and retires every segment whose
+    /// entries are all acknowledged (never the segment being written), keeping one as the spare.
     public func acknowledge(through sequence: UInt64) {
         lock.withLock {
             var value = BinaryRecordWriter()
@@ -230,9 +260,13 @@ public final class StreamSpool: @unchecked Sendable {
             try? ackedFile?.write(value.bytes, at: 0)
             while segments.count > 1, segments[1].first <= sequence + 1 {
                 let gone = segments.removeFirst()
-                gone.file.close()
                 diskBytes -= gone.length
-                try? DurableFile.remove((directory as NSString).appendingPathComponent(String(format: "seg-%020llu.spool", gone.first)))
+                if spare == nil, (try? gone.file.rename(to: (directory as NSString).appendingPathComponent("spare.spool"))) != nil {
+                    spare = gone.file
+                } else {
+                    gone.file.close()
+                    try? DurableFile.remove(gone.file.path)
+                }
             }
         }
     }
@@ -260,16 +294,22 @@ public final class StreamSpool: @unchecked Sendable {
                 let length = try file.length()
                 let bytes = try file.read(count: Int(length), at: 0)
                 var offset = 0
-                for (record, size) in Self.parse(bytes[...]) {
-                    defer { offset += size }
+                // The segment's records run from `first` on; a record out of that run is older
+                // content of a reused segment (or damage), and ends the segment.
+                var expected = first
+                records: for (record, size) in Self.parse(bytes[...]) {
                     switch record {
                     case .entry(let entry):
+                        guard entry.sequence == expected else { break records }
+                        expected += 1
                         endOfLastEntry = entry.endSampleTime
-                        if let last = entries.last, entry.sequence != last.sequence + 1 { continue }
+                        if let last = entries.last, entry.sequence != last.sequence + 1 { break }
                         entries.append((entry.sequence, SpoolLocation(segment: first, offset: Int64(offset), length: size), entry.byteCount))
-                    case .end(let streamEnd, _):
+                    case .end(let streamEnd, let lastSequence):
+                        guard lastSequence + 1 == expected else { break records }
                         end = streamEnd
                     }
+                    offset += size
                 }
                 segments.append((first, file, Int64(offset)))
                 diskBytes += Int64(offset)
@@ -302,6 +342,8 @@ public final class StreamSpool: @unchecked Sendable {
         lock.withLock {
             for segment in segments { segment.file.close() }
             segments.removeAll()
+            spare?.close()
+            spare = nil
             ackedFile?.close()
         }
         lockFile.close()
@@ -312,6 +354,8 @@ public final class StreamSpool: @unchecked Sendable {
         lock.withLock {
             for segment in segments { segment.file.close() }
             segments.removeAll()
+            spare?.close()
+            spare = nil
             ackedFile?.close()
             diskBytes = 0
         }

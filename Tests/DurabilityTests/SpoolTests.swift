@@ -160,8 +160,53 @@ final class SpoolTests: XCTestCase {
         log.flushSpool()
         XCTAssertEqual(try segments(), ["seg-00000000000000000007.spool", "seg-00000000000000000010.spool"],
                        "segments holding only acknowledged entries are gone; the one with sequence 8 stays")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent("spare.spool")),
+                      "one retired segment is kept for reuse")
         log.removeSpool()
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory))
+    }
+
+    func testAReusedSegmentReadsBackOnlyWhatWasWrittenSinceItsReuse() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id), segmentBytes: 10_000)
+        let log = PacketLog(memoryLimit: 4_000, producerIsRealTime: true, spool: spool)
+        var appended: [LoggedPacket] = []
+        func append(_ index: Int) {
+            let content = packets(first: Int64(index * 1_000), frames: 1_000)
+            appended.append(LoggedPacket(sequence: log.append(content), content: .audio(content)))
+        }
+        for index in 0..<6 { append(index) }  // seg-1 holds 1-3, seg-4 holds 4-6 (4 kB entries)
+        log.flushSpool()
+        log.acknowledge(through: 3)
+        log.flushSpool()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let files = { try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".spool") }.sorted() }
+        XCTAssertEqual(try files(), ["seg-00000000000000000004.spool", "spare.spool"])
+        append(6)  // sequence 7 starts a segment: the spare, renamed, written over from its start
+        log.flushSpool()
+        XCTAssertEqual(try files(), ["seg-00000000000000000004.spool", "seg-00000000000000000007.spool"])
+        let size = { (name: String) in
+            try FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))[.size] as? Int
+        }
+        XCTAssertEqual(try size("seg-00000000000000000007.spool"), try size("seg-00000000000000000004.spool"),
+                       "the reused file still holds the older records 2 and 3 (valid checksums) behind record 7")
+        XCTAssertEqual(log.entries(from: 4, maxCount: 10), Array(appended[3...]), "entries read back from disk are the new ones")
+
+        // The process dies; a new one reads the spool back: 4 to 7, and nothing of the older records.
+        spool.release()
+        let recovered = try PacketLog(recovering: try XCTUnwrap(try StreamSpool.openEarlier(directory: directory)))
+        XCTAssertEqual(recovered.oldestKeptSequence, 4)
+        XCTAssertEqual(recovered.lastSequence, 7)
+        XCTAssertEqual(recovered.entries(from: 4, maxCount: 10), Array(appended[3...]))
+        XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 7_000, remainderFrames: 0, reason: "sender-restarted"))
+
+        // An end recorded in the reused segment (behind record 7, over the older record 2) reads back too.
+        recovered.finish(StreamEnd(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
+        recovered.flushSpool()
+        recovered.spool?.release()
+        let again = try XCTUnwrap(try StreamSpool.openEarlier(directory: directory)).contents()
+        XCTAssertEqual(again.entries.map(\.sequence), [4, 5, 6, 7])
+        XCTAssertEqual(again.end, StreamEnd(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
     }
 
     func testAFullLogOverflowsToALocalFileAndTheStreamGetsAGapNamingIt() throws {

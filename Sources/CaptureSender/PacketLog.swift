@@ -353,11 +353,15 @@ public final class PacketLog: @unchecked Sendable {
             while head < slots.count, slots[head].sequence <= acknowledged {
                 acknowledgedEnd = max(acknowledgedEnd, slots[head].endSample)
                 heldBytes -= slots[head].bytes
-                if slots[head].packet != nil { memoryBytes -= slots[head].bytes }
+                if slots[head].packet != nil {
+                    memoryBytes -= slots[head].bytes
+                    // The payload goes now (an entry may hold a whole capture buffer); the slot
+                    // itself goes with the next compaction.
+                    slots[head].packet = nil
+                }
                 head += 1
             }
-            // Drop released entries as soon as they are half the array, so acknowledged audio does
-            // not stay in memory (each entry may hold a whole capture buffer).
+            // Compact once released slots are half the array.
             if head >= 16, head * 2 >= slots.count {
                 slots.removeFirst(head)
                 head = 0

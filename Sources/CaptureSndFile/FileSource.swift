@@ -22,9 +22,11 @@ public final class FileSource: AudioSource {
     /// Frames to read at most (the file's length or a requested duration).
     private let frameLimit: Int64
     private var framesRead: Int64 = 0
-    /// 32-bit scratch for 24-bit files, which libsndfile reads left-justified in an int.
+    /// 32-bit scratch for 24-bit files, which libsndfile reads left-justified in an int; a read
+    /// goes through it in pieces of `wideScratchFrames`, small enough to stay in the CPU's cache.
     private let wideScratch: UnsafeMutablePointer<Int32>
     private let wideScratchFrames: Int
+    private static let wideScratchPiece = 4_096
 
     /// Opens `path`; reads at most `durationSeconds` when given.
     ///
@@ -32,8 +34,7 @@ public final class FileSource: AudioSource {
     ///   - path: the audio file.
     ///   - paced: deliver at the pace of real time (default), or as fast as the queue takes it.
     ///   - durationSeconds: stop after this much audio (the whole file when `nil`).
-    ///   - maximumFramesPerRead: the largest read the queue will ask for; sizes a scratch buffer.
-    public init(path: String, paced: Bool = true, durationSeconds: Double? = nil, maximumFramesPerRead: Int = 1 << 16) throws(CaptureError) {
+    public init(path: String, paced: Bool = true, durationSeconds: Double? = nil) throws(CaptureError) {
         var info = SF_INFO()
         guard let handle = sf_open(path, Int32(SFM_READ), &info) else {
             let reason = String(cString: sf_strerror(nil))
@@ -66,7 +67,7 @@ public final class FileSource: AudioSource {
             frameLimit = Int64(info.frames)
         }
         pacer = RealTimePacer(sampleRate: Double(info.samplerate))
-        wideScratchFrames = chosen == .s24 ? max(maximumFramesPerRead, 1) : 0
+        wideScratchFrames = chosen == .s24 ? Self.wideScratchPiece : 0
         wideScratch = UnsafeMutablePointer<Int32>.allocate(capacity: max(wideScratchFrames * Int(info.channels), 1))
     }
 
@@ -90,7 +91,7 @@ public final class FileSource: AudioSource {
         case .f32:
             got = Int(sf_readf_float(file, base.assumingMemoryBound(to: Float.self), sf_count_t(wanted)))
         case .s24:
-            got = readPacked24(file, into: buffer, frames: min(wanted, wideScratchFrames))
+            got = readPacked24(file, into: buffer, frames: wanted)
         }
         if got <= 0 {
             let code = sf_error(file)
@@ -104,19 +105,25 @@ public final class FileSource: AudioSource {
         return .frames(got)
     }
 
-    /// Reads 24-bit samples (left-justified in 32 bits by libsndfile) and packs them into 3 bytes each.
+    /// Reads up to `frames` frames of 24-bit samples (left-justified in 32 bits by libsndfile), piece
+    /// by piece through the scratch, and packs them into 3 bytes each. Returns the frames read, or
+    /// libsndfile's result when the first piece fails.
     private func readPacked24(_ file: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, frames: Int) -> Int {
-        let got = Int(sf_readf_int(file, wideScratch, sf_count_t(frames)))
-        guard got > 0 else { return got }
+        var total = 0
         var offset = 0
-        for index in 0..<(got * channels) {
-            let value = UInt32(bitPattern: wideScratch[index]) >> 8
-            buffer[offset] = UInt8(truncatingIfNeeded: value)
-            buffer[offset + 1] = UInt8(truncatingIfNeeded: value >> 8)
-            buffer[offset + 2] = UInt8(truncatingIfNeeded: value >> 16)
-            offset += 3
+        while total < frames {
+            let got = Int(sf_readf_int(file, wideScratch, sf_count_t(min(frames - total, wideScratchFrames))))
+            guard got > 0 else { return total > 0 ? total : got }
+            for index in 0..<(got * channels) {
+                let value = UInt32(bitPattern: wideScratch[index]) >> 8
+                buffer[offset] = UInt8(truncatingIfNeeded: value)
+                buffer[offset + 1] = UInt8(truncatingIfNeeded: value >> 8)
+                buffer[offset + 2] = UInt8(truncatingIfNeeded: value >> 16)
+                offset += 3
+            }
+            total += got
         }
-        return got
+        return total
     }
 
     public func stop() {}

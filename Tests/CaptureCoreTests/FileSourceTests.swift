@@ -36,6 +36,23 @@ final class FileSourceTests: XCTestCase {
         return (delivered.all.flatMap(\.bytes), delivered.all.map(\.sampleTime))
     }
 
+    func testA24BitBufferLongerThanTheScratchIsFilledWhole() throws {
+        // 0.5 s buffers of 48 kHz stereo: 24,000 frames a read, several pieces of the 4,096-frame scratch.
+        let samples: [Int32] = (0..<(30_000 * 2)).map { (index: Int) -> Int32 in
+            let value = (index * 104_729) % 16_777_216 - 8_388_608
+            return Int32(value) << 8
+        }
+        let path = try writeFile("long.wav", format: Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_24), rate: 48_000, channels: 2, samples: samples)
+        let (bytes, starts) = try readAll(try FileSource(path: path, paced: false), bufferSeconds: 0.5)
+        XCTAssertEqual(starts, [0, 24_000], "every read but the last fills its whole buffer")
+        var expected: [UInt8] = []
+        for sample in samples {
+            let value = UInt32(bitPattern: sample >> 8)
+            expected += [UInt8(value & 0xFF), UInt8((value >> 8) & 0xFF), UInt8((value >> 16) & 0xFF)]
+        }
+        XCTAssertEqual(bytes, expected)
+    }
+
     func test24BitWAVIsDeliveredAsPacked24BitSamples() throws {
         // 3 channels, 1000 frames of distinct 24-bit values, including the extremes.
         var samples: [Int32] = []

@@ -70,8 +70,9 @@ public enum PacketLogEvent: Sendable, Equatable {
 /// the network side reads from it and acknowledges.
 ///
 /// With a `StreamSpool`, every entry is also written to disk (on a queue of its own, fdatasync at
-/// most every second): entries beyond `memoryLimit` bytes are dropped from memory once spooled and
-/// read back from the spool when they are sent, and a restarted sender delivers what the spool holds.
+/// most every second). Once spooled, an entry that has been sent (`markSent`), or any entry beyond
+/// `memoryLimit` bytes, is dropped from memory; it is read back from the spool if it must be sent
+/// (again, after a reconnect). A restarted sender delivers what the spool holds.
 ///
 /// A real-time source never waits here. When more than `capacity` bytes are unacknowledged (the
 /// receiver has been unreachable too long), new audio goes to an `OverflowRecorder` file instead and
@@ -100,6 +101,8 @@ public final class PacketLog: @unchecked Sendable {
     private var head = 0
     private var nextSequence: UInt64 = 1
     private var acknowledged: UInt64 = 0
+    /// The highest sequence the network side reported sent (`markSent`).
+    private var sentThrough: UInt64 = 0
     /// Unacknowledged payload bytes, wherever they are kept.
     private var heldBytes = 0
     private var appendedBytesTotal: Int64 = 0
@@ -115,8 +118,9 @@ public final class PacketLog: @unchecked Sendable {
     // Touched on `spoolQueue` only.
     private var syncScheduled = false
 
-    /// Unacknowledged bytes kept in memory at most (more is read back from the spool); for a
-    /// non-real-time producer, the backlog above which it waits.
+    /// Unacknowledged bytes kept in memory at most (more is read back from the spool, and sent
+    /// entries are not kept once spooled); for a non-real-time producer, the backlog above which it
+    /// waits.
     public let memoryLimit: Int
     /// Unacknowledged bytes kept at most (`--spool-max`) before audio overflows to a local file.
     public let capacity: Int
@@ -229,7 +233,7 @@ public final class PacketLog: @unchecked Sendable {
         condition.withLock {
             guard let index = slotIndex(entry.sequence) else { return }
             slots[index].location = location
-            if memoryBytes > memoryLimit, slots[index].packet != nil {
+            if memoryBytes > memoryLimit || entry.sequence <= sentThrough, slots[index].packet != nil {
                 slots[index].packet = nil
                 memoryBytes -= slots[index].bytes
             }
@@ -342,6 +346,23 @@ public final class PacketLog: @unchecked Sendable {
             }
         }
         toNotify.forEach { $0() }
+    }
+
+    /// The network side wrote every entry through `sequence` to the connection. With a spool, their
+    /// payloads leave memory as soon as they are on disk: the receiver acknowledges them soon, and
+    /// a resend after a reconnect reads them back. Without a spool this changes nothing.
+    public func markSent(through sequence: UInt64) {
+        guard spool != nil else { return }
+        condition.withLock {
+            guard sequence > sentThrough else { return }
+            let from = slotIndex(sentThrough + 1) ?? head
+            sentThrough = sequence
+            guard let through = slotIndex(min(sequence, nextSequence - 1)), from <= through else { return }
+            for index in from...through where slots[index].location != nil && slots[index].packet != nil {
+                slots[index].packet = nil
+                memoryBytes -= slots[index].bytes
+            }
+        }
     }
 
     /// Releases every entry up to and including `sequence`: the receiver holds them durably.

@@ -241,6 +241,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 if inFlightBytes >= windowBytes { break }
             }
         }
+        if wrote, nextToSend > 1 { log.markSent(through: nextToSend - 1) }
         if !endSent, let end = log.streamEnd, nextToSend > log.lastSequence {
             do {
                 try state.endOfStreamSent(lastSequence: nextToSend - 1)

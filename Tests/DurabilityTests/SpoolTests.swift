@@ -147,6 +147,35 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(log.entries(from: 1, maxCount: 100), expected, "every entry comes back exactly, from memory or disk")
     }
 
+    func testSentEntriesLeaveMemoryOnceSpooledAndAreReadBackForAResend() throws {
+        let spool = try StreamSpool.create(root: root, meta: meta())
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        var expected: [LoggedPacket] = []
+        for index in 0..<5 {
+            let content = packets(first: Int64(index * 1_000), frames: 1_000)
+            expected.append(LoggedPacket(sequence: log.append(content), content: .audio(content)))
+        }
+        log.flushSpool()
+        XCTAssertEqual(log.memoryBytesHeld, 20_000, "under the memory limit, every entry stays in memory")
+        log.markSent(through: 3)
+        XCTAssertEqual(log.memoryBytesHeld, 8_000, "sent and spooled entries 1-3 left memory; 4 and 5 stay")
+        XCTAssertEqual(log.unacknowledgedBytes, 20_000, "nothing is released before the receiver acknowledges it")
+        // Sent before its spool write: it leaves memory when the write is done.
+        let late = packets(first: 5_000, frames: 1_000)
+        expected.append(LoggedPacket(sequence: log.append(late), content: .audio(late)))
+        log.markSent(through: 6)
+        log.flushSpool()
+        XCTAssertEqual(log.memoryBytesHeld, 0)
+        XCTAssertEqual(log.entries(from: 1, maxCount: 10), expected, "a resend reads every entry back exactly")
+        log.acknowledge(through: 6)
+        XCTAssertEqual(log.unacknowledgedBytes, 0)
+
+        let memoryOnly = PacketLog(producerIsRealTime: true)
+        memoryOnly.append(packets(first: 0, frames: 1_000))
+        memoryOnly.markSent(through: 1)
+        XCTAssertEqual(memoryOnly.memoryBytesHeld, 4_000, "without a spool, memory is the only copy until the acknowledgement")
+    }
+
     func testAcknowledgedSegmentsAreDeleted() throws {
         let id = UUID()
         let spool = try StreamSpool.create(root: root, meta: meta(id), segmentBytes: 10_000)

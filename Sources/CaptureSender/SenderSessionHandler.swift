@@ -238,7 +238,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 nextToSend = entry.sequence + 1
                 inFlight.append((entry.sequence, entry.byteCount))
                 inFlightBytes += entry.byteCount
-                if inFlightBytes >= windowBytes { break }
+                // Stop at the channel's high-water mark too, not only between batches: a batch of
+                // 32 PCM buffers would otherwise queue megabytes of frames in memory.
+                if inFlightBytes >= windowBytes || !context.channel.isWritable { break }
             }
         }
         if wrote, nextToSend > 1 { log.markSent(through: nextToSend - 1) }

@@ -6,7 +6,7 @@
 #     everything captured up to that moment, reported as audio seconds caught up per second (goal >= 50x).
 #     The sender runs with --reconnect-max 0.5 so the figure is the catch-up, not the backoff delay.
 #  2. spool write cost: sender CPU time (user+sys) streaming 10 min of 48 kHz stereo 16-bit PCM as fast
-#     as possible, with the disk spool and with --no-spool, alternating, SPOOL_RUNS (3) runs each
+#     as possible, with the disk spool and with --no-spool, alternating, SPOOL_RUNS (8) runs each
 #     (goal <= 1.1x). Every byte goes to the spool, so this is the worst case: a live source spools
 #     the same bytes over minutes instead of seconds.
 # Needs BENCH_BIN and BENCH_WORK (bench/run.sh sets them). About 3 minutes.
@@ -71,7 +71,7 @@ port=$(free_port)
 "$BENCH_BIN/capture-recv" --out "$work/out2" --listen "127.0.0.1:$port" --log-level warning >/dev/null 2>"$work/recv3.log" &
 recv=$!
 wait_port "$port"
-SPOOL_RUNS=${SPOOL_RUNS:-3}
+SPOOL_RUNS=${SPOOL_RUNS:-8}
 spool_cpu=0; memory_cpu=0
 for run in $(seq "$SPOOL_RUNS"); do
   measure "$BENCH_BIN/capture-send" "127.0.0.1:$port" --source tone --duration 600 --no-pace --stream-name "spooled$run" \

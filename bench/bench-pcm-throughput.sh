@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 2: wall time to move 5 minutes of 48 kHz 24-bit stereo PCM from a file through
 # capture-send → capture-recv → CAF on disk (--no-pace), against socat moving the same bytes over
-# loopback into a file, in the same run; and the peak RSS of both processes.
+# loopback into a file, in the same run; and the peak RSS of both processes. Each of the three
+# transfers runs RUNS (3) times, interleaved; the table gives the median wall time and the largest
+# peak RSS.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 work="$BENCH_WORK/pcm"
@@ -10,29 +12,34 @@ sox -n -r 48000 -c 2 -b 24 -e signed-integer "$work/in.wav" synth 300 sine 440 s
 sox "$work/in.wav" -t raw "$work/in.raw"
 bytes=$(stat -c %s "$work/in.raw")
 
-# Reference: socat over loopback into a file (fsync'd at the end, as capture-recv syncs).
-port=$(free_port)
-socat -u "TCP-LISTEN:$port,reuseaddr" "OPEN:$work/socat.raw,creat,trunc" &
-listener=$!
-sleep 0.3
-measure bash -c "socat -u 'OPEN:$work/in.raw' 'TCP:127.0.0.1:$port' && wait $listener 2>/dev/null; sync '$work/socat.raw'"
-wait $listener 2>/dev/null || true
-socat_wall=$WALL
-
-# capture-send → capture-recv, with the disk spool (the default) and without it.
+RUNS=${RUNS:-3}
 export XDG_STATE_HOME="$work/state"
 start_receiver "$work/out"
-measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name bench --log-level warning --quiet
-send_wall=$WALL
-send_rss=$RSS
-measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name nospool --log-level warning --quiet --no-spool
-nospool_wall=$WALL
-nospool_rss=$RSS
+socat_walls=(); send_walls=(); send_rsses=(); nospool_walls=(); nospool_rsses=()
+for run in $(seq "$RUNS"); do
+  # Reference: socat over loopback into a file (fsync'd at the end, as capture-recv syncs).
+  port=$(free_port)
+  socat -u "TCP-LISTEN:$port,reuseaddr" "OPEN:$work/socat.raw,creat,trunc" &
+  listener=$!
+  sleep 0.3
+  measure bash -c "socat -u 'OPEN:$work/in.raw' 'TCP:127.0.0.1:$port' && wait $listener 2>/dev/null; sync '$work/socat.raw'"
+  wait $listener 2>/dev/null || true
+  socat_walls+=("$WALL")
+  # capture-send → capture-recv, with the disk spool (the default) and without it.
+  measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name "bench$run" --log-level warning --quiet
+  send_walls+=("$WALL"); send_rsses+=("$RSS")
+  measure "$BENCH_BIN/capture-send" "127.0.0.1:$RECV_PORT" --source file --file "$work/in.wav" --no-pace --stream-name "nospool$run" --log-level warning --quiet --no-spool
+  nospool_walls+=("$WALL"); nospool_rsses+=("$RSS")
+done
 stop_receiver
-file=$(ls "$work"/out/bench_*.caf)
+socat_wall=$(median "${socat_walls[@]}")
+send_wall=$(median "${send_walls[@]}"); send_rss=$(maximum "${send_rsses[@]}")
+nospool_wall=$(median "${nospool_walls[@]}"); nospool_rss=$(maximum "${nospool_rsses[@]}")
+file=$(ls "$work"/out/bench1_*.caf)
 frames=$(ffprobe -v error -show_entries stream=duration_ts -of csv=p=0 "$file")
 
 echo "5 min of 48 kHz 24-bit stereo PCM ($((bytes / 1000000)) MB), loopback, --no-pace; file check: $frames frames"
+echo "$RUNS runs each, interleaved: median wall time, largest peak RSS (wall s per run: socat ${socat_walls[*]}; spool ${send_walls[*]}; --no-spool ${nospool_walls[*]})"
 echo
 echo "| run | wall s | MB/s | ratio to socat | peak RSS |"
 echo "|---|---:|---:|---:|---|"

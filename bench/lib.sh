@@ -39,5 +39,11 @@ stop_receiver() {
   RECV_CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
 }
 
+# median VALUES...: prints the median of the numbers given (the lower middle one for an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# maximum VALUES...: prints the largest of the numbers given.
+maximum() { printf '%s\n' "$@" | sort -g | tail -1; }
+
 # ratio A B: prints A / B with two decimals.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2f", a / b }'; }

@@ -44,42 +44,102 @@ public struct LevelMeter: Sendable {
     }
 
     /// Adds a captured buffer to the measurement.
+    ///
+    /// Each channel is measured in one pass over its samples: integer formats keep their extremes
+    /// and an exact integer sum of squares (in runs short enough that it cannot overflow), so the
+    /// loop has no floating-point dependency chain and no branch per sample.
     public mutating func measure(_ buffer: CapturedBuffer) {
-        guard let sample else { return }
-        let bytes = buffer.bytes
-        let width = sample.bytesPerSample
-        var offset = 0
-        for _ in 0..<buffer.packetCount {
-            for channel in 0..<channelCount {
-                let value: Double
-                let atFullScale: Bool
-                switch sample {
-                case .s16:
-                    let raw = Int16(bitPattern: UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8)
-                    value = Double(raw) / 32_768
-                    atFullScale = raw == .max || raw == .min
-                case .s24:
-                    let unsigned = UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16
-                    let raw = Int32(bitPattern: unsigned << 8) >> 8
-                    value = Double(raw) / 8_388_608
-                    atFullScale = raw == 8_388_607 || raw == -8_388_608
-                case .s32:
-                    let raw = Int32(bitPattern: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
-                    value = Double(raw) / 2_147_483_648
-                    atFullScale = raw == .max || raw == .min
-                case .f32:
-                    let raw = Float(bitPattern: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
-                    value = Double(raw)
-                    atFullScale = abs(raw) >= 1
-                }
-                let magnitude = abs(value)
-                if magnitude > peaks[channel] { peaks[channel] = magnitude }
-                sumsOfSquares[channel] += value * value
-                if atFullScale { clipped[channel] = true }
-                offset += width
+        guard let sample, buffer.packetCount > 0, let base = buffer.bytes.baseAddress else { return }
+        let frameCount = min(buffer.packetCount, buffer.bytes.count / max(1, sample.bytesPerSample * channelCount))
+        let stride = sample.bytesPerSample * channelCount
+        for channel in 0..<channelCount {
+            let first = base + channel * sample.bytesPerSample
+            let level: (peak: Double, sumOfSquares: Double, clipped: Bool)
+            switch sample {
+            case .s16: level = Self.integerLevel(first, stride: stride, frames: frameCount, bits: 16) { $0.loadUnaligned(as: Int16.self).littleEndian }
+            case .s24: level = Self.integerLevel(first, stride: stride, frames: frameCount, bits: 24) { Self.loadInt24($0) }
+            case .s32: level = Self.wideIntegerLevel(first, stride: stride, frames: frameCount)
+            case .f32: level = Self.floatLevel(first, stride: stride, frames: frameCount)
             }
+            if level.peak > peaks[channel] { peaks[channel] = level.peak }
+            sumsOfSquares[channel] += level.sumOfSquares
+            if level.clipped { clipped[channel] = true }
         }
-        frames += buffer.packetCount
+        frames += frameCount
+    }
+
+    /// A 24-bit little-endian signed sample, sign-extended.
+    @inline(__always)
+    private static func loadInt24(_ pointer: UnsafeRawPointer) -> Int32 {
+        let unsigned = UInt32(pointer.load(as: UInt8.self)) | UInt32(pointer.load(fromByteOffset: 1, as: UInt8.self)) << 8
+            | UInt32(pointer.load(fromByteOffset: 2, as: UInt8.self)) << 16
+        return Int32(bitPattern: unsigned << 8) >> 8
+    }
+
+    /// Peak, sum of squares (both scaled to full scale 1.0) and clipping of one channel of 16- or
+    /// 24-bit integers. Squares are summed exactly as integers over runs of 2^16 frames: a 24-bit
+    /// square is below 2^46, so a run stays below 2^62.
+    @inline(__always)
+    private static func integerLevel<Sample: FixedWidthInteger>(
+        _ first: UnsafeRawPointer, stride: Int, frames: Int, bits: Int, load: (UnsafeRawPointer) -> Sample
+    ) -> (peak: Double, sumOfSquares: Double, clipped: Bool) {
+        let fullScale = Int64(1) << (bits - 1)
+        var highest = Int64.min
+        var lowest = Int64.max
+        var sumOfSquares = 0.0
+        var done = 0
+        while done < frames {
+            let run = min(frames - done, 1 << 16)
+            var runSum: Int64 = 0
+            var pointer = first + done * stride
+            for _ in 0..<run {
+                let value = Int64(load(pointer))
+                highest = max(highest, value)
+                lowest = min(lowest, value)
+                runSum &+= value &* value
+                pointer += stride
+            }
+            sumOfSquares += Double(runSum)
+            done += run
+        }
+        let scale = Double(fullScale)
+        let peak = max(Double(highest), -Double(lowest)) / scale
+        return (peak, sumOfSquares / (scale * scale), highest == fullScale - 1 || lowest == -fullScale)
+    }
+
+    /// Peak, sum of squares and clipping of one channel of 32-bit integers (squares in Double).
+    private static func wideIntegerLevel(_ first: UnsafeRawPointer, stride: Int, frames: Int) -> (peak: Double, sumOfSquares: Double, clipped: Bool) {
+        var highest = Int32.min
+        var lowest = Int32.max
+        var sumOfSquares = 0.0
+        var pointer = first
+        for _ in 0..<frames {
+            let value = pointer.loadUnaligned(as: Int32.self).littleEndian
+            highest = max(highest, value)
+            lowest = min(lowest, value)
+            let scaled = Double(value)
+            sumOfSquares += scaled * scaled
+            pointer += stride
+        }
+        let scale = 2_147_483_648.0
+        let peak = max(Double(highest), -Double(lowest)) / scale
+        return (peak, sumOfSquares / (scale * scale), highest == .max || lowest == .min)
+    }
+
+    /// Peak, sum of squares and clipping (a sample at or beyond ±1.0) of one channel of floats.
+    private static func floatLevel(_ first: UnsafeRawPointer, stride: Int, frames: Int) -> (peak: Double, sumOfSquares: Double, clipped: Bool) {
+        var peak: Float = 0
+        var sumOfSquares = 0.0
+        var pointer = first
+        for _ in 0..<frames {
+            let value = Float(bitPattern: pointer.loadUnaligned(as: UInt32.self).littleEndian)
+            let magnitude = abs(value)
+            if magnitude > peak { peak = magnitude }
+            let scaled = Double(value)
+            sumOfSquares += scaled * scaled
+            pointer += stride
+        }
+        return (Double(peak), sumOfSquares, peak >= 1)
     }
 
     /// Returns the levels since the last call and starts a new measurement.

@@ -254,10 +254,14 @@ public enum RecordChecksum {
                 addToPartial(raw[index])
                 index += 1
             }
+            // The running value stays in a local: updating the stored property in the loop made the
+            // compiler store and reload it on every word, which doubled the loop's dependency chain.
+            var words = hash
             while index + 8 <= raw.count {
-                hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))) &* RecordChecksum.prime
+                words = (words ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))) &* RecordChecksum.prime
                 index += 8
             }
+            hash = words
             while index < raw.count {
                 addToPartial(raw[index])
                 index += 1

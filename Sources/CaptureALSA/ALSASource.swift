@@ -156,6 +156,15 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
         return snd_pcm_avail_update(pcm) >= frames
     }
 
+    /// The free space of the device's ring buffer: its size less what it holds unread
+    /// (`snd_pcm_avail_update`). Nil on any error: the read will report it.
+    public func framesBeforeOverrun() -> Int? {
+        guard let pcm, !stoppedByCaller, pendingLostFrames == 0 else { return nil }
+        let held = snd_pcm_avail_update(pcm)
+        guard held >= 0 else { return nil }
+        return max(negotiation.bufferFrames - Int(held), 0)
+    }
+
     /// Stops capturing and drops what the device holds unread (`snd_pcm_drop`); `start()` resumes.
     public func stop() {
         guard let pcm else { return }

@@ -38,6 +38,12 @@ public protocol AudioSource: AnyObject {
     /// read would wait, every filled buffer is handed on before it. `false` when unknown.
     func canReadWithoutWaiting(frames: Int) -> Bool
 
+    /// How many more frames the source can hold unread before it overruns (a device: the free space
+    /// of its ring buffer), or `nil` when unknown. With no free buffer, the queue waits for one while
+    /// this leaves room, instead of draining audio that the device still holds safely into a scratch
+    /// buffer and counting it lost.
+    func framesBeforeOverrun() -> Int?
+
     /// Stops delivering audio (for a pause or a stop); `start()` may follow.
     func stop()
 
@@ -48,6 +54,9 @@ public protocol AudioSource: AnyObject {
 extension AudioSource {
     /// Unknown: every filled buffer is handed on at once.
     public func canReadWithoutWaiting(frames: Int) -> Bool { false }
+
+    /// Unknown: with no free buffer, a real-time source is drained at once.
+    public func framesBeforeOverrun() -> Int? { nil }
 }
 
 /// Why capture could not start or go on. Each message says what to do.

@@ -25,8 +25,10 @@ public struct CaptureStatistics: Equatable, Sendable {
 /// returns to the pool when the callback returns.
 ///
 /// The capture thread never allocates and takes no lock: buffers travel between the two threads
-/// through lock-free rings. A real-time source (a device) is never made to wait: when no buffer is
-/// free, the queue still drains the source into a scratch buffer and counts those frames as lost
+/// through lock-free rings. A real-time source (a device) is never made to wait past its own room:
+/// when no buffer is free, the queue waits for one only while the source says its ring buffer can
+/// hold more than the next period (`AudioSource.framesBeforeOverrun`), then drains the source into
+/// a scratch buffer and counts those frames as lost
 /// (an overrun), which the next delivered buffer reports in `framesLostBefore` (a loss at the very end
 /// of the stream has no buffer after it: `statistics` counts it). A source that is not
 /// real time (a file read as fast as possible) waits for a free buffer instead.
@@ -210,6 +212,7 @@ public final class CaptureQueue: @unchecked Sendable {
             guard state.started, !state.paused, !state.ended else { return }
             state.paused = true
             control.store(Control.pause.rawValue, ordering: .releasing)
+            bufferFreed.signal()  // a capture thread waiting for a buffer sees the pause at once
         }
     }
 
@@ -296,6 +299,12 @@ public final class CaptureQueue: @unchecked Sendable {
                     bufferFreed.wait()
                     continue loop
                 }
+                // A device whose ring buffer still has room beyond the next period keeps the audio
+                // safe there: wait for a free buffer for half of that spare room, then look again.
+                if let timeout = waitBeforeDraining() {
+                    _ = bufferFreed.wait(timeout: timeout)
+                    continue loop
+                }
                 // No free buffer: keep the device drained and count what is lost.
                 let result: SourceReadResult
                 do {
@@ -353,6 +362,18 @@ public final class CaptureQueue: @unchecked Sendable {
         if let endedWith { recordFailure(endedWith) }
         captureEnded.store(true, ordering: .releasing)
         bufferFilled.signal()
+    }
+
+    /// How long the capture thread may wait for a free buffer before it must drain the source: half
+    /// the time the source's spare room (beyond one period) lasts, or nil when that is under an
+    /// eighth of a buffer or unknown. Halving at every look ends the waiting after a few looks while
+    /// the consumer stays stalled, with at least a period of room left for the read that drains.
+    private func waitBeforeDraining() -> DispatchTime? {
+        guard let room = source.framesBeforeOverrun() else { return nil }
+        let spare = room - framesPerBuffer
+        guard spare >= max(framesPerBuffer / 8, 1) else { return nil }
+        let nanoseconds = Double(spare) / 2 / format.sampleRate * 1e9
+        return .now() + .nanoseconds(Int(nanoseconds))
     }
 
     /// Wakes the delivery thread if buffers were pushed since it was last woken.

@@ -32,6 +32,8 @@ public final class DurationLimitedSource: AudioSource {
         limit - position >= Int64(frames) && inner.canReadWithoutWaiting(frames: frames)
     }
 
+    public func framesBeforeOverrun() -> Int? { inner.framesBeforeOverrun() }
+
     public func stop() { inner.stop() }
     public func close() { inner.close() }
 }

@@ -78,6 +78,8 @@ public final class ReopeningSource: AudioSource {
 
     public func canReadWithoutWaiting(frames: Int) -> Bool { inner.canReadWithoutWaiting(frames: frames) }
 
+    public func framesBeforeOverrun() -> Int? { inner.framesBeforeOverrun() }
+
     public func stop() { inner.stop() }
     public func close() { inner.close() }
 }

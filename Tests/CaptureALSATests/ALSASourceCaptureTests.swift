@@ -59,6 +59,18 @@ final class ALSASourceCaptureTests: ALSATestCase {
         XCTAssertTrue(captured == Array(configuration.fixture(pcm.name).prefix(9_600 * 4)))
     }
 
+    func testRoomBeforeOverrunIsTheRingBuffersFreeSpaceAndUnknownWhileStopped() throws {
+        let source = try openSource(ALSATestPCMs.s16Stereo48k)
+        defer { source.close() }
+        try source.start()
+        _ = try readFrames(source, frames: 960, chunkFrames: 480)
+        // The null slave is never behind real time: it always holds a whole ring buffer unread, so
+        // there is no room left and the queue drains it at once when it has no free buffer.
+        XCTAssertEqual(source.framesBeforeOverrun(), 0)
+        source.stop()
+        XCTAssertNil(source.framesBeforeOverrun(), "a stopped device says nothing about its room")
+    }
+
     func testReadWhileStoppedIsALifecycleErrorNotALostDevice() throws {
         let source = try openSource(ALSATestPCMs.s16Stereo48k)
         defer { source.close() }

@@ -232,6 +232,106 @@ final class CaptureQueueTests: XCTestCase {
         queue.dispose()
     }
 
+    /// A device for the tests of `framesBeforeOverrun`: the ramp of `RampSource`, delivered at once,
+    /// with the free room of its ring buffer given by `room` (called with the seconds since the last
+    /// read), counting how often the queue asks.
+    final class RoomReportingSource: AudioSource, @unchecked Sendable {
+        let ramp: RampSource
+        private let room: @Sendable (Double) -> Int
+        private let lock = NSLock()
+        private var asked = 0
+        private var lastRead = Date()
+
+        init(totalFrames: Int64, room: @escaping @Sendable (Double) -> Int) {
+            ramp = RampSource(totalFrames: totalFrames, isRealTime: true)
+            self.room = room
+        }
+
+        var format: StreamFormat { ramp.format }
+        var isRealTime: Bool { true }
+        var asks: Int { lock.withLock { asked } }
+        func start() throws(CaptureError) { try ramp.start() }
+        func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
+            lock.withLock { lastRead = Date() }
+            return try ramp.read(into: buffer, frameCapacity: frameCapacity)
+        }
+        func framesBeforeOverrun() -> Int? {
+            let since = lock.withLock { () -> Double in
+                asked += 1
+                return Date().timeIntervalSince(lastRead)
+            }
+            return room(since)
+        }
+        func stop() { ramp.stop() }
+        func close() { ramp.close() }
+    }
+
+    func testAStalledConsumerLosesNothingWhileTheDeviceStillHasRoom() throws {
+        // 0.05 s buffers at 8 kHz are 400 frames; the device's ring buffer always has room for 100.
+        let framesPerBuffer = 400
+        let total = Int64(20 * framesPerBuffer)
+        let source = RoomReportingSource(totalFrames: total) { _ in 100 * framesPerBuffer }
+        let delivered = DeliveredBuffers()
+        let release = DispatchSemaphore(value: 0)
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+            delivered.append(buffer)
+            if delivered.count == 1 { release.wait() }  // the stall: a test seam in the consumer
+        }
+        XCTAssertEqual(queue.framesPerBuffer, framesPerBuffer)
+        try queue.start()
+        // Every buffer is in use: the capture thread asks the device how much room it has left.
+        XCTAssertTrue(waitUntil { source.asks >= 1 })
+        release.signal()
+        XCTAssertEqual(queue.waitForCompletion(), .endOfStream)
+
+        let statistics = queue.statistics
+        XCTAssertEqual(statistics.overruns, 0, "the audio waited in the device, not in a scratch buffer")
+        XCTAssertEqual(statistics.framesLost, 0)
+        XCTAssertEqual(statistics.framesCaptured, total)
+        var expected: Int64 = 0
+        for buffer in delivered.all {
+            XCTAssertEqual(buffer.framesLostBefore, 0)
+            XCTAssertEqual(buffer.sampleTime, expected)
+            for frame in 0..<buffer.frames {
+                let sample = Int16(bitPattern: UInt16(buffer.bytes[2 * frame]) | UInt16(buffer.bytes[2 * frame + 1]) << 8)
+                XCTAssertEqual(sample, RampSource.value(at: expected + Int64(frame)))
+            }
+            expected += Int64(buffer.frames)
+        }
+        XCTAssertEqual(expected, total, "every frame reached the callback, in order")
+        queue.dispose()
+    }
+
+    func testAStalledConsumerStillCostsCountedLossOnceTheDeviceRunsOutOfRoom() throws {
+        // A ring buffer of 3 periods that fills at 8 kHz from the last read on: the queue may wait
+        // while more than a period is free, then must drain it, so the device itself never overruns.
+        let framesPerBuffer = 400
+        let total = Int64(12 * framesPerBuffer)
+        let source = RoomReportingSource(totalFrames: total) { seconds in
+            max(0, 3 * framesPerBuffer - framesPerBuffer - Int(seconds * 8_000))
+        }
+        let delivered = DeliveredBuffers()
+        let release = DispatchSemaphore(value: 0)
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+            delivered.append(buffer)
+            if delivered.count == 1 { release.wait() }
+        }
+        try queue.start()
+        // The consumer stays stalled until the device has been read to its end: the queue waited
+        // each time no more than the room lasted, then drained and counted the loss.
+        XCTAssertTrue(waitUntil { source.ramp.produced == total }, "the queue never waits past the device's room")
+        release.signal()
+        XCTAssertEqual(queue.waitForCompletion(), .endOfStream)
+
+        let statistics = queue.statistics
+        let deliveredFrames = Int64(delivered.all.map(\.frames).reduce(0, +))
+        XCTAssertGreaterThanOrEqual(statistics.overruns, 1)
+        XCTAssertGreaterThan(statistics.framesLost, 0)
+        XCTAssertEqual(deliveredFrames + statistics.framesLost, total, "every frame is either delivered or counted as lost")
+        XCTAssertGreaterThanOrEqual(source.asks, 1, "the queue looked at the device's room before draining it")
+        queue.dispose()
+    }
+
     func testBuffersReadWhileCatchingUpAreAllHandedOnBeforeTheSourceWaits() throws {
         // A device with a backlog: the first `backlog` buffers are already in its ring (reads return
         // at once and it says so), then it is in step with real time: the next read waits.

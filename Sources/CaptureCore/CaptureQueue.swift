@@ -366,8 +366,9 @@ public final class CaptureQueue: @unchecked Sendable {
 
     /// How long the capture thread may wait for a free buffer before it must drain the source: half
     /// the time the source's spare room (beyond one period) lasts, or nil when that is under an
-    /// eighth of a buffer or unknown. Halving at every look ends the waiting after a few looks while
-    /// the consumer stays stalled, with at least a period of room left for the read that drains.
+    /// eighth of a buffer or unknown. While the consumer stays stalled, halving at every look ends
+    /// the waiting after a few looks, with about a period of room still free for the read that
+    /// drains (less if the thread is scheduled late).
     private func waitBeforeDraining() -> DispatchTime? {
         guard let room = source.framesBeforeOverrun() else { return nil }
         let spare = room - framesPerBuffer

@@ -152,17 +152,23 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
     /// reads the driver's position without a system call on most devices), so that the next read
     /// returns at once. False on any error: the read will report it.
     public func canReadWithoutWaiting(frames: Int) -> Bool {
-        guard let pcm, !stoppedByCaller, pendingLostFrames == 0 else { return false }
-        return snd_pcm_avail_update(pcm) >= frames
+        guard let held = unreadFrames() else { return false }
+        return held >= frames
     }
 
-    /// The free space of the device's ring buffer: its size less what it holds unread
-    /// (`snd_pcm_avail_update`). Nil on any error: the read will report it.
+    /// The free space of the device's ring buffer: its size less what it holds unread. Nil on any
+    /// error: the read will report it.
     public func framesBeforeOverrun() -> Int? {
+        guard let held = unreadFrames() else { return nil }
+        return max(negotiation.bufferFrames - held, 0)
+    }
+
+    /// Frames the device holds unread (`snd_pcm_avail_update`), or nil while stopped, with an
+    /// overrun still to report, or on error.
+    private func unreadFrames() -> Int? {
         guard let pcm, !stoppedByCaller, pendingLostFrames == 0 else { return nil }
         let held = snd_pcm_avail_update(pcm)
-        guard held >= 0 else { return nil }
-        return max(negotiation.bufferFrames - Int(held), 0)
+        return held >= 0 ? Int(held) : nil
     }
 
     /// Stops capturing and drops what the device holds unread (`snd_pcm_drop`); `start()` resumes.

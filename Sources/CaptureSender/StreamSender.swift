@@ -170,7 +170,7 @@ public final class StreamSender: Sendable {
         let control = self.control
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -38,9 +38,11 @@ final class ChildProcess: @unchecked Sendable {
     private var stdoutData = Data()
     private var stderrData = Data()
 
+    /// Starts `executable` as the unprivileged user (see `Unprivileged`).
     init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
+        let command = Unprivileged.command(executable, arguments)
+        process.executableURL = URL(fileURLWithPath: command.executable)
+        process.arguments = command.arguments
         var childEnvironment = ProcessInfo.processInfo.environment.merging(environment ?? [:]) { _, new in new }
         if executable.hasSuffix("capture-send"), environment?["XDG_STATE_HOME"] == nil {
             // Each sender gets a default spool of its own: a restarted sender delivers what earlier
@@ -117,6 +119,8 @@ final class ReceiverUnderTest {
 
     init(extraArguments: [String] = [], outputDirectory: URL? = nil, port requestedPort: Int = 0) throws {
         directory = outputDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("recv-\(UUID().uuidString)")
+        // A folder the test made (or a restarted receiver's) belongs to the receiver's user.
+        Unprivileged.handOver(directory.path)
         child = try ChildProcess(Products.recv, ["--out", directory.path, "--listen", "127.0.0.1:\(requestedPort)"] + extraArguments)
         let deadline = Date().addingTimeInterval(20)
         var found: Int?

@@ -31,6 +31,8 @@ final class SecurityFixtures {
         let key = path("\(name).key")
         try Data(issued.certificatePEM.utf8).write(to: URL(fileURLWithPath: cert))
         XCTAssertTrue(FileManager.default.createFile(atPath: key, contents: Data(issued.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600]))
+        // Private keys are the service user's, as docs/SECURITY.md tells operators to make them.
+        Unprivileged.handOver(key)
         return (cert, key)
     }
 
@@ -38,6 +40,7 @@ final class SecurityFixtures {
     func tokenFile(_ text: String, name: String) -> String {
         let file = path(name)
         XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]))
+        Unprivileged.handOver(file)
         return file
     }
 
@@ -66,8 +69,10 @@ final class LoggingReceiver {
         logPath = directory.path + ".log"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Products.recv)
-        process.arguments = ["--out", directory.path, "--listen", "127.0.0.1:0"] + extraArguments
+        Unprivileged.handOver(directory.path)
+        let command = Unprivileged.command(Products.recv, ["--out", directory.path, "--listen", "127.0.0.1:0"] + extraArguments)
+        process.executableURL = URL(fileURLWithPath: command.executable)
+        process.arguments = command.arguments
         process.standardOutput = FileHandle(forWritingAtPath: output)
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardInput = FileHandle.nullDevice

@@ -54,10 +54,16 @@ let package = Package(
             name: "CaptureWireNIO",
             dependencies: ["CaptureWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        // System, file and socket errors in a user's words ("permission denied"), for every module that reports them.
+        .target(
+            name: "CaptureErrorText",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")]
+        ),
         // TLS and authentication shared by both sides: certificates, fingerprints, pins, tokens.
         .target(
             name: "CaptureSecurity",
             dependencies: [
+                "CaptureErrorText",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -67,7 +73,7 @@ let package = Package(
         .target(
             name: "CaptureSender",
             dependencies: [
-                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CAF",
+                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CAF", "CaptureErrorText",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -79,7 +85,7 @@ let package = Package(
         .target(
             name: "CaptureReceiver",
             dependencies: [
-                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -92,6 +98,7 @@ let package = Package(
         .target(
             name: "CaptureMetrics",
             dependencies: [
+                "CaptureErrorText",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -108,12 +115,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // What both executables share: address parsing, logging set-up.
+        // What both executables share: address parsing, logging set-up, signal delivery.
         .target(
             name: "CaptureCLISupport",
             dependencies: [
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(
@@ -121,6 +129,7 @@ let package = Package(
             dependencies: [
                 "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -153,6 +162,18 @@ let package = Package(
         ),
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
+        .testTarget(name: "CaptureSenderTests", dependencies: ["CaptureSender"]),
+        .testTarget(name: "CaptureCLISupportTests", dependencies: ["CaptureCLISupport"]),
+        .testTarget(
+            name: "CaptureReceiverTests",
+            dependencies: [
+                "CaptureReceiver",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "CaptureErrorTextTests", dependencies: ["CaptureErrorText", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "CaptureStatusTests", dependencies: ["CaptureStatus", "CaptureCore"]),
         .testTarget(
             name: "CaptureMetricsTests",

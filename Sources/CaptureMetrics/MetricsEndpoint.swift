@@ -1,3 +1,4 @@
+import CaptureErrorText
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -40,7 +41,7 @@ public final class MetricsEndpoint: Sendable {
         } catch let error as MetricsEndpointError {
             throw error
         } catch {
-            throw .cannotListen(host: host, port: port, reason: "\(error)")
+            throw .cannotListen(host: host, port: port, reason: ListenErrorText.reason(error, host: host, port: port))
         }
     }
 
@@ -55,7 +56,7 @@ public final class MetricsEndpoint: Sendable {
         } catch let error as MetricsEndpointError {
             throw error
         } catch {
-            throw .cannotListen(host: host, port: port, reason: "\(error)")
+            throw .cannotListen(host: host, port: port, reason: ListenErrorText.reason(error, host: host, port: port))
         }
     }
 

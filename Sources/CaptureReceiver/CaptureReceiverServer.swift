@@ -1,3 +1,4 @@
+import CaptureErrorText
 import CAF
 import CaptureWire
 import CaptureWireNIO
@@ -55,6 +56,11 @@ public final class CaptureReceiverServer: Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptFailureLogger(logger: logger))
+                }
+            }
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
@@ -96,7 +102,7 @@ public final class CaptureReceiverServer: Sendable {
             return try CaptureReceiverServer(channel: channel, group: group, registry: registry, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
-            throw .bindFailed(host: configuration.host, port: configuration.port, reason: "\(error)")
+            throw .bindFailed(host: configuration.host, port: configuration.port, reason: ListenErrorText.reason(error, host: configuration.host, port: configuration.port))
         }
     }
 
@@ -106,7 +112,7 @@ public final class CaptureReceiverServer: Sendable {
             do {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             } catch {
-                throw .outputDirectory("cannot create the output folder \(path): \(error.localizedDescription)")
+                throw .outputDirectory("cannot create the output folder \(path): \(SystemErrorText.describe(error)); create it for the user capture-recv runs as, or choose another with --out")
             }
         } else if !isDirectory.boolValue {
             throw .outputDirectory("--out \(path) is a file, not a folder; name a folder for the recordings")

@@ -31,7 +31,7 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
         // The connection is refused here: the handlers behind must not report its end as an error.
         context.fireUserInboundEventTriggered(ConnectionRefusedBeforeTLS())
         var logger = self.logger
-        logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "unknown peer")"
+        logger[metadataKey: "peer"] = "\(context.remoteAddress?.userText ?? "unknown peer")"
         let head = buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, WireProtocol.magic.count)) ?? []
         if Array(WireProtocol.magic.prefix(head.count)) == head {
             logger.warning("refused: plaintext client on a TLS port; the sender must connect with --tls", metadata: ["code": "AUTHENTICATION_FAILED"])

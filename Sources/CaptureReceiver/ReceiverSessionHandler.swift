@@ -1,3 +1,4 @@
+import CaptureErrorText
 import CAF
 import CaptureCore
 import CaptureWire
@@ -72,7 +73,7 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        peer = context.remoteAddress.map { "\($0)" } ?? "unknown peer"
+        peer = context.remoteAddress?.userText ?? "unknown peer"
         peerAddress = context.remoteAddress?.ipAddress ?? peer
         logger[metadataKey: "peer"] = "\(peer)"
         logger.debug("connection accepted")
@@ -151,7 +152,8 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
             closing = true
             context.close(promise: nil)
         } else {
-            logger.warning("connection error", metadata: ["error": "\(error)"])
+            let reason = error is NIOSSLError || error is BoringSSLError ? TLSErrorText.reason(of: error) : SystemErrorText.describe(error)
+            logger.warning("connection error", metadata: ["error": "\(reason)"])
             close()
         }
     }

@@ -1,3 +1,4 @@
+import CaptureErrorText
 import Foundation
 
 /// The shared tokens a receiver accepts (or the one a sender presents), read from a token file:
@@ -22,7 +23,7 @@ public struct AuthTokens: Sendable {
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            throw .unreadableFile(path: path, reason: (error as NSError).localizedDescription)
+            throw .unreadableFile(path: path, reason: SystemErrorText.describe(error))
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw .badToken(path: path, line: 1, reason: "is not UTF-8 text; write tokens as plain text")

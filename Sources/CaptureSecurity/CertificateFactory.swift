@@ -1,3 +1,4 @@
+import CaptureErrorText
 import Crypto
 import Foundation
 import X509
@@ -117,7 +118,7 @@ public enum CertificateFactory {
         } catch let error as SecurityError {
             throw error
         } catch {
-            throw .certificateGeneration("cannot write into \(directory): \((error as NSError).localizedDescription)")
+            throw .certificateGeneration("cannot write into \(directory): \(SystemErrorText.describe(error))")
         }
         return (certificatePath, keyPath)
     }

@@ -1,3 +1,4 @@
+import CaptureErrorText
 import Foundation
 import NIOSSL
 import X509
@@ -25,6 +26,20 @@ public enum PEMFiles {
         return parsed
     }
 
+    /// The certificate authorities in a PEM file, for `--ca` and `--client-ca`. A self-signed
+    /// certificate that is not a CA (a receiver's own, from `capture-recv gen-cert`) is refused with
+    /// the fingerprint to pin instead.
+    public static func certificateAuthorities(at path: String) throws(SecurityError) -> [Certificate] {
+        let certificates = try x509Certificates(at: path)
+        for certificate in certificates where certificate.issuer == certificate.subject {
+            let constraints = try? certificate.extensions.basicConstraints
+            if case .isCertificateAuthority? = constraints { continue }
+            guard let der = try? certificate.serializeAsPEM().derBytes else { continue }
+            throw .notAnAuthority(path: path, fingerprint: CertificateFingerprint(der: der).hex)
+        }
+        return certificates
+    }
+
     /// The private key in a PEM file.
     public static func privateKey(at path: String) throws(SecurityError) -> NIOSSLPrivateKey {
         let bytes = try read(path)
@@ -39,7 +54,7 @@ public enum PEMFiles {
         do {
             return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         } catch {
-            throw .unreadableFile(path: path, reason: (error as NSError).localizedDescription)
+            throw .unreadableFile(path: path, reason: SystemErrorText.describe(error))
         }
     }
 }

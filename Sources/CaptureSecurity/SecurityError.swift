@@ -17,6 +17,9 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
     case badHostName(String)
     /// A certificate or key could not be made or written.
     case certificateGeneration(String)
+    /// A `--ca` file that holds a server's own certificate (self-signed, not a CA): a pin is what
+    /// trusts exactly that certificate.
+    case notAnAuthority(path: String, fingerprint: String)
 
     public var description: String {
         switch self {
@@ -39,6 +42,9 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
             return "--host \"\(value)\" is neither a DNS name nor an IP address; give the name or address senders connect to"
         case .certificateGeneration(let reason):
             return "cannot make the certificate: \(reason)"
+        case .notAnAuthority(let path, let fingerprint):
+            return "\(path) is a server's own certificate, not a certificate authority (it is self-signed, as"
+                + " `capture-recv gen-cert` makes them), so --ca cannot trust it; connect with --pin \(fingerprint) instead"
         }
     }
 }

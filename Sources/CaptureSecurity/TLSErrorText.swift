@@ -1,3 +1,5 @@
+import Foundation
+
 /// Short, readable reasons from BoringSSL's error descriptions, which are long lines with file
 /// paths: "…OPENSSL_internal:SSLV3_ALERT_CERTIFICATE_UNKNOWN at …/tls_record.cc:491" becomes
 /// "certificate unknown alert".
@@ -20,6 +22,31 @@ public enum TLSErrorText {
             let readable = words.lowercased().replacingOccurrences(of: "_", with: " ") + (isAlert ? " alert" : "")
             if !readable.isEmpty, !reasons.contains(readable) { reasons.append(readable) }
         }
-        return reasons.isEmpty ? text : reasons.joined(separator: ", ")
+        if !reasons.isEmpty { return reasons.joined(separator: ", ") }
+        return plainReason(text)
+    }
+
+    /// BoringSSL errors without a reason code, and SwiftNIO's TLS errors, in words:
+    /// `handshakeFailed(NIOSSL.BoringSSLError.sslError([Error:  EOF during handshake]))` becomes
+    /// "the connection was closed during the TLS handshake".
+    private static func plainReason(_ text: String) -> String {
+        if text.contains("EOF during handshake") || text.contains("eofDuringHandshake") {
+            return "the connection was closed during the TLS handshake"
+        }
+        if text.contains("uncleanShutdown") {
+            return "the connection was closed without ending TLS properly"
+        }
+        if text.contains("zeroReturn") {
+            return "the other side ended TLS"
+        }
+        // "[Error: SOMETHING]": keep what BoringSSL said, without the Swift type names around it.
+        if let open = text.range(of: "[Error:"), let close = text[open.upperBound...].firstIndex(of: "]") {
+            let said = text[open.upperBound..<close].trimmingCharacters(in: .whitespaces)
+            if !said.isEmpty { return "TLS error: \(said.lowercased())" }
+        }
+        if text.contains("NIOSSL") || text.contains("BoringSSL") {
+            return "TLS error"
+        }
+        return text
     }
 }

@@ -1,3 +1,4 @@
+import CaptureErrorText
 import CaptureCore
 import CaptureWire
 import CaptureWireNIO
@@ -195,7 +196,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 fail(explained, retry: true)
             }
         } else {
-            fail(.connectionLost("\(error)"), retry: true)
+            fail(.connectionLost(SystemErrorText.describe(error)), retry: true)
         }
         context.close(promise: nil)
     }

@@ -1,3 +1,4 @@
+import CaptureErrorText
 import CaptureCore
 import CaptureWire
 import CaptureWireNIO
@@ -196,12 +197,17 @@ public final class StreamSender: Sendable {
                 }
             }
         let channel: Channel
-        do {
-            channel = try bootstrap.connect(host: configuration.host, port: configuration.port).wait()
-        } catch {
+        switch control.awaitConnection(bootstrap.connect(host: configuration.host, port: configuration.port)) {
+        case .connected(let connected):
+            channel = connected
+        case .failed(let error):
             let failure = SenderError.connectFailed(host: configuration.host, port: configuration.port, reason: Self.explain(error))
             done.succeed(.interrupted(failure, retry: true, streamed: false))
             return .interrupted(failure, retry: true, streamed: false)
+        case .abandoned:
+            let failure = abandonedError()
+            done.succeed(.interrupted(failure, retry: false, streamed: false))
+            return .interrupted(failure, retry: false, streamed: false)
         }
         logger.info("connected", metadata: ["receiver": "\(configuration.host):\(configuration.port)"])
         control.setChannel(channel)
@@ -209,7 +215,7 @@ public final class StreamSender: Sendable {
         do {
             outcome = try done.futureResult.wait()
         } catch {
-            outcome = .interrupted(.connectionLost("\(error)"), retry: true, streamed: false)
+            outcome = .interrupted(.connectionLost(SystemErrorText.describe(error)), retry: true, streamed: false)
         }
         control.setChannel(nil)
         try? channel.close().wait()
@@ -237,7 +243,7 @@ public final class StreamSender: Sendable {
     static func explain(_ error: Error) -> String {
         if let connection = error as? NIOConnectionError {
             if let first = connection.connectionErrors.first { return explain(first.error) }
-            if let dns = connection.dnsAError ?? connection.dnsAAAAError { return "cannot resolve \(connection.host): \(dns)" }
+            if let dns = connection.dnsAError ?? connection.dnsAAAAError { return "cannot resolve \(connection.host): \(SystemErrorText.describe(dns))" }
             return "no address found for \(connection.host)"
         }
         if let io = error as? IOError {
@@ -246,16 +252,14 @@ public final class StreamSender: Sendable {
             case ETIMEDOUT: return "connection timed out"
             case EHOSTUNREACH: return "host unreachable"
             case ENETUNREACH: return "network unreachable"
-            default: return "\(io)"
+            default: return SystemErrorText.describe(io)
             }
         }
         if error is ChannelError, case ChannelError.connectTimeout = error { return "connection timed out" }
-        return "\(error)"
+        return SystemErrorText.describe(error)
     }
 }
 
-/// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the
-/// backoff wait it interrupts, the live channel and the file name the receiver announced.
 /// Where the sender's connection to the receiver stands, for the status line.
 public enum SenderLinkState: String, Sendable, Equatable {
     /// Connecting for the first time.
@@ -268,6 +272,9 @@ public enum SenderLinkState: String, Sendable, Equatable {
     case finished
 }
 
+/// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the
+/// backoff wait and pending connect it interrupts, the live channel and the file name the receiver
+/// announced. Every property is guarded by `condition`.
 final class SenderControl: @unchecked Sendable {
     private let condition = NSCondition()
     private var abandoned = false
@@ -304,6 +311,39 @@ final class SenderControl: @unchecked Sendable {
         if closeNow { channel?.close(promise: nil) }
     }
 
+    /// How waiting for a connection ended.
+    enum ConnectionAttempt {
+        case connected(Channel)
+        case failed(Error)
+        /// `abandon()` was called first; the connection, should it still come, is closed.
+        case abandoned
+    }
+
+    /// Waits for `connecting` to complete, or until `abandon()` is called, whichever comes first: a
+    /// connect that hangs (a silent network, slow name resolution) never holds up stopping.
+    func awaitConnection(_ connecting: EventLoopFuture<Channel>) -> ConnectionAttempt {
+        let slot = ConnectionSlot()
+        connecting.whenComplete { result in
+            self.condition.withLock {
+                slot.result = result
+                self.condition.broadcast()
+            }
+        }
+        let finished: Result<Channel, Error>? = condition.withLock {
+            while slot.result == nil, !abandoned { condition.wait() }
+            return slot.result
+        }
+        switch finished {
+        case .success(let channel) where !isAbandoned:
+            return .connected(channel)
+        case .failure(let error) where !isAbandoned:
+            return .failed(error)
+        default:
+            connecting.whenSuccess { $0.close(promise: nil) }
+            return .abandoned
+        }
+    }
+
     /// Waits `seconds`, or less if abandoned meanwhile.
     func wait(seconds: Double) {
         let deadline = Date().addingTimeInterval(seconds)
@@ -311,4 +351,10 @@ final class SenderControl: @unchecked Sendable {
             while !abandoned, Date() < deadline { _ = condition.wait(until: deadline) }
         }
     }
+}
+
+/// The outcome of one connect, written by the event loop and read by `run()`'s thread, both under
+/// `SenderControl.condition`.
+private final class ConnectionSlot: @unchecked Sendable {
+    var result: Result<Channel, Error>?
 }

@@ -1,3 +1,4 @@
+import CaptureErrorText
 import CaptureCore
 import Foundation
 
@@ -131,7 +132,7 @@ public final class StreamSpool: @unchecked Sendable {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw SpoolError("cannot create the spool folder \(directory): \(error.localizedDescription); choose another with --spool DIR")
+            throw SpoolError("cannot create the spool folder \(directory): \(SystemErrorText.describe(error)); choose another with --spool DIR")
         }
         do throws(DurableFileError) {
             let lockFile = try DurableFile.open(path: (directory as NSString).appendingPathComponent("lock"), create: true)

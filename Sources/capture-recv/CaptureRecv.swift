@@ -23,6 +23,34 @@ struct CaptureRecv: AsyncParsableCommand {
         subcommands: [Serve.self, Recover.self, GenCert.self],
         defaultSubcommand: Serve.self
     )
+
+    /// `capture-recv --help` shows what a user runs most, receiving: every option of the default
+    /// subcommand `serve`, then the other subcommands (ArgumentParser's own root help would list
+    /// only the subcommands' names).
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.count == 1, ["--help", "-h", "help"].contains(arguments[0]) {
+            print(rootHelp())
+            return
+        }
+        await main(arguments)
+    }
+
+    /// The root help: serve's help, and the subcommands.
+    static func rootHelp(columns: Int? = nil) -> String {
+        let serve = helpMessage(for: Serve.self, columns: columns)
+            .replacingOccurrences(of: "USAGE: capture-recv serve ", with: "USAGE: capture-recv [serve] ")
+        return serve.trimmingCharacters(in: .newlines) + """
+
+
+            SUBCOMMANDS:
+              serve (default)         \(Serve.configuration.abstract)
+              recover                 \(Recover.configuration.abstract)
+              gen-cert                \(GenCert.configuration.abstract)
+
+              See 'capture-recv help <subcommand>' for detailed help.
+            """
+    }
 }
 
 /// Receives streams until SIGINT or SIGTERM.
@@ -45,7 +73,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Folder for the recordings (created if missing).", valueName: "DIR"))
     var out: String
 
-    @Option(name: .long, help: ArgumentHelp("Address and port to listen on; an empty host means all addresses.", valueName: "HOST:PORT"))
+    @Option(
+        name: .long, help: ArgumentHelp("Address and port to listen on; an empty host means all addresses. (default: 0.0.0.0:\(ReceiverConfiguration.defaultPort))", valueName: "HOST:PORT"),
+        transform: HostAndPort.listenAddress)
     var listen = HostAndPort(host: "0.0.0.0", port: ReceiverConfiguration.defaultPort)
 
     @Option(name: .long, help: "Streams recorded at the same time at most.")
@@ -88,6 +118,17 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
+        do {
+            try await serve()
+        } catch let error as CLIError where logFormat == .json {
+            // ArgumentParser would print a plain `Error:` line; in JSON mode it is a JSON line too.
+            FinalLine.write(error.description, format: .json, label: "capture-recv")
+            throw ExitCode.failure
+        }
+    }
+
+    /// Receives until a signal; throws `CLIError` for the one line a failed start ends with.
+    private func serve() async throws {
         let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
         var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
         configuration.maximumStreams = maxStreams
@@ -113,8 +154,8 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw CLIError(error.description)
         }
-        logger.info("listening", metadata: ["address": "\(server.localAddress)", "out": "\(out)"])
-        var announcement = "listening on \(server.localAddress.ipAddress ?? listen.host):\(server.localAddress.port ?? listen.port)\n"
+        logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
+        var announcement = "listening on \(server.localAddress.userText)\n"
 
         var endpoint: MetricsEndpoint?
         if let address = metricsOptions.metrics, let metrics {

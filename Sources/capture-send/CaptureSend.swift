@@ -30,14 +30,19 @@ struct CaptureSend: ParsableCommand {
         commandName: "capture-send",
         abstract: "Capture audio (ALSA device, tone or file), encode it (PCM or Opus) and stream it to capture-recv.",
         discussion: """
-            Exits 0 only after the receiver has confirmed that the whole stream is in its file. SIGINT \
-            (Ctrl-C) stops capture, sends what was captured and ends the stream cleanly; a second SIGINT \
-            stops delivering and leaves the rest in the spool. Lost connections are re-established and the \
-            stream resumed; audio earlier runs left in the spool is delivered too. See docs/DURABILITY.md.
+            Exits 0 only after the receiver has confirmed that the whole stream is in its file. The first \
+            SIGINT (Ctrl-C) or SIGTERM stops capture and delivers what was captured, for at most \
+            --stop-timeout seconds; a second SIGINT or SIGTERM, or that timeout, stops delivering at once: \
+            the audio the receiver has not acknowledged stays in the spool, one line says where and how \
+            much, and capture-send exits 3. Other failures exit 1. Lost connections are re-established \
+            and the stream resumed; audio earlier runs left in the spool is delivered too. See \
+            docs/DURABILITY.md.
             """
     )
 
-    @Argument(help: ArgumentHelp("The receiver, as HOST:PORT (capture-recv listens on port 7373 by default).", valueName: "HOST:PORT"))
+    @Argument(
+        help: ArgumentHelp("The receiver, as HOST:PORT (capture-recv listens on port 7373 by default).", valueName: "HOST:PORT"),
+        transform: HostAndPort.remoteAddress)
     var receiver: HostAndPort?
 
     // MARK: Source
@@ -112,6 +117,11 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Stream name, used in the receiver's file name (default: this host's name).")
     var streamName: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "After the first SIGINT or SIGTERM, seconds that delivering what was captured may take before capture-send stops delivering, keeps the rest in the spool and exits 3 (0: no limit). A second SIGINT or SIGTERM stops delivering at once.",
+        valueName: "SECONDS"))
+    var stopTimeout = 10.0
+
     @Option(name: .long, help: "Log format: text or json.")
     var logFormat: LogFormat = .text
 
@@ -140,6 +150,7 @@ struct CaptureSend: ParsableCommand {
         guard (2...64).contains(buffers) else { throw ValidationError("--buffers must be between 2 and 64") }
         guard bufferSeconds > 0, bufferSeconds <= 10 else { throw ValidationError("--buffer-seconds must be above 0 and at most 10") }
         guard (0...10).contains(complexity) else { throw ValidationError("--complexity must be between 0 and 10") }
+        guard stopTimeout >= 0, stopTimeout.isFinite else { throw ValidationError("--stop-timeout must be 0 (no limit) or a number of seconds above 0") }
         do {
             _ = try OpusEncoderSettings.parseBitrate(bitrate)
             _ = try OpusFrameDuration(parsing: frameMs)
@@ -149,6 +160,18 @@ struct CaptureSend: ParsableCommand {
     }
 
     func run() throws {
+        do {
+            try send()
+        } catch let error as CLIError where logFormat == .json {
+            // ArgumentParser would print a plain `Error:` line; in JSON mode it is a JSON line too.
+            FinalLine.write(error.description, format: .json, label: "capture-send")
+            throw ExitCode.failure
+        }
+    }
+
+    /// Captures, sends and reports; throws `CLIError` for the one line a failed run ends with, or
+    /// `ExitCode` when that line was already written.
+    private func send() throws {
         if listDevices || source == .alsa { ALSALibraryOutput.silenceDiagnostics() }
         if listDevices {
             let devices = ALSADeviceList.captureDevices()
@@ -192,21 +215,24 @@ struct CaptureSend: ParsableCommand {
         logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(pipeline.outputFormat)"])
         let sender = StreamSender(configuration: configuration, description: description, log: log, logger: logger)
 
-        let secondSignal = SignalBox()
-        let interrupted = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
-            logger.notice("stopping capture; sending what was captured (signal again to stop delivering and keep the rest in the spool)", metadata: ["signal": "\(signal)"])
-            cancelReopening?()
-            pipeline.queue.stop(immediate: false)
-            secondSignal.watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { _ in
-                logger.warning("stopping delivery; unacknowledged audio stays in the spool", metadata: ["spool": "\(delivery.spoolRoot ?? "none")"])
+        let outputRate = pipeline.outputFormat.sampleRate
+        let destination = receiver.description
+        let stop = StopController(
+            stopTimeout: stopTimeout, logger: logger,
+            stopCapture: {
+                cancelReopening?()
+                pipeline.queue.stop(immediate: false)
+            },
+            abandonDelivery: {
                 sender.abandon()
                 earlier?.abandon()
-            }
-        }
-        defer {
-            interrupted.cancel()
-            secondSignal.watcher?.cancel()
-        }
+            },
+            leftoverLine: { reason in
+                Self.leftoverLine(reason: reason, log: log, outputRate: outputRate, destination: destination)
+            },
+            writeFinalLine: { [logFormat] line in FinalLine.write(line, format: logFormat, label: "capture-send") }
+        )
+        stop.start()
         do {
             try pipeline.start()
         } catch {
@@ -222,6 +248,7 @@ struct CaptureSend: ParsableCommand {
         }
         status.start()
         let result = sender.run()
+        if case .success = result { stop.delivered() } else { stop.finished() }
         status.stop()
         let statistics = pipeline.queue.statistics
         if statistics.overruns > 0 {
@@ -233,6 +260,12 @@ struct CaptureSend: ParsableCommand {
         log.close()
         pipeline.queue.dispose()
         if case .success = result { log.removeSpool() } else { log.flushSpool() }
+        if stop.abandoned != nil {
+            // Delivery was stopped on request: say once what stays where, and exit 3 at once
+            // (earlier streams' deliveries were stopped too and keep their spools).
+            stop.reportLeftover()
+            throw ExitCode(SenderStopSequence.abandonedExitCode)
+        }
         let earlierFailures = earlier?.wait() ?? []
         switch result {
         case .success(let summary):
@@ -251,6 +284,18 @@ struct CaptureSend: ParsableCommand {
             let kept = log.spool.map { "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send runs with this spool" } ?? ""
             throw CLIError(error.description + kept)
         }
+    }
+
+    /// The one line a run that stopped delivering early ends with: why, how much audio the receiver
+    /// has not acknowledged, and where it is (or that it is lost, with --no-spool).
+    static func leftoverLine(reason: SenderStopSequence.AbandonReason, log: PacketLog, outputRate: Double, destination: String) -> String {
+        let progress = log.progress
+        let seconds = Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / outputRate
+        let amount = "\(String(format: "%.1f", seconds)) s of audio (\(progress.unacknowledgedBytes) bytes) not acknowledged by the receiver"
+        guard let spool = log.spool else {
+            return "delivery stopped by \(reason): \(amount) is lost, because --no-spool keeps it in memory only"
+        }
+        return "delivery stopped by \(reason): \(amount) stays in the spool at \(spool.directory); the next capture-send run for \(destination) with this spool delivers it"
     }
 
     /// The source, and for `--reopen` a way to stop its retries (on SIGINT).
@@ -343,15 +388,4 @@ final class CaptureOutcome: @unchecked Sendable {
 struct UncheckedSendableBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
-}
-
-/// Holds the watcher for a second signal, installed when the first arrives.
-final class SignalBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var current: SignalWatcher?
-
-    var watcher: SignalWatcher? {
-        get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
-    }
 }

@@ -49,7 +49,7 @@ struct SenderSecurityOptions: ParsableArguments {
             if let pin {
                 trust = .pin(try CertificateFingerprint(parsing: pin))
             } else if let ca {
-                trust = .authorities(try PEMFiles.x509Certificates(at: ca))
+                trust = .authorities(try PEMFiles.certificateAuthorities(at: ca))
             } else {
                 trust = .systemStore
             }

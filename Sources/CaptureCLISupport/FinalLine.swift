@@ -1,0 +1,25 @@
+import Foundation
+
+/// The one line an executable ends with when it exits non-zero at run time: `Error: …` as text,
+/// or, with `--log-format json`, a JSON object with the same fields as the JSON log lines (level
+/// `error`), so that standard error holds nothing but JSON lines.
+public enum FinalLine {
+    /// Writes `message` as the final line of `label` (the executable's name), in `format`.
+    public static func write(_ message: String, format: LogFormat, label: String) {
+        FileHandle.standardError.write(Data((render(message, format: format, label: label, time: Date()) + "\n").utf8))
+    }
+
+    /// The line, without its newline.
+    public static func render(_ message: String, format: LogFormat, label: String, time: Date) -> String {
+        switch format {
+        case .text:
+            return "Error: \(message)"
+        case .json:
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            let object = ["time": formatter.string(from: time), "level": "error", "logger": label, "message": message]
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+}

@@ -17,7 +17,7 @@ final class ResilienceTests: XCTestCase {
 
     override func setUpWithError() throws {
         work = FileManager.default.temporaryDirectory.appendingPathComponent("resilience-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        try Unprivileged.makeDirectory(work)
     }
 
     override func tearDownWithError() throws {

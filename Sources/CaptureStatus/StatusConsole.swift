@@ -18,6 +18,7 @@ public final class StatusConsole: @unchecked Sendable {
     private let lock = NSLock()
     private let write: @Sendable (String) -> Void
     private var statusLine: String?
+    private var closed = false
 
     /// A console writing through `write` (each call gets text to write as is).
     public init(write: @escaping @Sendable (String) -> Void) {
@@ -44,9 +45,11 @@ public final class StatusConsole: @unchecked Sendable {
         }
     }
 
-    /// Draws the status line in place of the one drawn before (on a terminal).
+    /// Draws the status line in place of the one drawn before (on a terminal); nothing once the
+    /// final line is written.
     public func drawStatus(_ line: String) {
         lock.withLock {
+            guard !closed else { return }
             statusLine = line
             write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine)
         }
@@ -59,6 +62,22 @@ public final class StatusConsole: @unchecked Sendable {
             guard statusLine != nil else { return }
             statusLine = nil
             write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine + "\n")
+        }
+    }
+}
+
+extension StatusConsole {
+    /// Writes the line a run ends with (an error, or what stays in the spool), possibly while the
+    /// status line is still being redrawn: the status line, if drawn, stays on screen and is ended
+    /// with a newline, `line` follows on a line of its own, and no status line is drawn after it.
+    public func writeFinalLine(_ line: String) {
+        lock.withLock {
+            let status = statusLine.map {
+                StatusLineRenderer.carriageReturn + $0 + StatusLineRenderer.clearToEndOfLine + "\n"
+            } ?? ""
+            statusLine = nil
+            closed = true
+            write(status + line + "\n")
         }
     }
 }

@@ -232,7 +232,10 @@ struct CaptureSend: ParsableCommand {
             leftoverLine: { reason in
                 Self.leftoverLine(reason: reason, log: log, outputRate: outputRate, destination: destination)
             },
-            writeFinalLine: { [logFormat] line in FinalLine.write(line, format: logFormat, label: "capture-send") }
+            writeFinalLine: { [logFormat] line in
+                // Through the console: the watchdog may write it while the status line is drawn.
+                console.writeFinalLine(FinalLine.render(line, format: logFormat, label: "capture-send", time: Date()))
+            }
         )
         stop.start()
         do {

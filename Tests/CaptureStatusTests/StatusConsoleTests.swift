@@ -32,6 +32,24 @@ final class StatusConsoleTests: XCTestCase {
         ])
     }
 
+    func testFinalLineEndsTheStatusLineAndNoStatusIsDrawnAfterIt() {
+        let output = OutputRecorder()
+        let console = StatusConsole(write: output.record)
+        console.drawStatus("L -12.0 │ streaming")
+        console.writeFinalLine("delivery stopped by a second signal: 2.0 s of audio stays in the spool")
+        console.drawStatus("L -12.0 │ reconnecting")
+        console.writeLine("a late log line")
+        console.endStatus("L -12.0 │ finished")
+        XCTAssertEqual(output.texts, [
+            "\rL -12.0 │ streaming\u{1B}[K",
+            "\rL -12.0 │ streaming\u{1B}[K\ndelivery stopped by a second signal: 2.0 s of audio stays in the spool\n",
+            "a late log line\n",
+        ])
+        XCTAssertEqual(TerminalScreen.lines(output.texts.joined()), [
+            "L -12.0 │ streaming", "delivery stopped by a second signal: 2.0 s of audio stays in the spool", "a late log line", "",
+        ])
+    }
+
     func testReporterAndLogLinesShareOneConsole() {
         let scheduler = ManualStatusScheduler()
         let output = OutputRecorder()

@@ -185,7 +185,9 @@ struct CaptureSend: ParsableCommand {
             return
         }
         guard let receiver else { throw CLIError("name the receiver as HOST:PORT") }
-        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel)
+        // Log lines and the status line share standard error through one console (docs/DESIGN.md).
+        let console = StatusConsole.standardError()
+        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel, output: console.writeLine)
         let (audioSource, cancelReopening) = try makeSource(logger: logger)
         let encoder = try makeEncoder(for: audioSource.format)
         let name = streamName ?? ProcessInfo.processInfo.hostName
@@ -230,7 +232,10 @@ struct CaptureSend: ParsableCommand {
             leftoverLine: { reason in
                 Self.leftoverLine(reason: reason, log: log, outputRate: outputRate, destination: destination)
             },
-            writeFinalLine: { [logFormat] line in FinalLine.write(line, format: logFormat, label: "capture-send") }
+            writeFinalLine: { [logFormat] line in
+                // Through the console: the watchdog may write it while the status line is drawn.
+                console.writeFinalLine(FinalLine.render(line, format: logFormat, label: "capture-send", time: Date()))
+            }
         )
         stop.start()
         do {
@@ -243,9 +248,7 @@ struct CaptureSend: ParsableCommand {
             captureOutcome.set(pipeline.waitAndFinish())
         }
         let figures = StatusFigures(pipeline: pipeline, log: log, sender: sender, inputRate: audioSource.format.sampleRate)
-        let status = StatusReporter.standardError(interval: .milliseconds(Int64(statusOptions.statusInterval * 1000)), quiet: statusOptions.quiet) {
-            figures.snapshot()
-        }
+        let status = statusOptions.makeReporter(console: console, logFormat: logFormat) { figures.snapshot() }
         status.start()
         let result = sender.run()
         if case .success = result { stop.delivered() } else { stop.finished() }

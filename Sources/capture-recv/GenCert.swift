@@ -15,7 +15,7 @@ struct GenCert: ParsableCommand {
         discussion: """
             Writes DIR/cert.pem and DIR/key.pem (mode 0600). Give every name and address senders use \
             to reach this receiver with --host, so that senders that check host names (--ca) accept it. \
-            Run as root for a receiver that runs as a service user, name that user with --owner \
+            When root makes them for a receiver that runs as a service user, name that user with --owner \
             (e.g. --owner capture for the shipped systemd unit): the key is readable by its owner only.
             """
     )

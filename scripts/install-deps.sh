@@ -12,6 +12,7 @@ build_packages=(
 test_packages=(
   ffmpeg sox opus-tools alsa-utils openssl socat time     # independent tools the tests and benchmarks use
   protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
+  strace                                                  # shows the socket options the executables really set
 )
 build_only=false
 list=false

@@ -13,7 +13,7 @@ struct GenCert: ParsableCommand {
         commandName: "gen-cert",
         abstract: "Make a self-signed certificate and key (ECDSA P-256) for --tls-cert/--tls-key, and print its fingerprint for capture-send --pin.",
         discussion: """
-            Writes DIR/cert.pem and DIR/key.pem (mode 0600). Give every name and address senders use \
+            Writes DIR/cert.pem and DIR/key.pem (the key with mode 0600). Give every name and address senders use \
             to reach this receiver with --host, so that senders that check host names (--ca) accept it. \
             When root makes them for a receiver that runs as a service user, name that user with --owner \
             (e.g. --owner capture for the shipped systemd unit): the key is readable by its owner only.

@@ -237,6 +237,14 @@ final class FieldKitDeploymentTests: XCTestCase {
 
         let unit = try SystemdUnit(text: try text("systemd/capture-recv.service"))
         XCTAssertGreaterThanOrEqual(Int(try XCTUnwrap(unit.value("TimeoutStopSec"))) ?? 0, escalation)
+
+        // The sender: SIGTERM delivers for at most --stop-timeout, then it exits within 2 s more.
+        let sendSource = try text("Sources/capture-send/CaptureSend.swift")
+        let stopTimeout = try XCTUnwrap(Self.seconds(after: "var stopTimeout = ", in: sendSource))
+        let sender = try SystemdUnit(text: try text("systemd/capture-send.service"))
+        XCTAssertGreaterThanOrEqual(Int(try XCTUnwrap(sender.value("TimeoutStopSec"))) ?? 0, stopTimeout + 2, "systemd must not SIGKILL a sender still within --stop-timeout")
+        let senderGrace = try XCTUnwrap(DeploymentFiles.composeValues(compose, key: "stop_grace_period")["sender"])
+        XCTAssertGreaterThanOrEqual(Int(senderGrace.dropLast()) ?? 0, stopTimeout + 2, "compose stop_grace_period of the sender")
     }
 
     // MARK: Docs and comments

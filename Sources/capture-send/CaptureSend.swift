@@ -33,7 +33,9 @@ struct CaptureSend: ParsableCommand {
             Exits 0 only after the receiver has confirmed that the whole stream is in its file. SIGINT \
             (Ctrl-C) stops capture, sends what was captured and ends the stream cleanly; a second SIGINT \
             stops delivering and leaves the rest in the spool. Lost connections are re-established and the \
-            stream resumed; audio earlier runs left in the spool is delivered too. See docs/DURABILITY.md.
+            stream resumed; audio earlier runs left in the spool for this same receiver is delivered too. \
+            The streams in the spool: capture-send spool list | deliver | discard (see capture-send spool \
+            --help). See docs/DURABILITY.md.
             """
     )
 
@@ -170,8 +172,10 @@ struct CaptureSend: ParsableCommand {
         let description = StreamDescription(
             format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date()
         )
+        let destination = try security.destination(for: receiver)
         let log = try delivery.makeLog(
-            streamID: streamID, streamName: name, description: description, producerIsRealTime: audioSource.isRealTime, logger: logger)
+            streamID: streamID, streamName: name, destination: destination, description: description,
+            producerIsRealTime: audioSource.isRealTime, logger: logger)
         let pipeline: CapturePipeline
         do {
             pipeline = try CapturePipeline(
@@ -188,7 +192,7 @@ struct CaptureSend: ParsableCommand {
         delivery.apply(to: &configuration)
         configuration.tls = try security.tlsConfiguration()
         configuration.authToken = try security.authToken(logger: logger)
-        let earlier = delivery.spoolRoot.map { EarlierStreams(root: $0, excluding: streamID, template: configuration, logger: logger) }
+        let earlier = delivery.spoolRoot.map { EarlierStreams(root: $0, excluding: streamID, destination: destination, template: configuration, logger: logger) }
         logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(pipeline.outputFormat)"])
         let sender = StreamSender(configuration: configuration, description: description, log: log, logger: logger)
 
@@ -248,7 +252,8 @@ struct CaptureSend: ParsableCommand {
                 throw CLIError("\(earlierFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(earlierFailures.joined(separator: "; "))")
             }
         case .failure(let error):
-            let kept = log.spool.map { "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send runs with this spool" } ?? ""
+            log.spool?.recordDeliveryError(error.description)
+            let kept = log.spool.flatMap { $0.exists ? "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send sends to \(receiver) with this spool, or by capture-send spool deliver" : nil } ?? ""
             throw CLIError(error.description + kept)
         }
     }

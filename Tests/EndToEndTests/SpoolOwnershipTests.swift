@@ -1,4 +1,5 @@
 import CAF
+import CaptureSecurity
 import Foundation
 import TestSupport
 import XCTest
@@ -80,9 +81,9 @@ final class SpoolOwnershipTests: XCTestCase {
 
     /// Starts a sender aimed at `address` (nobody listening), waits until its spool holds audio,
     /// and kills it with SIGKILL; returns the stream's id.
-    private func leaveStream(for address: String, name: String) throws -> String {
+    private func leaveStream(for address: String, name: String, options: [String] = []) throws -> String {
         let before = Set(spoolEntries())
-        let killed = try sender([address, "--source", "tone", "--buffer-seconds", "0.1", "--stream-name", name])
+        let killed = try sender([address, "--source", "tone", "--buffer-seconds", "0.1", "--stream-name", name] + options)
         var id: String?
         Resilience.waitUntil("the spool holds audio of \(name)") {
             guard let folder = spoolEntries().first(where: { !before.contains($0) && UUID(uuidString: $0) != nil }) else { return false }
@@ -198,6 +199,31 @@ final class SpoolOwnershipTests: XCTestCase {
         XCTAssertFalse(try markers(try XCTUnwrap(files.first)).contains { $0.contains("overrun") })
         XCTAssertEqual(receiverA.files(), [])
         XCTAssertEqual(spoolEntries(), [])
+    }
+
+    func testTheSameAddressVerifiedAgainstAnotherPinIsAnotherDestination() throws {
+        let issuedA = try CertificateFactory.make(commonName: "receiver-a", hosts: ["127.0.0.1"])
+        let files = try fixtures.write(issuedA, as: "receiver-a")
+        let pinA = issuedA.fingerprint.hex
+        let pinOther = try CertificateFactory.make(commonName: "someone-else", hosts: ["127.0.0.1"]).fingerprint.hex
+        let port = try freePort()
+        let address = "127.0.0.1:\(port)"
+        let leftover = try leaveStream(for: address, name: "other-pin", options: ["--tls", "--pin", pinOther])
+        let receiver = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions + ["--tls-cert", files.cert, "--tls-key", files.key], port: port)
+
+        let run = try sender([address, "--tls", "--pin", pinA, "--source", "tone", "--duration", "1", "--no-pace", "--stream-name", "pinned"])
+        XCTAssertEqual(Resilience.finish(run), 0, run.standardError)
+        XCTAssertEqual(receiver.files().map { String($0.lastPathComponent.prefix(7)) }, ["pinned_"], "the stream pinned to another certificate was not sent here")
+        let rows = try listed()
+        XCTAssertEqual(rows.map { $0["STREAM"] }, [leftover])
+        XCTAssertEqual(rows.first?["DESTINATION"], "\(address) tls:pin=\(pinOther.prefix(16))…")
+
+        // Delivered on its own, it is held to its recorded pin: this receiver's certificate fails it.
+        let attempt = try spoolCommand(["deliver", leftover, "--timeout", "60"])
+        XCTAssertNotEqual(attempt.status, 0)
+        XCTAssertTrue(attempt.output.contains("not delivered \(leftover) to \(address): TLS: pin mismatch"), attempt.output)
+        XCTAssertTrue(try listed().first?["LAST ERROR"]?.contains("TLS: pin mismatch") ?? false)
+        XCTAssertEqual(receiver.files().count, 1)
     }
 
     func testTwoRunsStartedTogetherNeverBothDeliverOneStream() throws {

@@ -226,6 +226,35 @@ final class SpoolOwnershipTests: XCTestCase {
         XCTAssertEqual(receiver.files().count, 1)
     }
 
+    func testAStreamOfAnOlderSpoolGoesOnlyWhereSpoolDeliverToNamesIt() throws {
+        let port = try freePort()
+        let address = "127.0.0.1:\(port)"
+        let leftover = try leaveStream(for: address, name: "older")
+        // Make it a version 1 spool: no destination recorded.
+        let metaURL = spool.appendingPathComponent(leftover).appendingPathComponent("meta.json")
+        var meta = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(contentsOf: metaURL)) as? [String: Any])
+        meta["version"] = 1
+        meta["destination"] = nil
+        try JSONSerialization.data(withJSONObject: meta).write(to: metaURL)
+        Unprivileged.handOver(metaURL.path)
+        let receiver = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions, port: port)
+
+        let run = try sender([address, "--source", "tone", "--duration", "1", "--no-pace", "--stream-name", "new"])
+        XCTAssertEqual(Resilience.finish(run), 0, run.standardError)
+        XCTAssertEqual(receiver.files().map { String($0.lastPathComponent.prefix(4)) }, ["new_"], "a stream without a recorded receiver is not guessed")
+        XCTAssertTrue(run.standardError.contains("capture-send spool deliver ID --to HOST:PORT"), run.standardError)
+        XCTAssertEqual(try listed().first?["DESTINATION"], "unknown")
+
+        let everything = try spoolCommand(["deliver", "--timeout", "30"])
+        XCTAssertEqual(everything.status, 0, everything.errors)
+        XCTAssertEqual(everything.output, "skipped \(leftover): its spool does not record a receiver; deliver it with capture-send spool deliver \(leftover) --to HOST:PORT\n")
+        let named = try spoolCommand(["deliver", leftover, "--to", address, "--timeout", "60"])
+        XCTAssertEqual(named.status, 0, named.output + named.errors)
+        XCTAssertEqual(named.output, "delivered \(leftover) to \(address)\n")
+        XCTAssertEqual(receiver.files().map { String($0.lastPathComponent.prefix(4)) }.sorted(), ["new_", "olde"])
+        XCTAssertEqual(spoolEntries(), [])
+    }
+
     func testTwoRunsStartedTogetherNeverBothDeliverOneStream() throws {
         let portA = try freePort()
         let addressA = "127.0.0.1:\(portA)"

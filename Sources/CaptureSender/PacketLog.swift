@@ -168,7 +168,13 @@ public final class PacketLog: @unchecked Sendable {
         acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
         nextSequence = (contents.entries.last?.sequence ?? acknowledged) + 1
         end = contents.end ?? StreamEnd(endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
+        holdsCapturedAudio = contents.holdsCapturedAudio
     }
+
+    /// For a recovered stream: whether its spool ever held captured audio (or the receiver has
+    /// some of it). A stream without is never delivered: it must not become a file. Always true for
+    /// a new stream.
+    public private(set) var holdsCapturedAudio = true
 
     /// Calls `listener` (from the appending thread) whenever an entry is appended or the stream ends.
     public func addListener(_ listener: @escaping @Sendable () -> Void) {

@@ -18,6 +18,13 @@ final class SocketOptionsTests: XCTestCase {
         return try ChildProcess(strace, ["-f", "-qq", "-e", "trace=setsockopt", "-o", trace, executable] + arguments)
     }
 
+    /// The one child process of `pid`, from /proc.
+    private static func onlyChild(of pid: Int32) -> Int32? {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        let children = text.split(separator: " ").compactMap { Int32($0) }
+        return children.count == 1 ? children[0] : nil
+    }
+
     private func setsockoptCalls(_ path: String) throws -> [String] {
         try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init).filter { $0.contains("setsockopt(") }
     }
@@ -35,8 +42,10 @@ final class SocketOptionsTests: XCTestCase {
 
         let sender = try traced(Products.send, ["127.0.0.1:\(port)", "--source", "tone", "--duration", "0.2", "--no-pace", "--no-spool"], trace: senderTrace)
         XCTAssertEqual(sender.wait(seconds: 60), 0, "an unprivileged sender delivers: \(sender.standardError)")
-        receiver.signal(SIGTERM)
-        XCTAssertEqual(receiver.wait(seconds: 30), 0, receiver.standardError)
+        // SIGTERM to the receiver itself: strace, sent a signal, would detach and leave it running.
+        let receiverPID = try XCTUnwrap(Self.onlyChild(of: receiver.process.processIdentifier), "strace's child, capture-recv")
+        kill(receiverPID, SIGTERM)
+        XCTAssertEqual(receiver.wait(seconds: 30), 0, "strace exits with capture-recv's status: \(receiver.standardError)")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: output).filter { $0.hasSuffix(".caf") }.count, 1)
 
         for (name, path) in [("capture-send", senderTrace), ("capture-recv", receiverTrace)] {

@@ -174,7 +174,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CaptureErrorTextTests", dependencies: ["CaptureErrorText", .product(name: "NIOCore", package: "swift-nio")]),
-        .testTarget(name: "CaptureStatusTests", dependencies: ["CaptureStatus", "CaptureCore"]),
+        .testTarget(name: "CaptureStatusTests", dependencies: ["CaptureStatus", "CaptureCore", "TestSupport"]),
         .testTarget(
             name: "CaptureMetricsTests",
             dependencies: ["CaptureMetrics", "TestSupport", .product(name: "Prometheus", package: "swift-prometheus")]

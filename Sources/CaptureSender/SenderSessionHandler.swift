@@ -17,6 +17,9 @@ public struct StreamSummary: Sendable, Equatable {
     public var totalFrames: Int64
     /// Packets in the file.
     public var totalPackets: UInt64
+
+    /// The stream ended before any audio was captured: nothing was sent and no file was made.
+    public var nothingCaptured: Bool { fileName.isEmpty && totalFrames == 0 && totalPackets == 0 }
 }
 
 /// How one connection ended.

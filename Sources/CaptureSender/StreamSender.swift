@@ -123,6 +123,17 @@ public final class StreamSender: Sendable {
         } catch {
             return .failure(error)
         }
+        // The receiver creates the stream's file at the handshake: the stream is announced only once
+        // it has audio, so a run stopped or killed before its first capture buffer leaves no file.
+        log.addListener { [control] in control.wake() }
+        let log = self.log
+        let hasAudio = control.wait { log.lastSequence > 0 || log.streamEnd != nil }
+        log.removeListeners()
+        if !hasAudio { return .failure(abandonedError()) }
+        if log.lastSequence == 0 {
+            control.link = .finished
+            return .success(StreamSummary(fileName: "", totalFrames: 0, totalPackets: 0))
+        }
         var failures = 0
         var generator = SystemRandomNumberGenerator()
         while true {
@@ -359,6 +370,20 @@ final class SenderControl: @unchecked Sendable {
         default:
             connecting.whenSuccess { $0.close(promise: nil) }
             return .abandoned
+        }
+    }
+
+    /// Wakes `wait(until:)` to look at its condition again.
+    func wake() {
+        condition.withLock { condition.broadcast() }
+    }
+
+    /// Waits until `ready` holds (true) or `abandon()` is called (false). `ready` is asked under
+    /// this object's lock; whatever changes its answer must call `wake()`.
+    func wait(until ready: () -> Bool) -> Bool {
+        condition.withLock {
+            while !abandoned, !ready() { condition.wait() }
+            return !abandoned
         }
     }
 

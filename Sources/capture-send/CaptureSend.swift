@@ -279,10 +279,14 @@ struct CaptureSend: ParsableCommand {
                 throw CLIError(error.description)
             }
             let seconds = Double(summary.totalFrames) / pipeline.outputFormat.sampleRate
-            logger.notice("stream delivered", metadata: [
-                "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
-                "seconds": "\(String(format: "%.3f", seconds))",
-            ])
+            if summary.nothingCaptured {
+                logger.notice("capture ended before any audio was captured; no stream was sent and the receiver has no file")
+            } else {
+                logger.notice("stream delivered", metadata: [
+                    "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
+                    "seconds": "\(String(format: "%.3f", seconds))",
+                ])
+            }
             if !earlierFailures.isEmpty {
                 throw CLIError("\(earlierFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(earlierFailures.joined(separator: "; "))")
             }

@@ -1,5 +1,6 @@
 import CaptureCore
 import CaptureStatus
+import TestSupport
 import XCTest
 
 /// The level figures a user reads off the status line are the real levels of the captured audio.

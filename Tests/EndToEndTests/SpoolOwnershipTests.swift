@@ -186,19 +186,24 @@ final class SpoolOwnershipTests: XCTestCase {
         _ = killed.wait(seconds: 10)
         XCTAssertEqual(spoolEntries(), [], "a sender killed before its first buffer leaves no spool")
 
-        // Refused before its first buffer: the buffer captured meanwhile is dropped, not a gap.
+        // Refused at its handshake. A stream is announced only once it has audio, so the refusal
+        // comes after the first buffer: that audio stays in the spool, for A only, with the refusal
+        // as its last error; what capture held beyond it is dropped, not recorded as a gap.
         let refused = try sender([receiverA.address, "--source", "tone", "--buffer-seconds", "5", "--stream-name", "refused"], token: "wrong-token")
         XCTAssertNotEqual(Resilience.finish(refused), 0)
-        XCTAssertEqual(spoolEntries(), [], "a refused run without captured audio leaves no spool: \(refused.standardError)")
-        XCTAssertEqual(try listed().count, 0)
+        let rows = try listed()
+        XCTAssertEqual(rows.count, 1, "\(rows)")
+        XCTAssertEqual(rows.first?["NAME"], "refused")
+        XCTAssertEqual(rows.first?["DESTINATION"], receiverA.address)
+        XCTAssertTrue(rows.first?["LAST ERROR"]?.contains("authenticationFailed") ?? false, "\(rows)")
 
         let runB = try sender([receiverB.address, "--source", "tone", "--duration", "1", "--no-pace", "--stream-name", "for-b"])
         XCTAssertEqual(Resilience.finish(runB), 0, runB.standardError)
         let files = receiverB.files()
         XCTAssertEqual(files.map { String($0.lastPathComponent.prefix(6)) }, ["for-b_"], "no file of silence from the stopped runs")
         XCTAssertFalse(try markers(try XCTUnwrap(files.first)).contains { $0.contains("overrun") })
-        XCTAssertEqual(receiverA.files(), [])
-        XCTAssertEqual(spoolEntries(), [])
+        XCTAssertEqual(receiverA.files(), [], "the refused stream never became a file")
+        XCTAssertEqual(try listed().map { $0["NAME"] }, ["refused"], "B's run left A's stream alone")
     }
 
     func testTheSameAddressVerifiedAgainstAnotherPinIsAnotherDestination() throws {

@@ -257,14 +257,3 @@ final class StatusLineTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0)
     }
 }
-
-/// The numbers in each rendered `peak/rms` pair such as ` -6.0/ -9.0` of a terminal status line.
-private func levelPairs(in line: String) -> [(peak: Double, rms: Double)] {
-    let pattern = try? NSRegularExpression(pattern: #"(-?[0-9]+\.[0-9]|-∞)/ *(-?[0-9]+\.[0-9]|-∞)"#)
-    let range = NSRange(line.startIndex..., in: line)
-    return (pattern?.matches(in: line, range: range) ?? []).compactMap { match in
-        guard let peakRange = Range(match.range(at: 1), in: line), let rmsRange = Range(match.range(at: 2), in: line) else { return nil }
-        func number(_ text: Substring) -> Double { text == "-∞" ? -.infinity : Double(text) ?? .nan }
-        return (number(line[peakRange]), number(line[rmsRange]))
-    }
-}

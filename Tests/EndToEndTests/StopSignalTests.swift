@@ -162,4 +162,26 @@ final class StopSignalTests: XCTestCase {
         XCTAssertTrue(line.contains("a second stop signal (SIGTERM)"), String(line))
         XCTAssertTrue(line.contains("is lost, because --no-spool keeps it in memory only"), String(line))
     }
+
+    /// A stream is announced to the receiver (which creates its file at the handshake) only once it
+    /// has audio: a sender killed before its first capture buffer leaves no file, even at a live
+    /// receiver, and nothing in its spool.
+    func testASenderKilledBeforeItsFirstBufferLeavesNoFileAtALiveReceiver() throws {
+        let receiver = try ReceiverUnderTest(extraArguments: ["--log-level", "debug"])
+        let spool = spoolFolder()
+        defer { try? FileManager.default.removeItem(at: spool) }
+        let sender = try ChildProcess(Products.send, [
+            receiver.address, "--source", "tone", "--buffer-seconds", "5", "--stream-name", "early", "--spool", spool.path,
+        ])
+        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
+        usleep(1_500_000)
+        XCTAssertTrue(sender.process.isRunning, sender.standardError)
+        XCTAssertFalse(receiver.child.standardError.contains("connection accepted"), "no connection before the first buffer: \(receiver.child.standardError)")
+        sender.signal(SIGKILL)
+        _ = sender.wait(seconds: 10)
+        XCTAssertEqual(receiver.stop(), 0)
+        XCTAssertEqual(receiver.files(), [], "no file for a stream without audio")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: spool.path)) ?? []
+        XCTAssertEqual(left.filter { !$0.hasPrefix(".") }, [], "nothing in the spool")
+    }
 }

@@ -1,12 +1,36 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build, the tests, the demo and the benchmarks need, skipping
 # those already installed. Runs apt-get as root, or through sudo.
+#   scripts/install-deps.sh               everything (make deps, make test)
+#   scripts/install-deps.sh --build-only  only what `swift build` and scripts/build-release.sh need
+#                                         (the Docker build stage, a field kit's build machine)
+#   add --list to print the packages instead of installing them
 set -euo pipefail
-packages=(
+build_packages=(
   pkg-config libasound2-dev libopus-dev libsndfile1-dev   # C libraries we link
+)
+test_packages=(
   ffmpeg sox opus-tools alsa-utils openssl socat time     # independent tools the tests and benchmarks use
   protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
+  strace                                                  # shows the socket options the executables really set
 )
+build_only=false
+list=false
+for argument in "$@"; do
+  case "$argument" in
+    --build-only) build_only=true ;;
+    --list) list=true ;;
+    *) echo "install-deps: unknown argument $argument (use --build-only and/or --list)" >&2; exit 2 ;;
+  esac
+done
+packages=("${build_packages[@]}")
+if [ "$build_only" = false ]; then
+  packages+=("${test_packages[@]}")
+fi
+if [ "$list" = true ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

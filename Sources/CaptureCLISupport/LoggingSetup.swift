@@ -12,11 +12,19 @@ public enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
-/// Sets up swift-log for an executable: lines to standard error, in text or JSON, at a level.
+/// Sets up swift-log for an executable: lines to standard error (or to whoever owns it), in text
+/// or JSON, at a level.
 public enum LoggingSetup {
-    public static func bootstrap(label: String, format: LogFormat, level: Logger.Level) -> Logger {
+    /// Bootstraps swift-log once for the process and returns the executable's logger.
+    /// - Parameter output: receives each finished line, without its newline; by default it is
+    ///   written to standard error. capture-send passes its status console here, so that log lines
+    ///   and the status line share standard error without landing on one another.
+    public static func bootstrap(
+        label: String, format: LogFormat, level: Logger.Level,
+        output: @escaping @Sendable (String) -> Void = LineLogHandler.writeToStandardError
+    ) -> Logger {
         LoggingSystem.bootstrap { name in
-            var handler = LineLogHandler(label: name, format: format)
+            var handler = LineLogHandler(label: name, format: format, output: output)
             handler.logLevel = level
             return handler
         }
@@ -26,17 +34,29 @@ public enum LoggingSetup {
     }
 }
 
-/// A log handler that writes one line per event to standard error, as text or as JSON.
+/// A log handler that writes one line per event, as text or as JSON, to its output (standard
+/// error unless told otherwise).
 public struct LineLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var logLevel: Logger.Level = .info
     private let label: String
     private let format: LogFormat
+    private let output: @Sendable (String) -> Void
     private static let lock = NSLock()
 
-    public init(label: String, format: LogFormat) {
+    /// A handler whose finished lines (without newline) go to `output`.
+    public init(label: String, format: LogFormat, output: @escaping @Sendable (String) -> Void = LineLogHandler.writeToStandardError) {
         self.label = label
         self.format = format
+        self.output = output
+    }
+
+    /// Writes `line` and a newline to standard error, one line at a time.
+    @Sendable
+    public static func writeToStandardError(_ line: String) {
+        lock.withLock {
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -61,9 +81,7 @@ public struct LineLogHandler: LogHandler {
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
             text = String(decoding: data, as: UTF8.self)
         }
-        Self.lock.withLock {
-            FileHandle.standardError.write(Data((text + "\n").utf8))
-        }
+        output(text)
     }
 
     private static func quoteIfNeeded(_ value: String) -> String {

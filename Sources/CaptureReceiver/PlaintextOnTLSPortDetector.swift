@@ -7,6 +7,8 @@ import NIOCore
 /// ClientHello (record type 0x16) passes on and the detector removes itself. A capture-send without
 /// `--tls` (the preamble "CAPSTRM") gets a plaintext Error frame telling it to use `--tls`, anything
 /// else a close; both are logged with the peer's address and nothing more happens on the connection.
+/// A connection closed before its first byte (a port probe, a container health check) is no failed
+/// handshake: the handlers behind are told so before the TLS handler reports its end.
 final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -16,6 +18,14 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
 
     init(logger: Logger) {
         self.logger = logger
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !decided {
+            decided = true
+            context.fireUserInboundEventTriggered(ConnectionClosedBeforeAnyByte())
+        }
+        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -53,3 +63,7 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
 
 /// Tells the handlers behind the TLS handler that the connection was refused and logged before TLS.
 struct ConnectionRefusedBeforeTLS {}
+
+/// Tells the handlers behind the TLS handler that the client closed the connection without sending a
+/// byte: a port probe or health check, not a TLS client.
+struct ConnectionClosedBeforeAnyByte {}

@@ -87,6 +87,10 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ConnectionRefusedBeforeTLS {
             closing = true
+        } else if event is ConnectionClosedBeforeAnyByte {
+            // A port probe or health check on the TLS port: nothing to refuse.
+            logger.debug("connection closed without data")
+            closing = true
         } else if let preamble = event as? WirePreambleReceived {
             do { try state.receivePreamble(version: preamble.version) } catch { fail(.wire(error)) }
         } else if let idle = event as? IdleStateHandler.IdleStateEvent {
@@ -144,6 +148,9 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         if let wire = error as? WireError {
             fail(.wire(wire))
         } else if usesTLS, hello == nil, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            // Already refused and logged (or a probe that sent nothing): the TLS handler's report of
+            // the unfinished handshake adds nothing.
+            guard !closing else { return }
             let explained = ReceiverTLSFailure.explain(error, report: tlsReport)
             logger.warning("refused: \(explained.reason)", metadata: ["code": "\(explained.authentication ? "AUTHENTICATION_FAILED" : "TLS")"])
             if explained.authentication, rateLimiter.recordFailure(from: peerAddress) {

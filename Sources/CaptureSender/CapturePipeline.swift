@@ -26,6 +26,8 @@ public final class CapturePipeline: @unchecked Sendable {
     private var lastEnd: Int64 = 0
     /// Sample index just past the last encoded packet (output timeline).
     private var lastOutputEnd: Int64 = 0
+    /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
+    private var reportedLost: Int64 = 0
     private var levels: LevelMeter
 
     /// Creates the pipeline; nothing runs until `start()`.
@@ -58,6 +60,7 @@ public final class CapturePipeline: @unchecked Sendable {
         lock.withLock { levels.measure(buffer) }
         if buffer.framesLostBefore > 0 {
             let lost = Int64(buffer.framesLostBefore)
+            lock.withLock { reportedLost += lost }
             log.appendGap(sampleTime: buffer.startTime.sampleTime - lost, length: lost, reason: "overrun")
         }
         guard lock.withLock({ failure == nil }) else { return }
@@ -93,12 +96,14 @@ public final class CapturePipeline: @unchecked Sendable {
             log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))
             return .failure(.encoderFailed(error.description))
         }
-        // Frames lost at the very end (no buffer followed them) become a trailing gap.
+        // Frames lost in an overrun at the very end (no buffer followed them) become a trailing
+        // gap. Buffers an immediate stop dropped were captured, not lost in an overrun: they are
+        // not a gap (the stream ends after the last buffer delivered).
         let statistics = queue.statistics
-        let timelineEnd = statistics.framesCaptured + statistics.framesLost
-        let capturedEnd = lock.withLock { lastEnd }
-        if outputFormat.isLinearPCM, timelineEnd > capturedEnd {
-            log.appendGap(sampleTime: capturedEnd, length: timelineEnd - capturedEnd, reason: "overrun")
+        let (capturedEnd, trailingLost) = lock.withLock { (lastEnd, max(0, statistics.framesLost - reportedLost)) }
+        let timelineEnd = capturedEnd + trailingLost
+        if outputFormat.isLinearPCM, trailingLost > 0 {
+            log.appendGap(sampleTime: capturedEnd, length: trailingLost, reason: "overrun")
         }
         let reason: String
         switch completion {

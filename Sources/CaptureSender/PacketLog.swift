@@ -1,4 +1,5 @@
 import CAF
+import CaptureCore
 import CaptureCodecs
 import Foundation
 
@@ -87,6 +88,9 @@ public final class PacketLog: @unchecked Sendable {
         var bytes: Int
         /// The sample index just past the entry (0 when not known, as for recovered entries).
         var endSample: Int64 = 0
+        /// When the entry was appended (`MonotonicClock` nanoseconds; for recovered entries, when
+        /// they were read back).
+        var appendedAt: UInt64 = 0
     }
 
     private struct Overflow {
@@ -108,6 +112,8 @@ public final class PacketLog: @unchecked Sendable {
     private var appendedBytesTotal: Int64 = 0
     private var appendedEnd: Int64 = 0
     private var acknowledgedEnd: Int64 = 0
+    /// When the receiver last reported its durable position (`acknowledge`), if it has.
+    private var lastAcknowledgedAt: UInt64?
     /// Unacknowledged payload bytes held in memory.
     private var memoryBytes = 0
     private var end: StreamEnd?
@@ -156,12 +162,19 @@ public final class PacketLog: @unchecked Sendable {
     public convenience init(recovering spool: StreamSpool, memoryLimit: Int = PacketLog.defaultMemoryLimit) throws(SpoolError) {
         let contents = try spool.contents()
         self.init(memoryLimit: memoryLimit, producerIsRealTime: true, spool: spool)
-        slots = contents.entries.map { Slot(sequence: $0.sequence, packet: nil, location: $0.location, bytes: $0.bytes) }
+        let now = MonotonicClock.nanoseconds()
+        slots = contents.entries.map { Slot(sequence: $0.sequence, packet: nil, location: $0.location, bytes: $0.bytes, appendedAt: now) }
         heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
         acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
         nextSequence = (contents.entries.last?.sequence ?? acknowledged) + 1
         end = contents.end ?? StreamEnd(endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
+        holdsCapturedAudio = contents.holdsCapturedAudio
     }
+
+    /// For a recovered stream: whether its spool ever held captured audio (or the receiver has
+    /// some of it). A stream without is never delivered: it must not become a file. Always true for
+    /// a new stream.
+    public private(set) var holdsCapturedAudio = true
 
     /// Calls `listener` (from the appending thread) whenever an entry is appended or the stream ends.
     public func addListener(_ listener: @escaping @Sendable () -> Void) {
@@ -207,7 +220,10 @@ public final class PacketLog: @unchecked Sendable {
         let sequence = nextSequence
         nextSequence += 1
         let entry = LoggedPacket(sequence: sequence, content: content)
-        slots.append(Slot(sequence: sequence, packet: entry, location: nil, bytes: bytes, endSample: entry.endSampleTime))
+        slots.append(Slot(
+            sequence: sequence, packet: entry, location: nil, bytes: bytes, endSample: entry.endSampleTime,
+            appendedAt: MonotonicClock.nanoseconds()
+        ))
         heldBytes += bytes
         appendedBytesTotal += Int64(bytes)
         appendedEnd = max(appendedEnd, entry.endSampleTime)
@@ -366,9 +382,12 @@ public final class PacketLog: @unchecked Sendable {
     }
 
     /// Releases every entry up to and including `sequence`: the receiver holds them durably.
-    /// Stale acknowledgements (at or below an earlier one) change nothing.
+    /// Stale acknowledgements (at or below an earlier one) release nothing, but count as the
+    /// receiver's latest report of its position (`Progress.lastAcknowledgementAt`).
     public func acknowledge(through sequence: UInt64) {
+        let now = MonotonicClock.nanoseconds()
         let released: UInt64? = condition.withLock {
+            lastAcknowledgedAt = now
             guard sequence > acknowledged else { return nil }
             acknowledged = min(sequence, nextSequence - 1)
             while head < slots.count, slots[head].sequence <= acknowledged {
@@ -433,7 +452,8 @@ public final class PacketLog: @unchecked Sendable {
     /// The highest acknowledged sequence (0 before any).
     public var acknowledgedSequence: UInt64 { condition.withLock { acknowledged } }
 
-    /// Where the stream stands, for the status line: what was appended and what acknowledged.
+    /// Where the stream stands, for the status line: what was appended and what acknowledged, and
+    /// when (for telling whether acknowledgements are overdue).
     public struct Progress: Sendable, Equatable {
         /// Bytes of audio appended in this run.
         public var appendedBytes: Int64
@@ -443,13 +463,21 @@ public final class PacketLog: @unchecked Sendable {
         public var acknowledgedEndSampleTime: Int64
         /// Bytes kept (in memory or the spool) until the receiver acknowledges them.
         public var unacknowledgedBytes: Int
+        /// When the receiver last reported its durable position (an acknowledgement, or the resume
+        /// point of a handshake), in `MonotonicClock` nanoseconds; `nil` before the first report.
+        public var lastAcknowledgementAt: UInt64?
+        /// When the oldest entry not yet acknowledged was appended, in `MonotonicClock`
+        /// nanoseconds; `nil` when every entry is acknowledged.
+        public var oldestUnacknowledgedAppendedAt: UInt64?
     }
 
     /// The figures of `Progress`, read together.
     public var progress: Progress {
         condition.withLock {
             Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
-                     acknowledgedEndSampleTime: acknowledgedEnd, unacknowledgedBytes: heldBytes)
+                     acknowledgedEndSampleTime: acknowledgedEnd, unacknowledgedBytes: heldBytes,
+                     lastAcknowledgementAt: lastAcknowledgedAt,
+                     oldestUnacknowledgedAppendedAt: head < slots.count ? slots[head].appendedAt : nil)
         }
     }
     /// The highest sequence appended (0 before any).

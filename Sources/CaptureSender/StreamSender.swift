@@ -169,6 +169,7 @@ public final class StreamSender: Sendable {
         let log = self.log
         let logger = self.logger
         let control = self.control
+        let sampleRate = description.format.sampleRate
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -189,9 +190,13 @@ public final class StreamSender: Sendable {
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(
                             hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger,
-                            security: security, onAccepted: {
-                                control.fileName = $0.fileName
+                            security: security, onAccepted: { accepted in
+                                let before = control.link
+                                control.fileName = accepted.fileName
                                 control.link = .streaming
+                                if before == .reconnecting {
+                                    Self.logReconnected(accepted, sampleRate: sampleRate, log: log, logger: logger, configuration: configuration)
+                                }
                             }),
                     ])
                 }
@@ -220,6 +225,19 @@ public final class StreamSender: Sendable {
         control.setChannel(nil)
         try? channel.close().wait()
         return outcome
+    }
+
+    /// The notice that a connection after a lost (or failed) one was accepted: where the stream
+    /// resumes (file, second and sequence) and how much is still to deliver.
+    private static func logReconnected(
+        _ accepted: Capture_V1_HelloAccepted, sampleRate: Double, log: PacketLog, logger: Logger, configuration: SenderConfiguration
+    ) {
+        let second = sampleRate > 0 ? Double(accepted.nextSampleTime) / sampleRate : 0
+        logger.notice(accepted.resumed ? "reconnected; the stream resumes in the same file" : "reconnected; the receiver writes the stream into a new file", metadata: [
+            "receiver": "\(configuration.host):\(configuration.port)", "file": "\(accepted.fileName)",
+            "from-second": "\(String(format: "%.3f", second))", "next-sequence": "\(accepted.nextSequence)",
+            "unacknowledged-bytes": "\(log.unacknowledgedBytes)",
+        ])
     }
 
     private func makeHello() -> Capture_V1_Hello {

@@ -11,12 +11,16 @@ public struct SpoolError: Error, Equatable, Sendable, CustomStringConvertible {
     init(_ error: DurableFileError) { description = "spool: \(error.description)" }
 }
 
-/// What a stream's spool must remember to deliver the stream after a restart: its identity and
-/// the handshake's description. Stored as `meta.json` in the stream's spool folder.
+/// What a stream's spool must remember to deliver the stream after a restart: its identity, the
+/// receiver it belongs to and the handshake's description. Stored as `meta.json` in the stream's
+/// spool folder. Version 1 (before destinations) has no `destination`: such a stream is delivered
+/// only where the user names it (`capture-send spool deliver ID --to HOST:PORT`).
 public struct SpoolMeta: Codable, Sendable, Equatable {
-    public var version = 1
+    public var version = 2
     public var streamID: UUID
     public var streamName: String
+    /// The receiver the stream belongs to; nil in spools written before version 2.
+    public var destination: SpoolDestination?
     public var sampleRate: Double
     public var formatID: UInt32
     public var formatFlags: UInt32
@@ -30,9 +34,10 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     /// UTC time of sample 0, seconds since 1970.
     public var startTime: Double
 
-    public init(streamID: UUID, streamName: String, description: StreamDescription) {
+    public init(streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription) {
         self.streamID = streamID
         self.streamName = streamName
+        self.destination = destination
         let format = description.format
         sampleRate = format.sampleRate
         formatID = format.formatID.rawValue
@@ -75,14 +80,23 @@ public struct SpoolContents: Sendable {
     public var acknowledged: UInt64
     /// The sample index just past the last entry in the spool (acknowledged or not); 0 when none.
     public var endOfLastEntry: Int64
+    /// Whether the spool ever held captured audio or the receiver acknowledged anything of the
+    /// stream. When false (only gaps, or nothing: the run ended or died before its first buffer)
+    /// there is nothing to deliver and the stream must never become a file.
+    public var holdsCapturedAudio: Bool
 }
 
 /// One stream's disk spool: a folder `<root>/<stream-uuid>/` holding `meta.json`, a `lock` file
-/// (flock'ed by the process that owns the stream), an `acked` file (the highest acknowledged
-/// sequence, 8 bytes big-endian) and segment files `seg-<first sequence, 20 digits>.spool` of
-/// records (see `SpoolRecord`: UInt32 body length, `RecordChecksum` of the body, body). Segments roll
-/// over at `segmentBytes`; the whole folder is deleted once the receiver confirmed the end of the
-/// stream.
+/// (flock'ed by the process that owns the stream, which writes its pid into it), an `acked` file
+/// (the highest acknowledged sequence, 8 bytes big-endian), a `last-error` file (the last delivery
+/// error, if any) and segment files `seg-<first sequence, 20 digits>.spool` of records (see
+/// `SpoolRecord`: UInt32 body length, `RecordChecksum` of the body, body). Segments roll over at
+/// `segmentBytes`; the whole folder is deleted once the receiver confirmed the end of the stream.
+///
+/// A new stream's folder appears only with its first record: it is built as
+/// `<root>/.<stream-uuid>.partial` (lock taken, `meta.json` written) and renamed into place, so a
+/// capture-send that dies before it captured anything leaves nothing behind, and a folder with a
+/// stream id for a name always has its `meta.json` and its owner's lock.
 ///
 /// A segment whose entries are all acknowledged is not deleted but renamed `spare.spool` (one at
 /// most; further ones are deleted), and the next segment is that file renamed again and written over
@@ -93,7 +107,7 @@ public struct SpoolContents: Sendable {
 ///
 /// Thread-safe: appends come from the log's spool queue, reads from the network's event loop.
 public final class StreamSpool: @unchecked Sendable {
-    /// The stream's spool folder.
+    /// The stream's spool folder (it exists once the first record is written).
     public let directory: String
     /// The stream's identity and description.
     public let meta: SpoolMeta
@@ -101,14 +115,15 @@ public final class StreamSpool: @unchecked Sendable {
     public let segmentBytes: Int64
 
     private let lock = NSLock()
-    private let lockFile: DurableFile
+    /// The folder's flock'ed `lock` file; nil until the folder exists (and for a read-only look).
+    private var lockFile: DurableFile?
     private var segments: [(first: UInt64, file: DurableFile, length: Int64)] = []
     /// An acknowledged segment kept open for reuse as the next one.
     private var spare: DurableFile?
     private var ackedFile: DurableFile?
     private var diskBytes: Int64 = 0
 
-    private init(directory: String, meta: SpoolMeta, lockFile: DurableFile, segmentBytes: Int64) {
+    private init(directory: String, meta: SpoolMeta, lockFile: DurableFile?, segmentBytes: Int64) {
         self.directory = directory
         self.meta = meta
         self.lockFile = lockFile
@@ -126,49 +141,172 @@ public final class StreamSpool: @unchecked Sendable {
         return (home as NSString).appendingPathComponent(".local/state/capture-send/spool")
     }
 
-    /// Creates the spool folder of a new stream under `root`, locked by this process.
+    /// The spool of a new stream under `root`. The root must be a folder this process can write
+    /// (it is created if missing); the stream's own folder appears with its first record.
     public static func create(root: String, meta: SpoolMeta, segmentBytes: Int64 = 16 << 20) throws(SpoolError) -> StreamSpool {
-        let directory = (root as NSString).appendingPathComponent(meta.streamID.uuidString.lowercased())
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         } catch {
-            throw SpoolError("cannot create the spool folder \(directory): \(SystemErrorText.describe(error)); choose another with --spool DIR")
+            throw SpoolError("cannot create the spool folder \(root): \(SystemErrorText.describe(error)); choose another with --spool DIR")
+        }
+        guard access(root, W_OK | X_OK) == 0 else {
+            throw SpoolError("cannot write in the spool folder \(root): permission denied; choose another with --spool DIR")
+        }
+        let directory = (root as NSString).appendingPathComponent(meta.streamID.uuidString.lowercased())
+        return StreamSpool(directory: directory, meta: meta, lockFile: nil, segmentBytes: segmentBytes)
+    }
+
+    /// Whether the stream's folder exists (a record was written).
+    public var exists: Bool { lock.withLock { lockFile != nil } }
+
+    /// Builds the stream's folder (see the type's comment); called under `lock` before the first record.
+    private func publish() throws(DurableFileError) {
+        let root = (directory as NSString).deletingLastPathComponent
+        let staging = Self.partialPath(root: root, streamID: meta.streamID)
+        guard mkdir(staging, 0o700) == 0 || errno == EEXIST else { throw DurableFileError(operation: "creating", path: staging, code: errno) }
+        let file = try DurableFile.open(path: (staging as NSString).appendingPathComponent("lock"), create: true)
+        guard file.tryLock() else {
+            file.close()
+            throw DurableFileError(operation: "locking", path: staging, code: EWOULDBLOCK)
         }
         do throws(DurableFileError) {
-            let lockFile = try DurableFile.open(path: (directory as NSString).appendingPathComponent("lock"), create: true)
-            guard lockFile.tryLock() else { throw DurableFileError(operation: "locking", path: directory, code: EWOULDBLOCK) }
+            try Self.writeOwner(file)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            guard let json = try? encoder.encode(meta) else { throw DurableFileError(operation: "encoding", path: directory, code: EINVAL) }
-            try DurableFile.replaceAtomically(path: (directory as NSString).appendingPathComponent("meta.json"), with: Array(json))
+            guard let json = try? encoder.encode(meta) else { throw DurableFileError(operation: "encoding", path: staging, code: EINVAL) }
+            try DurableFile.replaceAtomically(path: (staging as NSString).appendingPathComponent("meta.json"), with: Array(json))
+            guard rename(staging, directory) == 0 else { throw DurableFileError(operation: "renaming", path: staging, code: errno) }
             try DurableFile.synchronizeDirectory(root)
-            return StreamSpool(directory: directory, meta: meta, lockFile: lockFile, segmentBytes: segmentBytes)
         } catch {
+            file.close()
+            try? FileManager.default.removeItem(atPath: staging)
+            throw error
+        }
+        lockFile = file
+    }
+
+    private static func partialPath(root: String, streamID: UUID) -> String {
+        (root as NSString).appendingPathComponent(".\(streamID.uuidString.lowercased()).partial")
+    }
+
+    /// Writes "pid N" into a lock file this process holds, so that `spool list` can say who has it.
+    private static func writeOwner(_ file: DurableFile) throws(DurableFileError) {
+        try file.truncate(to: 0)
+        try file.write(Array("pid \(getpid())\n".utf8), at: 0)
+    }
+
+    /// How claiming an earlier stream's folder went.
+    public enum Claim: Sendable {
+        /// This process holds the stream now (until `release()`, `removeAll()` or its exit).
+        case claimed(StreamSpool)
+        /// A running capture-send holds it ("pid N", as its lock file says).
+        case inUse(owner: String)
+        /// The folder holds no stream (any more): it was delivered or discarded meanwhile.
+        case gone
+    }
+
+    /// Claims an earlier stream's spool folder under its exclusive lock, so that no other process
+    /// can deliver or discard it meanwhile. The stream's description is read after the lock is
+    /// taken: a folder that was removed while the lock was awaited is `.gone`.
+    public static func claim(directory: String) throws(SpoolError) -> Claim {
+        let lockPath = (directory as NSString).appendingPathComponent("lock")
+        let metaPath = (directory as NSString).appendingPathComponent("meta.json")
+        let file: DurableFile
+        do throws(DurableFileError) {
+            guard FileManager.default.fileExists(atPath: metaPath) else { return .gone }
+            file = try DurableFile.open(path: lockPath, create: true)
+        } catch {
+            if error.code == ENOENT { return .gone }
             throw SpoolError(error)
         }
+        guard file.tryLock() else {
+            let owner = ownerText(file)
+            file.close()
+            return .inUse(owner: owner)
+        }
+        guard let data = FileManager.default.contents(atPath: metaPath) else {
+            file.close()
+            return .gone
+        }
+        guard let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data) else {
+            file.close()
+            throw SpoolError("spool: cannot read the stream description \(metaPath); the folder is left as it is")
+        }
+        try? writeOwner(file)
+        return .claimed(StreamSpool(directory: directory, meta: meta, lockFile: file, segmentBytes: 16 << 20))
     }
 
     /// Opens an earlier stream's spool folder for delivery. Returns nil when another running
     /// capture-send owns it (its lock is taken) or it holds no stream.
     public static func openEarlier(directory: String) throws(SpoolError) -> StreamSpool? {
+        if case .claimed(let spool) = try claim(directory: directory) { return spool }
+        return nil
+    }
+
+    private static func ownerText(_ file: DurableFile) -> String {
+        let bytes = (try? file.read(count: 64, at: 0)) ?? []
+        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? "another capture-send" : text
+    }
+
+    /// Who holds the stream folder's lock now ("pid N"), or nil when nobody does. Takes the lock
+    /// for an instant to find out.
+    public static func owner(directory: String) -> String? {
+        guard let file = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("lock"), create: false) else { return nil }
+        defer { file.close() }
+        return file.tryLock() ? nil : ownerText(file)
+    }
+
+    /// Reads an earlier stream's folder without claiming it (for `spool list`); nil when it holds
+    /// no readable stream description.
+    public static func inspect(directory: String) -> StreamSpool? {
         let metaPath = (directory as NSString).appendingPathComponent("meta.json")
-        guard let data = FileManager.default.contents(atPath: metaPath) else { return nil }
-        do throws(DurableFileError) {
-            let lockFile = try DurableFile.open(path: (directory as NSString).appendingPathComponent("lock"), create: true)
-            guard lockFile.tryLock() else { return nil }
-            guard let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data) else {
-                throw DurableFileError(operation: "reading the stream description", path: metaPath, code: EINVAL)
-            }
-            return StreamSpool(directory: directory, meta: meta, lockFile: lockFile, segmentBytes: 16 << 20)
-        } catch {
-            throw SpoolError(error)
-        }
+        guard let data = FileManager.default.contents(atPath: metaPath),
+            let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data)
+        else { return nil }
+        return StreamSpool(directory: directory, meta: meta, lockFile: nil, segmentBytes: 16 << 20)
     }
 
     /// The stream folders under `root` (each may hold an earlier stream).
     public static func streamDirectories(root: String) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
         return names.filter { UUID(uuidString: $0) != nil }.sorted().map { (root as NSString).appendingPathComponent($0) }
+    }
+
+    /// Removes the half-built folders (`.<stream-uuid>.partial`) of runs that died while creating
+    /// their stream's folder; they never held a record. Folders still locked are left alone.
+    public static func removeAbandonedPartials(root: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".partial") {
+            let path = (root as NSString).appendingPathComponent(name)
+            if let file = try? DurableFile.open(path: (path as NSString).appendingPathComponent("lock"), create: false) {
+                defer { file.close() }
+                guard file.tryLock() else { continue }
+            } else {
+                // No lock yet: a run may be building it this very moment; leave it a minute.
+                let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate]) as? Date
+                guard let modified, modified.timeIntervalSinceNow < -60 else { continue }
+            }
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    // MARK: - Last delivery error
+
+    /// Records why the last delivery attempt failed (`last-error`, shown by `spool list`), when the
+    /// stream's folder exists.
+    public func recordDeliveryError(_ message: String, at time: Date = Date()) {
+        guard exists else { return }
+        let formatter = ISO8601DateFormatter()
+        let line = "\(formatter.string(from: time)) \(message.replacingOccurrences(of: "\n", with: " "))\n"
+        try? DurableFile.replaceAtomically(path: (directory as NSString).appendingPathComponent("last-error"), with: Array(line.utf8))
+    }
+
+    /// The last delivery error recorded in a stream folder ("<UTC time> <message>"), if any.
+    public static func lastDeliveryError(directory: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: (directory as NSString).appendingPathComponent("last-error")) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
     }
 
     /// Bytes the spool's live segments take on disk.
@@ -179,8 +317,10 @@ public final class StreamSpool: @unchecked Sendable {
         try append(record: .entry(entry), sequence: entry.sequence)
     }
 
-    /// Records the end of the stream after `lastSequence`.
+    /// Records the end of the stream after `lastSequence`. A stream that never spooled an entry
+    /// has nothing to deliver later: its end is not recorded and no folder appears.
     public func appendEnd(_ end: StreamEnd, lastSequence: UInt64) throws(SpoolError) {
+        guard exists else { return }
         _ = try append(record: .end(end, lastSequence: lastSequence), sequence: lastSequence + 1)
     }
 
@@ -189,6 +329,7 @@ public final class StreamSpool: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         do throws(DurableFileError) {
+            if lockFile == nil { try publish() }
             if segments.isEmpty || segments[segments.count - 1].length >= segmentBytes {
                 segments.append((sequence, try newSegment(first: sequence), 0))
             }
@@ -255,6 +396,7 @@ public final class StreamSpool: @unchecked Sendable {
     /// entries are all acknowledged (never the segment being written), keeping one as the spare.
     public func acknowledge(through sequence: UInt64) {
         lock.withLock {
+            guard lockFile != nil else { return }
             var value = BinaryRecordWriter()
             value.append(sequence)
             if ackedFile == nil { ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
@@ -281,6 +423,7 @@ public final class StreamSpool: @unchecked Sendable {
         var entries: [(sequence: UInt64, location: SpoolLocation, bytes: Int)] = []
         var end: StreamEnd?
         var endOfLastEntry: Int64 = 0
+        var sawAudio = false
         lock.lock()
         defer { lock.unlock() }
         do throws(DurableFileError) {
@@ -303,6 +446,7 @@ public final class StreamSpool: @unchecked Sendable {
                     case .entry(let entry):
                         guard entry.sequence == expected else { break records }
                         expected += 1
+                        if case .audio = entry.content { sawAudio = true }
                         endOfLastEntry = entry.endSampleTime
                         if let last = entries.last, entry.sequence != last.sequence + 1 { break }
                         entries.append((entry.sequence, SpoolLocation(segment: first, offset: Int64(offset), length: size), entry.byteCount))
@@ -319,7 +463,9 @@ public final class StreamSpool: @unchecked Sendable {
             throw SpoolError(error)
         }
         entries.removeAll { $0.sequence <= acknowledged }
-        return SpoolContents(entries: entries, end: end, acknowledged: acknowledged, endOfLastEntry: endOfLastEntry)
+        return SpoolContents(
+            entries: entries, end: end, acknowledged: acknowledged, endOfLastEntry: endOfLastEntry,
+            holdsCapturedAudio: sawAudio || acknowledged > 0)
     }
 
     /// Parses framed records until the end or the first torn or damaged one.
@@ -346,8 +492,10 @@ public final class StreamSpool: @unchecked Sendable {
             spare?.close()
             spare = nil
             ackedFile?.close()
+            ackedFile = nil
+            lockFile?.close()
+            lockFile = nil
         }
-        lockFile.close()
     }
 
     /// Deletes the stream's spool folder: the receiver confirmed the whole stream.
@@ -358,9 +506,12 @@ public final class StreamSpool: @unchecked Sendable {
             spare?.close()
             spare = nil
             ackedFile?.close()
+            ackedFile = nil
             diskBytes = 0
+            // Removed while still locked, so that no other process claims a half-removed folder.
+            if lockFile != nil { try? FileManager.default.removeItem(atPath: directory) }
+            lockFile?.close()
+            lockFile = nil
         }
-        try? FileManager.default.removeItem(atPath: directory)
-        lockFile.close()
     }
 }

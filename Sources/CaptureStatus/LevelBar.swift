@@ -1,6 +1,7 @@
 /// Draws a level as a horizontal bar of `cells` characters: full cells `▇`, one partial cell whose
 /// height shows the remainder (`▁`…`▆`), and `-` for the rest. The scale is linear in dB from
-/// `floorDBFS` (empty) to 0 dBFS (full).
+/// `floorDBFS` (empty) to 0 dBFS (full). A held peak above the level shows as `|` in the cell where
+/// it falls, as a peak-hold marker does on a hardware meter.
 public struct LevelBar: Sendable, Equatable {
     /// Characters in the bar.
     public var cells: Int
@@ -15,16 +16,34 @@ public struct LevelBar: Sendable, Equatable {
     private static let full: Character = "▇"
     private static let partials: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆"]
     private static let empty: Character = "-"
+    /// The peak-hold marker.
+    public static let holdMarker: Character = "|"
 
-    /// The bar for a level in dBFS (`-infinity` for silence).
-    public func render(dBFS level: Double) -> String {
+    /// The bar for a level in dBFS (`-infinity` for silence), with a marker for `heldDBFS` when
+    /// that falls in a cell the level leaves empty.
+    public func render(dBFS level: Double, heldDBFS: Double? = nil) -> String {
         guard cells > 0 else { return "" }
-        let fraction: Double
-        if level.isNaN || level <= floorDBFS {
-            fraction = 0
-        } else {
-            fraction = min(1, (level - floorDBFS) / -floorDBFS)
+        let shown = fraction(level)
+        var bar = render(fraction: shown)
+        if let heldDBFS {
+            let held = fraction(heldDBFS)
+            let cell = min(cells - 1, Int(held * Double(cells)))
+            let drawn = bar.filter { $0 != Self.empty }.count
+            if held > shown, cell >= drawn {
+                let index = bar.index(bar.startIndex, offsetBy: cell)
+                bar.replaceSubrange(index...index, with: String(Self.holdMarker))
+            }
         }
+        return bar
+    }
+
+    /// Where `level` falls between the floor (0) and full scale (1).
+    private func fraction(_ level: Double) -> Double {
+        if level.isNaN || level <= floorDBFS { return 0 }
+        return min(1, (level - floorDBFS) / -floorDBFS)
+    }
+
+    private func render(fraction: Double) -> String {
         let filled = fraction * Double(cells)
         let fullCells = min(cells, Int(filled))
         var bar = String(repeating: Self.full, count: fullCells)

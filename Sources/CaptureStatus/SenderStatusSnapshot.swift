@@ -1,8 +1,8 @@
 import CaptureCore
 
 /// What the sender's status line shows at one moment, read from the running pipeline: the capture
-/// levels since the last snapshot, the link, how much audio was captured and acknowledged, the spool
-/// backlog, the bit rate and the capture overruns.
+/// levels (as a `PeakHoldMeter` shows them), the link, whether acknowledgements are overdue, how much
+/// audio was captured and acknowledged, the spool backlog, the bit rate and the capture overruns.
 public struct SenderStatusSnapshot: Sendable, Equatable {
     /// The state of the connection to the receiver.
     public enum LinkState: String, Sendable, Equatable, CaseIterable {
@@ -16,11 +16,17 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
         case finished
     }
 
-    /// Per-channel peak and RMS since the previous snapshot (`LevelMeter.take()`); `nil` when the
-    /// format cannot be metered (no PCM) or nothing was measured yet.
+    /// Per-channel peak and RMS of the most recent audio (see `PeakHoldMeter`); `nil` when the
+    /// format cannot be metered (no PCM).
     public var levels: LevelMeter.Reading?
+    /// The held peak of each channel in dBFS, drawn as a marker in the terminal's bars; empty for
+    /// no markers.
+    public var heldPeaksDBFS: [Double]
     /// The connection's state.
     public var link: LinkState
+    /// While streaming, the seconds the receiver has not acknowledged audio waiting for it, once
+    /// that is overdue (see `AcknowledgementWatch`); `nil` when acknowledgements come as they should.
+    public var secondsWithoutAcknowledgement: Double?
     /// Whether the connection is (or will be) protected by TLS.
     public var usesTLS: Bool
     /// Seconds of audio captured since the stream began.
@@ -37,12 +43,15 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     public var overruns: Int
 
     public init(
-        levels: LevelMeter.Reading? = nil, link: LinkState = .connecting, usesTLS: Bool = false,
+        levels: LevelMeter.Reading? = nil, heldPeaksDBFS: [Double] = [], link: LinkState = .connecting,
+        secondsWithoutAcknowledgement: Double? = nil, usesTLS: Bool = false,
         secondsCaptured: Double = 0, secondsAcknowledged: Double = 0, backlogBytes: Int = 0,
         backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0
     ) {
         self.levels = levels
+        self.heldPeaksDBFS = heldPeaksDBFS
         self.link = link
+        self.secondsWithoutAcknowledgement = secondsWithoutAcknowledgement
         self.usesTLS = usesTLS
         self.secondsCaptured = secondsCaptured
         self.secondsAcknowledged = secondsAcknowledged
@@ -53,6 +62,19 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     }
 
     /// The link as shown: `connecting`, `streaming`, `reconnecting` or `finished`, with `+TLS` when
-    /// the link uses TLS.
-    public var linkDescription: String { usesTLS ? "\(link.rawValue)+TLS" : link.rawValue }
+    /// the link uses TLS; `no ack for N s` (whole seconds) instead while acknowledgements are overdue.
+    public var linkDescription: String { linkDescription(showingTLS: true) }
+
+    /// The link as shown, with or without the `+TLS` mark.
+    public func linkDescription(showingTLS: Bool) -> String {
+        if let waited = secondsWithoutAcknowledgement {
+            return "no ack for \(Self.wholeSeconds(waited)) s"
+        }
+        return usesTLS && showingTLS ? "\(link.rawValue)+TLS" : link.rawValue
+    }
+
+    /// Whole seconds, rounded down (0 for anything not a positive number).
+    static func wholeSeconds(_ seconds: Double) -> Int {
+        seconds.isFinite && seconds > 0 ? Int(seconds.rounded(.down)) : 0
+    }
 }

@@ -6,7 +6,9 @@ import Darwin
 #endif
 
 /// Shows the sender's status while it runs: on a terminal, one line redrawn about 10 times a second;
-/// otherwise (a log, a pipe, journald) a plain `key=value` line every `interval`; nothing when quiet.
+/// otherwise (a log, a pipe, journald) a plain `key=value` line every `interval`, or a JSON object a
+/// line with `--log-format json`; nothing when quiet. Everything goes through a `StatusConsole`,
+/// which the log lines share.
 ///
 /// The reporter only reads: `snapshot` is called on the reporter's own queue at each tick and must
 /// return the pipeline's current figures (and may take the level meter's reading).
@@ -15,18 +17,22 @@ public final class StatusReporter: @unchecked Sendable {
     public enum Mode: Sendable, Equatable {
         /// Redraw one line in place every `refresh`.
         case terminal(refresh: Duration)
-        /// Write a plain line every `interval`.
+        /// Write a plain `key=value` line every `interval`.
         case plain(interval: Duration)
+        /// Write a JSON object a line every `interval`.
+        case json(interval: Duration)
         /// Write nothing.
         case quiet
 
         /// The terminal redraw period: 10 times a second.
         public static let terminalRefresh = Duration.milliseconds(100)
 
-        /// The mode the sender's flags ask for: nothing with `--quiet`, else a redrawn line on a
-        /// terminal, else plain lines every `--status-interval` seconds.
-        public static func choose(isTerminal: Bool, interval: Duration, quiet: Bool) -> Mode {
+        /// The mode the sender's flags ask for: nothing with `--quiet`; JSON lines every
+        /// `--status-interval` seconds with `--log-format json` (a terminal too: the stream then
+        /// holds nothing but JSON lines); else a redrawn line on a terminal, else plain lines.
+        public static func choose(isTerminal: Bool, interval: Duration, quiet: Bool, json: Bool = false) -> Mode {
             if quiet { return .quiet }
+            if json { return .json(interval: interval) }
             return isTerminal ? .terminal(refresh: terminalRefresh) : .plain(interval: interval)
         }
     }
@@ -35,18 +41,42 @@ public final class StatusReporter: @unchecked Sendable {
     public let mode: Mode
     private let snapshot: @Sendable () -> SenderStatusSnapshot
     private let width: @Sendable () -> Int
-    private let write: @Sendable (String) -> Void
+    private let console: StatusConsole
     private let scheduler: any StatusScheduler
     private let renderer: StatusLineRenderer
+    private let logger: String
     private let lock = NSLock()
     private var schedule: (any StatusSchedule)?
-    private var drewTerminalLine = false
+    // `outputLock` orders ticks and the final line, so a tick still running when `stop()` is
+    // called cannot redraw the status line after its end.
+    private let outputLock = NSLock()
+    private var stopped = false
 
-    /// A reporter that writes through `write`.
+    /// A reporter that writes through `console`.
     /// - Parameters:
     ///   - width: the terminal's width, asked at every redraw (a resized terminal is followed).
     ///   - scheduler: the timer; tests pass a manual one.
+    ///   - logger: the `logger` field of JSON lines.
     public init(
+        mode: Mode,
+        snapshot: @escaping @Sendable () -> SenderStatusSnapshot,
+        width: @escaping @Sendable () -> Int = { 80 },
+        console: StatusConsole,
+        scheduler: any StatusScheduler = DispatchStatusScheduler(),
+        renderer: StatusLineRenderer = StatusLineRenderer(),
+        logger: String = "capture-send"
+    ) {
+        self.mode = mode
+        self.snapshot = snapshot
+        self.width = width
+        self.console = console
+        self.scheduler = scheduler
+        self.renderer = renderer
+        self.logger = logger
+    }
+
+    /// A reporter with a console of its own that writes through `write`.
+    public convenience init(
         mode: Mode,
         snapshot: @escaping @Sendable () -> SenderStatusSnapshot,
         width: @escaping @Sendable () -> Int = { 80 },
@@ -54,26 +84,18 @@ public final class StatusReporter: @unchecked Sendable {
         scheduler: any StatusScheduler = DispatchStatusScheduler(),
         renderer: StatusLineRenderer = StatusLineRenderer()
     ) {
-        self.mode = mode
-        self.snapshot = snapshot
-        self.width = width
-        self.write = write
-        self.scheduler = scheduler
-        self.renderer = renderer
+        self.init(mode: mode, snapshot: snapshot, width: width, console: StatusConsole(write: write), scheduler: scheduler, renderer: renderer)
     }
 
-    /// A reporter on standard error: terminal style when it is a terminal, plain lines every
-    /// `interval` otherwise, nothing when `quiet`.
+    /// A reporter on standard error, through `console`: terminal style when standard error is a
+    /// terminal, plain (or JSON) lines every `interval` otherwise, nothing when `quiet`.
     public static func standardError(
-        interval: Duration, quiet: Bool, snapshot: @escaping @Sendable () -> SenderStatusSnapshot
+        console: StatusConsole, interval: Duration, quiet: Bool, json: Bool,
+        snapshot: @escaping @Sendable () -> SenderStatusSnapshot
     ) -> StatusReporter {
         let descriptor = STDERR_FILENO
-        let mode = Mode.choose(isTerminal: TerminalQuery.isTerminal(descriptor), interval: interval, quiet: quiet)
-        return StatusReporter(
-            mode: mode, snapshot: snapshot,
-            width: { TerminalQuery.columns(descriptor) },
-            write: { text in FileDescriptorWriter.writeAll(text, to: descriptor) }
-        )
+        let mode = Mode.choose(isTerminal: TerminalQuery.isTerminal(descriptor), interval: interval, quiet: quiet, json: json)
+        return StatusReporter(mode: mode, snapshot: snapshot, width: { TerminalQuery.columns(descriptor) }, console: console)
     }
 
     /// Starts the periodic output (once; later calls do nothing).
@@ -82,7 +104,7 @@ public final class StatusReporter: @unchecked Sendable {
         switch mode {
         case .quiet: return
         case .terminal(let refresh): period = refresh
-        case .plain(let interval): period = interval
+        case .plain(let interval), .json(let interval): period = interval
         }
         lock.lock()
         defer { lock.unlock() }
@@ -93,29 +115,37 @@ public final class StatusReporter: @unchecked Sendable {
     /// Stops the output. On a terminal, the last line is drawn once more and ended with a newline,
     /// so what follows starts on a fresh line.
     public func stop() {
-        lock.lock()
-        let running = schedule
-        schedule = nil
-        let endLine = drewTerminalLine
-        drewTerminalLine = false
-        lock.unlock()
+        let running: (any StatusSchedule)? = lock.withLock {
+            defer { schedule = nil }
+            return schedule
+        }
         running?.cancel()
-        if case .terminal = mode, endLine {
-            write(renderer.terminalRedraw(snapshot(), width: lineWidth()) + "\n")
+        outputLock.withLock {
+            stopped = true
+            if case .terminal = mode {
+                console.endStatus(renderer.terminalLine(snapshot(), width: lineWidth()))
+            }
         }
     }
 
-    /// Writes one status line now, as a tick does.
+    /// Writes one status line now, as a tick does (nothing once stopped).
     public func tick() {
+        outputLock.withLock {
+            guard !stopped else { return }
+            writeStatus()
+        }
+    }
+
+    private func writeStatus() {
         switch mode {
         case .quiet:
             return
         case .terminal:
-            let text = renderer.terminalRedraw(snapshot(), width: lineWidth())
-            lock.withLock { drewTerminalLine = true }
-            write(text)
+            console.drawStatus(renderer.terminalLine(snapshot(), width: lineWidth()))
         case .plain:
-            write(renderer.plainLine(snapshot()) + "\n")
+            console.writeLine(renderer.plainLine(snapshot()))
+        case .json:
+            console.writeLine(renderer.jsonLine(snapshot(), time: Date(), logger: logger))
         }
     }
 
@@ -125,27 +155,5 @@ public final class StatusReporter: @unchecked Sendable {
 
     deinit {
         schedule?.cancel()
-    }
-}
-
-/// Writes text to a file descriptor, retrying short writes and interruptions.
-enum FileDescriptorWriter {
-    private static func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int {
-        write(descriptor, bytes, count)
-    }
-
-    static func writeAll(_ text: String, to descriptor: Int32) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
-            if written > 0 {
-                offset += written
-            } else if written < 0, errno == EINTR {
-                continue
-            } else {
-                return
-            }
-        }
     }
 }

@@ -35,8 +35,9 @@ struct CaptureSend: ParsableCommand {
             --stop-timeout seconds; a second SIGINT or SIGTERM, or that timeout, stops delivering at once: \
             the audio the receiver has not acknowledged stays in the spool, one line says where and how \
             much, and capture-send exits 3. Other failures exit 1. Lost connections are re-established \
-            and the stream resumed; audio earlier runs left in the spool is delivered too. See \
-            docs/DURABILITY.md.
+            and the stream resumed; audio earlier runs left in the spool for this same receiver is \
+            delivered too. The streams in the spool: capture-send spool list | deliver | discard (see \
+            capture-send spool --help). See docs/DURABILITY.md.
             """
     )
 
@@ -188,7 +189,9 @@ struct CaptureSend: ParsableCommand {
             return
         }
         guard let receiver else { throw CLIError("name the receiver as HOST:PORT") }
-        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel)
+        // Log lines and the status line share standard error through one console (docs/DESIGN.md).
+        let console = StatusConsole.standardError()
+        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel, output: console.writeLine)
         let (audioSource, cancelReopening) = try makeSource(logger: logger)
         let encoder = try makeEncoder(for: audioSource.format)
         let name = streamName ?? ProcessInfo.processInfo.hostName
@@ -196,8 +199,10 @@ struct CaptureSend: ParsableCommand {
         let description = StreamDescription(
             format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date()
         )
+        let destination = try security.destination(for: receiver)
         let log = try delivery.makeLog(
-            streamID: streamID, streamName: name, description: description, producerIsRealTime: audioSource.isRealTime, logger: logger)
+            streamID: streamID, streamName: name, destination: destination, description: description,
+            producerIsRealTime: audioSource.isRealTime, logger: logger)
         let pipeline: CapturePipeline
         do {
             pipeline = try CapturePipeline(
@@ -214,12 +219,12 @@ struct CaptureSend: ParsableCommand {
         delivery.apply(to: &configuration)
         configuration.tls = try security.tlsConfiguration()
         configuration.authToken = try security.authToken(logger: logger)
-        let earlier = delivery.spoolRoot.map { EarlierStreams(root: $0, excluding: streamID, template: configuration, logger: logger) }
+        let earlier = delivery.spoolRoot.map { EarlierStreams(root: $0, excluding: streamID, destination: destination, template: configuration, logger: logger) }
         logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(pipeline.outputFormat)"])
         let sender = StreamSender(configuration: configuration, description: description, log: log, logger: logger)
 
         let outputRate = pipeline.outputFormat.sampleRate
-        let destination = receiver.description
+        let receiverAddress = receiver.description
         let stop = StopController(
             stopTimeout: stopTimeout, logger: logger,
             stopCapture: {
@@ -231,9 +236,12 @@ struct CaptureSend: ParsableCommand {
                 earlier?.abandon()
             },
             leftoverLine: { reason in
-                Self.leftoverLine(reason: reason, log: log, outputRate: outputRate, destination: destination)
+                Self.leftoverLine(reason: reason, log: log, outputRate: outputRate, receiver: receiverAddress)
             },
-            writeFinalLine: { [logFormat] line in FinalLine.write(line, format: logFormat, label: "capture-send") }
+            writeFinalLine: { [logFormat] line in
+                // Through the console: the watchdog may write it while the status line is drawn.
+                console.writeFinalLine(FinalLine.render(line, format: logFormat, label: "capture-send", time: Date()))
+            }
         )
         stop.start()
         do {
@@ -246,9 +254,7 @@ struct CaptureSend: ParsableCommand {
             captureOutcome.set(pipeline.waitAndFinish())
         }
         let figures = StatusFigures(pipeline: pipeline, log: log, sender: sender, inputRate: audioSource.format.sampleRate)
-        let status = StatusReporter.standardError(interval: .milliseconds(Int64(statusOptions.statusInterval * 1000)), quiet: statusOptions.quiet) {
-            figures.snapshot()
-        }
+        let status = statusOptions.makeReporter(console: console, logFormat: logFormat) { figures.snapshot() }
         status.start()
         let result = sender.run()
         if case .success = result { stop.delivered() } else { stop.finished() }
@@ -284,21 +290,25 @@ struct CaptureSend: ParsableCommand {
                 throw CLIError("\(earlierFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(earlierFailures.joined(separator: "; "))")
             }
         case .failure(let error):
-            let kept = log.spool.map { "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send runs with this spool" } ?? ""
+            log.spool?.recordDeliveryError(error.description)
+            let kept = log.spool.flatMap { $0.exists ? "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send sends to \(receiver) with this spool, or by capture-send spool deliver" : nil } ?? ""
             throw CLIError(error.description + kept)
         }
     }
 
     /// The one line a run that stopped delivering early ends with: why, how much audio the receiver
     /// has not acknowledged, and where it is (or that it is lost, with --no-spool).
-    static func leftoverLine(reason: SenderStopSequence.AbandonReason, log: PacketLog, outputRate: Double, destination: String) -> String {
+    static func leftoverLine(reason: SenderStopSequence.AbandonReason, log: PacketLog, outputRate: Double, receiver: String) -> String {
         let progress = log.progress
         let seconds = Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / outputRate
         let amount = "\(String(format: "%.1f", seconds)) s of audio (\(progress.unacknowledgedBytes) bytes) not acknowledged by the receiver"
         guard let spool = log.spool else {
             return "delivery stopped by \(reason): \(amount) is lost, because --no-spool keeps it in memory only"
         }
-        return "delivery stopped by \(reason): \(amount) stays in the spool at \(spool.directory); the next capture-send run for \(destination) with this spool delivers it"
+        guard spool.exists else {
+            return "delivery stopped by \(reason): no captured audio was waiting for the receiver, so nothing stays in the spool"
+        }
+        return "delivery stopped by \(reason): \(amount) stays in the spool at \(spool.directory); the next capture-send run for \(receiver) with this spool delivers it, or capture-send spool deliver"
     }
 
     /// The source, and for `--reopen` a way to stop its retries (on SIGINT).

@@ -9,7 +9,7 @@ import NIOCore
 /// capture-send's options for getting every packet delivered (see docs/DURABILITY.md).
 struct DeliveryOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Folder for the disk spool: every packet stays there until the receiver acknowledges it, and a restarted capture-send delivers what earlier runs left (default: $XDG_STATE_HOME/capture-send/spool or ~/.local/state/capture-send/spool).",
+        "Folder for the disk spool: every packet stays there until the receiver acknowledges it, and a restarted capture-send delivers what earlier runs left for the same receiver (default: $XDG_STATE_HOME/capture-send/spool or ~/.local/state/capture-send/spool).",
         valueName: "DIR"))
     var spool: String?
 
@@ -65,15 +65,16 @@ struct DeliveryOptions: ParsableArguments {
         configuration.heartbeatInterval = .milliseconds(Int64(max(0.25, idleTimeout / 4) * 1_000))
     }
 
-    /// The packet log of a new stream: spooled to disk unless --no-spool, overflowing into a CAF
+    /// The packet log of a new stream bound to `destination`: spooled to disk unless --no-spool, overflowing into a CAF
     /// file beside the spool (or in the current folder with --no-spool) when full.
     func makeLog(
-        streamID: UUID, streamName: String, description: StreamDescription, producerIsRealTime: Bool, logger: Logger
+        streamID: UUID, streamName: String, destination: SpoolDestination, description: StreamDescription, producerIsRealTime: Bool,
+        logger: Logger
     ) throws(CLIError) -> PacketLog {
         var spool: StreamSpool?
         if let spoolRoot {
             do throws(SpoolError) {
-                spool = try StreamSpool.create(root: spoolRoot, meta: SpoolMeta(streamID: streamID, streamName: streamName, description: description))
+                spool = try StreamSpool.create(root: spoolRoot, meta: SpoolMeta(streamID: streamID, streamName: streamName, destination: destination, description: description))
             } catch {
                 throw CLIError(error.description)
             }

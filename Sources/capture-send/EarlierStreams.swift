@@ -3,75 +3,62 @@ import Foundation
 import Logging
 
 /// Delivers the streams that earlier runs of capture-send left in the spool (killed, or stopped
-/// before the receiver had everything), each on a thread of its own, to the receiver named on the
-/// command line, while the new stream records. A delivered stream's spool folder is removed.
-final class EarlierStreams: @unchecked Sendable {
-    private let lock = NSLock()
-    private var senders: [StreamSender] = []
-    private var threads: [Thread] = []
-    private var failures: [String] = []
-    private let finished = DispatchGroup()
+/// before the receiver had everything) and that belong to this run's destination (the same
+/// HOST:PORT as given and the same TLS identity), each on a thread of its own, while the new stream
+/// records. Streams of other receivers, and of spools too old to say, are left for their own runs
+/// or `capture-send spool deliver`. A delivered stream's spool folder is removed.
+final class EarlierStreams: Sendable {
+    private let deliveries = SpooledStreamDeliveries()
 
-    /// Starts delivering every earlier stream under `root` that no running capture-send owns.
-    init(root: String, excluding current: UUID, template: SenderConfiguration, logger: Logger) {
+    /// Starts delivering every earlier stream under `root` that belongs to `destination` and that
+    /// no running capture-send owns.
+    init(root: String, excluding current: UUID, destination: SpoolDestination, template: SenderConfiguration, logger: Logger) {
+        StreamSpool.removeAbandonedPartials(root: root)
+        var others = 0
+        var unknown: [String] = []
         for directory in StreamSpool.streamDirectories(root: root) where !directory.hasSuffix(current.uuidString.lowercased()) {
-            let spool: StreamSpool?
+            guard let meta = StreamSpool.inspect(directory: directory)?.meta else { continue }
+            switch SpooledStreams.ownership(of: meta, for: destination) {
+            case .other:
+                others += 1
+                continue
+            case .unknown:
+                unknown.append(meta.streamID.uuidString.lowercased())
+                continue
+            case .own:
+                break
+            }
+            let claim: SpooledStreams.Claim
             do throws(SpoolError) {
-                spool = try StreamSpool.openEarlier(directory: directory)
+                claim = try SpooledStreams.claim(directory: directory)
             } catch {
                 logger.error("cannot read an earlier stream's spool; it is left as it is", metadata: ["folder": "\(directory)", "error": "\(error)"])
                 continue
             }
-            guard let spool else { continue }
-            let log: PacketLog
-            do throws(SpoolError) {
-                log = try PacketLog(recovering: spool)
-            } catch {
-                logger.error("cannot read an earlier stream's spool; it is left as it is", metadata: ["folder": "\(directory)", "error": "\(error)"])
+            switch claim {
+            case .gone, .inUse:
                 continue
+            case .removedEmpty(let meta):
+                logger.notice("an earlier stream held no captured audio; removed from the spool without delivering it", metadata: [
+                    "stream": "\(meta.streamID.uuidString.lowercased())", "folder": "\(directory)", "pid": "\(getpid())",
+                ])
+            case .ready(let spool, let log):
+                deliveries.start(spool: spool, log: log, configuration: template, logger: logger)
             }
-            if log.lastSequence == 0 {
-                // Killed before its first packet: nothing to deliver.
-                log.removeSpool()
-                continue
-            }
-            var configuration = template
-            configuration.streamID = spool.meta.streamID
-            configuration.streamName = spool.meta.streamName
-            var streamLogger = logger
-            streamLogger[metadataKey: "earlier-stream"] = "\(spool.meta.streamID)"
-            streamLogger.notice("delivering audio an earlier run left in the spool", metadata: [
-                "stream": "\(spool.meta.streamName)", "messages": "\(log.lastSequence - log.acknowledgedSequence)",
-                "bytes": "\(log.unacknowledgedBytes)",
+        }
+        if others > 0 {
+            logger.notice("earlier streams for other receivers stay in the spool (see capture-send spool list)", metadata: ["streams": "\(others)"])
+        }
+        if !unknown.isEmpty {
+            logger.notice("earlier streams without a recorded receiver stay in the spool; send each with capture-send spool deliver ID --to HOST:PORT", metadata: [
+                "streams": "\(unknown.joined(separator: ","))",
             ])
-            let sender = StreamSender(configuration: configuration, description: spool.meta.streamDescription, log: log, logger: streamLogger)
-            senders.append(sender)
-            finished.enter()
-            let reporter = streamLogger
-            let thread = Thread { [self] in
-                switch sender.run() {
-                case .success(let summary):
-                    log.removeSpool()
-                    reporter.notice("earlier stream delivered; removed from the spool", metadata: ["file": "\(summary.fileName)"])
-                case .failure(let error):
-                    reporter.error("an earlier stream could not be delivered; it stays in the spool for the next run", metadata: [
-                        "folder": "\(directory)", "error": "\(error)",
-                    ])
-                    lock.withLock { failures.append("\(directory): \(error)") }
-                }
-                finished.leave()
-            }
-            threads.append(thread)
-            thread.start()
         }
     }
 
     /// Stops every delivery (their audio stays in the spool).
-    func abandon() { senders.forEach { $0.abandon() } }
+    func abandon() { deliveries.abandon() }
 
     /// Waits until every earlier stream is delivered or has failed; returns the failures.
-    func wait() -> [String] {
-        finished.wait()
-        return lock.withLock { failures }
-    }
+    func wait() -> [String] { deliveries.wait() }
 }

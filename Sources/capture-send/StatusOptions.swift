@@ -1,8 +1,10 @@
 import ArgumentParser
+import CaptureCLISupport
+import CaptureStatus
 
 /// `--status-interval` and `--quiet`: the live status line.
 struct StatusOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("When standard error is not a terminal, write a plain status line every this many seconds (on a terminal the line is redrawn about 10 times a second).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("When standard error is not a terminal, or with --log-format json, write a status line (plain key=value, or JSON) every this many seconds; on a terminal the line is redrawn about 10 times a second.", valueName: "SECONDS"))
     var statusInterval = 10.0
 
     @Flag(name: .long, help: "No status line at all.")
@@ -12,5 +14,15 @@ struct StatusOptions: ParsableArguments {
         guard statusInterval > 0, statusInterval.isFinite else {
             throw ValidationError("--status-interval must be a number of seconds above 0")
         }
+    }
+
+    /// The status reporter on standard error, writing through `console` (which the log lines share).
+    func makeReporter(
+        console: StatusConsole, logFormat: LogFormat, snapshot: @escaping @Sendable () -> SenderStatusSnapshot
+    ) -> StatusReporter {
+        StatusReporter.standardError(
+            console: console, interval: .milliseconds(Int64(statusInterval * 1000)), quiet: quiet,
+            json: logFormat == .json, snapshot: snapshot
+        )
     }
 }

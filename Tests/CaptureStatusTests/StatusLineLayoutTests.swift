@@ -1,5 +1,6 @@
 import CaptureCore
 import CaptureStatus
+import Foundation
 import XCTest
 
 /// The status line's fields, their formats, and how the terminal line fits the terminal's width.
@@ -26,7 +27,7 @@ final class StatusLineLayoutTests: XCTestCase {
         let line = renderer.plainLine(try busySnapshot())
         XCTAssertEqual(
             line,
-            "status link=reconnecting tls=yes captured_s=754.26 acked_s=741.04 backlog_bytes=2539520 backlog_s=13.20 bitrate_bps=1536000 overruns=2 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no"
+            "status link=reconnecting tls=yes captured_s=754.26 acked_s=741.04 backlog_bytes=2539520 backlog_s=13.20 bitrate_bps=1536000 overruns=2 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0"
         )
         let keys = line.split(separator: " ").dropFirst().map { $0.split(separator: "=")[0] }
         let idle = renderer.plainLine(SenderStatusSnapshot())
@@ -51,30 +52,116 @@ final class StatusLineLayoutTests: XCTestCase {
         XCTAssertTrue(narrower.hasPrefix("L ▇▇▇▇▇▃  -6.0/ -9.0 dB       R ▇▇▇▇▇▃ "), narrower)
         XCTAssertTrue(narrower.hasSuffix("│ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"), narrower)
 
-        // The order in which fields go: bars shrink, then spool bytes, bars, bit rate, acknowledged.
-        let widths = (40...200).reversed().map { renderer.terminalLine(snapshot, width: $0) }
-        func firstWidthWithout(_ text: String) -> Int? {
-            widths.first { !$0.contains(text) }.map(\.count)
+        // The order in which things go as the width shrinks: the spool's bytes, the bit rate and
+        // the captured seconds while the meters shrink (bars, then RMS, then the per-channel
+        // peaks), then the meters, the overruns and the TLS mark. Link, acknowledged seconds and
+        // backlog stay to the end.
+        func firstWidthWithout(_ text: String) -> Int {
+            (1...200).reversed().first { !renderer.terminalLine(snapshot, width: $0).contains(text) } ?? 0
         }
-        let lost = ["2.4 MiB", "▇", "1.54 Mb/s", "ack 741.0s", "spool 13.2s"].map { firstWidthWithout($0) ?? 0 }
-        XCTAssertEqual(lost, lost.sorted(by: >), "fields dropped out of order: \(lost)")
+        let order = ["2.4 MiB", "1.54 Mb/s", "cap 754.3s", "▇▇▇▇", "/ -9.0", "  R ", "-6.0", "xruns 2", "+TLS", "ack 741.0s"]
+        let lost = order.map(firstWidthWithout)
+        XCTAssertEqual(lost, lost.sorted(by: >), "fields dropped out of order: \(Array(zip(order, lost)))")
+        XCTAssertEqual(Set(lost).count, lost.count, "one step at a time: \(Array(zip(order, lost)))")
 
-        // The narrowest layout keeps the levels, the link and the captured seconds; narrower still is cut.
-        XCTAssertEqual(renderer.terminalLine(snapshot, width: 60), "L  -6.0/ -9.0  R  -6.0/ -9.0 │ reconnecting+TLS │ cap 754.3s")
-        XCTAssertEqual(renderer.terminalLine(snapshot, width: 59), "L  -6.0/ -9.0  R  -6.0/ -9.0 │ reconnecting+TLS │ cap 754.3")
+        // The narrowest layouts keep the link, the acknowledged seconds and the backlog, down to
+        // whole seconds; narrower still is cut.
+        XCTAssertEqual(renderer.terminalLine(snapshot, width: 43), "reconnecting+TLS │ ack 741.0s │ spool 13.2s")
+        XCTAssertEqual(renderer.terminalLine(snapshot, width: 42), "reconnecting │ ack 741.0s │ spool 13.2s")
+        XCTAssertEqual(renderer.terminalLine(snapshot, width: 38), "reconnecting │ ack 741s │ spool 13s")
+        XCTAssertEqual(renderer.terminalLine(snapshot, width: 34), "reconnecting │ ack 741s │ spool 13")
     }
 
-    func testEightyColumnsKeepLevelsLinkProgressSpoolAndOverrunsOfAStereoStream() throws {
-        let snapshot = SenderStatusSnapshot(
-            levels: try measureTone(levelDBFS: -6, sample: .s16, frames: 4_800), link: .streaming,
+    /// A streaming snapshot of a steady −12 dBFS tone on `channels` channels.
+    private func streamingSnapshot(channels: Int) throws -> SenderStatusSnapshot {
+        SenderStatusSnapshot(
+            levels: try measureTone(levelDBFS: -12, sample: .s16, channels: channels, frames: 4_800), link: .streaming,
             secondsCaptured: 62.5, secondsAcknowledged: 62.3, backlogBytes: 38_400, backlogSeconds: 0.2,
             bitsPerSecond: 1_536_000, overruns: 0
         )
-        XCTAssertEqual(renderer.terminalLine(snapshot, width: 79), "L  -6.0/ -9.0  R  -6.0/ -9.0 │ streaming │ cap 62.5s │ spool 0.2s │ xruns 0")
-        // A mono stream has room for the acknowledged seconds too.
-        var mono = snapshot
-        mono.levels = try measureTone(levelDBFS: -6, sample: .s16, channels: 1, frames: 4_800)
-        XCTAssertEqual(renderer.terminalLine(mono, width: 79), "M  -6.0/ -9.0 │ streaming │ cap 62.5s ack 62.3s │ spool 0.2s │ xruns 0")
+    }
+
+    func testEightyColumnsShowLinkAcknowledgedAndBacklogWhateverTheChannels() throws {
+        // An 80-column terminal gets 79-column lines (the last column is left free).
+        let expected = [
+            1: "M ▇▇▇▇▆- -12.0/-15.0 │ streaming │ cap 62.5s ack 62.3s │ spool 0.2s │ xruns 0",
+            2: "L -12.0/-15.0  R -12.0/-15.0 │ streaming │ ack 62.3s │ spool 0.2s │ xruns 0",
+            6: "▆▆▆▆▆▆ -12.0 │ streaming │ cap 62.5s ack 62.3s │ spool 0.2s 37.5 KiB │ xruns 0",
+        ]
+        for (channels, line) in expected.sorted(by: { $0.key < $1.key }) {
+            XCTAssertEqual(renderer.terminalLine(try streamingSnapshot(channels: channels), width: 79), line, "\(channels) channels")
+        }
+    }
+
+    func testFortyColumnsShowLinkAcknowledgedAndBacklogWhateverTheChannels() throws {
+        for channels in [1, 2, 6] {
+            XCTAssertEqual(
+                renderer.terminalLine(try streamingSnapshot(channels: channels), width: 39), "streaming │ ack 62.3s │ spool 0.2s",
+                "\(channels) channels"
+            )
+        }
+        var hung = try streamingSnapshot(channels: 6)
+        hung.secondsWithoutAcknowledgement = 12.5
+        hung.secondsAcknowledged = 3_600
+        hung.backlogSeconds = 12.25
+        XCTAssertEqual(renderer.terminalLine(hung, width: 39), "no ack for 12 s │ ack 3600s │ spool 12s")
+    }
+
+    func testEveryWidthKeepsTheLinkWhileItFits() throws {
+        for channels in [1, 2, 6] {
+            var snapshot = try streamingSnapshot(channels: channels)
+            snapshot.secondsWithoutAcknowledgement = 4
+            for width in 15...220 {
+                let line = renderer.terminalLine(snapshot, width: width)
+                XCTAssertLessThanOrEqual(line.count, width)
+                XCTAssertTrue(line.contains("no ack for 4 s"), "\(channels) channels, width \(width): \(line)")
+                if width >= 39 {
+                    XCTAssertTrue(line.contains("ack 62") && line.contains("spool 0"), "\(channels) channels, width \(width): \(line)")
+                }
+            }
+        }
+    }
+
+    func testHeldPeaksShowAsMarkersInTheBars() throws {
+        var snapshot = try streamingSnapshot(channels: 2)
+        snapshot.heldPeaksDBFS = [-3, -12]
+        let line = renderer.terminalLine(snapshot, width: 200)
+        XCTAssertTrue(line.hasPrefix("L ▇▇▇▇▇▇▇▇-| -12.0/-15.0 dB       R ▇▇▇▇▇▇▇▇-- -12.0/-15.0 dB      │ streaming"), line)
+    }
+
+    func testJSONLineHoldsThePlainLinesKeysAndValues() throws {
+        var snapshot = try busySnapshot()
+        snapshot.levels = measureSamples([[0.5, 0.0], [-0.5, 0.0]], sample: .s16)
+        snapshot.secondsWithoutAcknowledgement = 5.5
+        let line = renderer.jsonLine(snapshot, time: Date(timeIntervalSince1970: 1_795_000_000.25), logger: "capture-send")
+        XCTAssertFalse(line.contains("\n"))
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], line)
+        XCTAssertEqual(object["time"] as? String, "2026-11-18T11:06:40.250Z")
+        XCTAssertEqual(object["level"] as? String, "info")
+        XCTAssertEqual(object["logger"] as? String, "capture-send")
+        XCTAssertEqual(object["message"] as? String, "status")
+        XCTAssertEqual(object["link"] as? String, "reconnecting")
+        XCTAssertEqual(object["tls"] as? Bool, true)
+        XCTAssertEqual(object["captured_s"] as? Double, 754.26)
+        XCTAssertEqual(object["acked_s"] as? Double, 741.04)
+        XCTAssertEqual(object["backlog_bytes"] as? Int, 2_539_520)
+        XCTAssertEqual(object["backlog_s"] as? Double, 13.2)
+        XCTAssertEqual(object["bitrate_bps"] as? Int, 1_536_000)
+        XCTAssertEqual(object["overruns"] as? Int, 2)
+        XCTAssertEqual(object["no_ack_s"] as? Int, 5)
+        let peaks = try XCTUnwrap(object["peak_dbfs"] as? [Any])
+        XCTAssertEqual(peaks.count, 2)
+        XCTAssertEqual(peaks[0] as? Double, -6.0)
+        XCTAssertTrue(peaks[1] is NSNull, "silence (−∞) is null")
+        XCTAssertEqual(object["clipped"] as? [Bool], [false, false])
+        // The keys in the plain line's order, after the log line's own.
+        let plainKeys = renderer.plainLine(snapshot).split(separator: " ").dropFirst().map { String($0.split(separator: "=")[0]) }
+        let keyPattern = try NSRegularExpression(pattern: #""([a-z_]+)":"#)
+        let jsonKeys = keyPattern.matches(in: line, range: NSRange(line.startIndex..., in: line)).compactMap { Range($0.range(at: 1), in: line).map { String(line[$0]) } }
+        XCTAssertEqual(jsonKeys, ["time", "level", "logger", "message"] + plainKeys)
+
+        let idle = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(SenderStatusSnapshot(), time: Date(), logger: "x").utf8)) as? [String: Any])
+        XCTAssertTrue(idle["peak_dbfs"] is NSNull)
     }
 
     func testRedrawReturnsToLineStartAndClearsTheRest() throws {

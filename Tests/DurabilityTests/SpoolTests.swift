@@ -20,7 +20,7 @@ final class SpoolTests: XCTestCase {
     }
 
     private func meta(_ id: UUID = UUID()) -> SpoolMeta {
-        SpoolMeta(streamID: id, streamName: "test", description: StreamDescription(
+        SpoolMeta(streamID: id, streamName: "test", destination: SpoolDestination(address: "127.0.0.1:7373"), description: StreamDescription(
             format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)))
     }
 

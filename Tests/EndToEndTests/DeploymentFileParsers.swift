@@ -32,6 +32,70 @@ enum DeploymentFiles {
         return try jsonStringArray(String(line.dropFirst("CMD ".count)))
     }
 
+    /// The exec-form command of the Dockerfile's `HEALTHCHECK ... CMD [...]`.
+    static func dockerfileHealthCheck(_ dockerfile: String) throws -> [String]? {
+        guard let line = logicalLines(dockerfile).first(where: { $0.hasPrefix("HEALTHCHECK ") }),
+              let command = line.range(of: " CMD ") else { return nil }
+        return try jsonStringArray(String(line[command.upperBound...]))
+    }
+
+    /// The Dockerfile's `COPY SOURCE DESTINATION` lines from the build context (not `--from=`).
+    static func dockerfileCopies(_ dockerfile: String) -> [(source: String, destination: String)] {
+        logicalLines(dockerfile).compactMap { line in
+            let words = line.split(separator: " ").map(String.init)
+            guard words.count == 3, words[0] == "COPY", !words[1].hasPrefix("--") else { return nil }
+            return (words[1], words[2])
+        }
+    }
+
+    /// Each compose service's `volumes:` entries (`- SOURCE:TARGET` lines), by service name.
+    static func composeVolumes(_ yaml: String) -> [String: [String]] {
+        var volumes: [String: [String]] = [:]
+        var service: String?
+        var inVolumes = false
+        for line in serviceLines(yaml) {
+            let indent = line.prefix { $0 == " " }.count
+            let content = line.trimmingCharacters(in: .whitespaces)
+            if indent == 2, content.hasSuffix(":") {
+                service = String(content.dropLast())
+                inVolumes = false
+            } else if indent == 4 {
+                inVolumes = content == "volumes:"
+            } else if inVolumes, indent == 6, content.hasPrefix("- "), let service {
+                volumes[service, default: []].append(String(content.dropFirst(2)).trimmingCharacters(in: CharacterSet(charactersIn: "\"' ")))
+            }
+        }
+        return volumes
+    }
+
+    /// Each compose service's scalar `key: value` (directly under the service), by service name.
+    static func composeValues(_ yaml: String, key: String) -> [String: String] {
+        var values: [String: String] = [:]
+        var service: String?
+        for line in serviceLines(yaml) {
+            let indent = line.prefix { $0 == " " }.count
+            let content = line.trimmingCharacters(in: .whitespaces)
+            if indent == 2, content.hasSuffix(":") {
+                service = String(content.dropLast())
+            } else if indent == 4, content.hasPrefix("\(key):"), let service {
+                values[service] = content.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return values
+    }
+
+    /// The lines of the top-level `services:` block, comments dropped.
+    private static func serviceLines(_ yaml: String) -> [String] {
+        var lines: [String] = []
+        var inServices = false
+        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if line.hasPrefix("services:") { inServices = true; continue }
+            if !line.hasPrefix(" "), !line.isEmpty, !line.hasPrefix("#") { inServices = false }
+            if inServices, !line.trimmingCharacters(in: .whitespaces).hasPrefix("#"), !line.isEmpty { lines.append(line) }
+        }
+        return lines
+    }
+
     /// The shell commands of every `RUN`, split at `&&`.
     static func dockerfileRunCommands(_ dockerfile: String) -> [String] {
         logicalLines(dockerfile).filter { $0.hasPrefix("RUN ") }.flatMap { line in
@@ -86,7 +150,12 @@ enum DeploymentFiles {
 }
 
 /// A systemd unit file: its `Key=value` settings, and `ExecStart=` split into words as systemd does
-/// (quotes, `${VAR}` as one word, `$VAR` split at spaces, `%H` and `%%` specifiers).
+/// (quotes, `${VAR}` as one word, `$VAR` split at spaces into as many words, none when empty).
+///
+/// Specifiers, as systemd expands them for a system service (`man systemd.unit`, "Specifiers"):
+/// `%H` the host name (the test passes its own), `%S` the state directory root `/var/lib`
+/// (StateDirectory= folders are `%S/NAME`), `%%` a percent sign. Any other specifier is an error
+/// here, so a unit cannot start using one the tests would pass on unexpanded.
 struct SystemdUnit {
     private(set) var settings: [(key: String, value: String)] = []
 
@@ -119,8 +188,7 @@ struct SystemdUnit {
         while let first = line.first, "-@+!:".contains(first) { line.removeFirst() }
         var result: [String] = []
         for word in try Self.words(line) {
-            var expanded = word.text.replacingOccurrences(of: "%%", with: "\u{0}").replacingOccurrences(of: "%H", with: hostName)
-            expanded = expanded.replacingOccurrences(of: "\u{0}", with: "%")
+            var expanded = try Self.expandSpecifiers(word.text, hostName: hostName)
             if !word.quoted, expanded.hasPrefix("$"), !expanded.hasPrefix("${") {
                 let name = String(expanded.dropFirst())
                 guard let value = environment[name] else { throw TestFailure("$\(name) is not set") }
@@ -133,6 +201,25 @@ struct SystemdUnit {
                 expanded.replaceSubrange(start.lowerBound...end, with: value)
             }
             result.append(expanded)
+        }
+        return result
+    }
+
+    /// The specifiers systemd expands for a system service, by letter.
+    static func specifiers(hostName: String) -> [Character: String] {
+        ["H": hostName, "S": "/var/lib", "%": "%"]
+    }
+
+    private static func expandSpecifiers(_ text: String, hostName: String) throws -> String {
+        let known = specifiers(hostName: hostName)
+        var result = ""
+        var iterator = text.makeIterator()
+        while let character = iterator.next() {
+            guard character == "%" else { result.append(character); continue }
+            guard let letter = iterator.next(), let value = known[letter] else {
+                throw TestFailure("unsupported specifier in \(text): add it to SystemdUnit.specifiers as systemd expands it")
+            }
+            result += value
         }
         return result
     }

@@ -11,7 +11,7 @@ import XCTest
 final class OpusEndToEndTests: XCTestCase {
     func testTwoToneOpusStreamDecodesToTheSourceWithTheRightLength() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("opus-e2e-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Unprivileged.makeDirectory(directory)
         defer { try? FileManager.default.removeItem(at: directory) }
 
         // 3.3 s of 440 Hz + 1000 Hz at 48 kHz stereo: not a whole number of 20 ms frames.

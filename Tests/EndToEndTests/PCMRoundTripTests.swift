@@ -24,7 +24,7 @@ final class PCMRoundTripTests: XCTestCase {
 
     override func setUpWithError() throws {
         workDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: workDirectory, withIntermediateDirectories: true)
+        try Unprivileged.makeDirectory(workDirectory)
     }
 
     override func tearDownWithError() throws {

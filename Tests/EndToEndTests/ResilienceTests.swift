@@ -17,7 +17,7 @@ final class ResilienceTests: XCTestCase {
 
     override func setUpWithError() throws {
         work = FileManager.default.temporaryDirectory.appendingPathComponent("resilience-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        try Unprivileged.makeDirectory(work)
     }
 
     override func tearDownWithError() throws {
@@ -206,8 +206,10 @@ final class ResilienceTests: XCTestCase {
         XCTAssertGreaterThan(spooledEnd, bytesAtStall / 4 + 24_000, "the spool holds at least half a second the receiver did not have")
         proxy.mode = .pass
 
+        // The earlier stream belongs to the receiver it was sent to (here the proxy's address): the
+        // restarted run names the same one.
         let restarted = try runSender([
-            receiver.address, "--source", "tone", "--duration", "0.5", "--no-pace", "--stream-name", "after-restart",
+            "127.0.0.1:\(proxy.port)", "--source", "tone", "--duration", "0.5", "--no-pace", "--stream-name", "after-restart",
         ] + Resilience.senderOptions(spool: spool()))
         XCTAssertEqual(restarted.status, 0, restarted.stderr)
         XCTAssertTrue(restarted.stderr.contains("earlier stream delivered"), restarted.stderr)

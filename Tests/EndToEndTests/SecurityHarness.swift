@@ -15,7 +15,7 @@ final class SecurityFixtures {
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("security-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Unprivileged.makeDirectory(directory)
     }
 
     deinit {

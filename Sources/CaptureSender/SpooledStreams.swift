@@ -1,0 +1,168 @@
+import CaptureCore
+import Foundation
+import Logging
+
+/// One stream waiting in a spool root, as `capture-send spool list` shows it.
+public struct SpooledStreamSummary: Sendable, Equatable {
+    /// The stream's folder.
+    public var directory: String
+    /// The stream's id (its folder's name).
+    public var streamID: UUID
+    /// The stream's name.
+    public var streamName: String
+    /// The receiver it belongs to; nil for spools written before destinations were recorded.
+    public var destination: SpoolDestination?
+    /// When sample 0 was captured.
+    public var startTime: Date
+    /// Seconds of audio from sample 0 to the end of the last spooled entry.
+    public var capturedSeconds: Double
+    /// Bytes of audio the receiver has not acknowledged.
+    public var unacknowledgedBytes: Int
+    /// Whether the spool holds captured audio at all (see `SpoolContents.holdsCapturedAudio`).
+    public var holdsCapturedAudio: Bool
+    /// "pid N" while a running capture-send holds the stream (records or delivers it).
+    public var owner: String?
+    /// The last delivery error ("<UTC time> <message>"), if any.
+    public var lastError: String?
+}
+
+/// The streams of a spool root: listing them, deciding which a run may deliver, and claiming one
+/// under its exclusive lock so that two processes never deliver (or discard) the same stream.
+public enum SpooledStreams {
+    /// Every stream under `root`, oldest first.
+    public static func list(root: String) -> [SpooledStreamSummary] {
+        var result: [SpooledStreamSummary] = []
+        for directory in StreamSpool.streamDirectories(root: root) {
+            guard let spool = StreamSpool.inspect(directory: directory) else { continue }
+            defer { spool.release() }
+            let contents = try? spool.contents()
+            let meta = spool.meta
+            result.append(SpooledStreamSummary(
+                directory: directory, streamID: meta.streamID, streamName: meta.streamName, destination: meta.destination,
+                startTime: Date(timeIntervalSince1970: meta.startTime),
+                capturedSeconds: meta.sampleRate > 0 ? Double(contents?.endOfLastEntry ?? 0) / meta.sampleRate : 0,
+                unacknowledgedBytes: contents?.entries.reduce(0) { $0 + $1.bytes } ?? 0,
+                holdsCapturedAudio: contents?.holdsCapturedAudio ?? true,
+                owner: StreamSpool.owner(directory: directory),
+                lastError: StreamSpool.lastDeliveryError(directory: directory)))
+        }
+        return result.sorted { ($0.startTime, $0.streamID.uuidString) < ($1.startTime, $1.streamID.uuidString) }
+    }
+
+    /// How an earlier stream relates to the receiver a run sends to.
+    public enum Ownership: Sendable, Equatable {
+        /// The stream belongs to this destination (same address as given, same TLS identity).
+        case own
+        /// It belongs to another receiver (or the same address verified another way).
+        case other
+        /// Its spool predates destinations: only `spool deliver ID --to HOST:PORT` sends it.
+        case unknown
+    }
+
+    /// Whether a stream whose spool says `meta` may be delivered by a run sending to `destination`.
+    public static func ownership(of meta: SpoolMeta, for destination: SpoolDestination) -> Ownership {
+        guard let own = meta.destination else { return .unknown }
+        return own == destination ? .own : .other
+    }
+
+    /// The result of claiming an earlier stream for delivery.
+    public enum Claim {
+        /// Claimed and read back: ready to deliver with `log`; `spool` is locked by this process.
+        case ready(spool: StreamSpool, log: PacketLog)
+        /// It held no captured audio (its run ended or died before its first buffer): its folder
+        /// was removed, and nothing is delivered.
+        case removedEmpty(SpoolMeta)
+        /// A running capture-send holds it ("pid N").
+        case inUse(owner: String)
+        /// It was delivered or discarded meanwhile.
+        case gone
+    }
+
+    /// Claims the stream in `directory` under its lock and reads it back. A stream without captured
+    /// audio is removed at once instead.
+    public static func claim(directory: String) throws(SpoolError) -> Claim {
+        switch try StreamSpool.claim(directory: directory) {
+        case .gone: return .gone
+        case .inUse(let owner): return .inUse(owner: owner)
+        case .claimed(let spool):
+            let log: PacketLog
+            do throws(SpoolError) {
+                log = try PacketLog(recovering: spool)
+            } catch {
+                spool.release()
+                throw error
+            }
+            if !log.holdsCapturedAudio {
+                log.removeSpool()
+                return .removedEmpty(spool.meta)
+            }
+            return .ready(spool: spool, log: log)
+        }
+    }
+}
+
+/// Delivers claimed earlier streams, each on a thread and connection of its own, to the receiver
+/// in its configuration; a delivered stream's folder is removed, a failed one keeps its folder with
+/// the error in `last-error` and is released for a later attempt.
+public final class SpooledStreamDeliveries: @unchecked Sendable {
+    private let lock = NSLock()
+    private var senders: [StreamSender] = []
+    private var failures: [String] = []
+    private var outcomes: [(streamID: UUID, error: String?)] = []
+    private let finished = DispatchGroup()
+
+    public init() {}
+
+    /// Starts delivering a claimed stream. `configuration` names its receiver and credentials; its
+    /// stream id and name are taken from the spool.
+    public func start(spool: StreamSpool, log: PacketLog, configuration template: SenderConfiguration, logger: Logger) {
+        var configuration = template
+        configuration.streamID = spool.meta.streamID
+        configuration.streamName = spool.meta.streamName
+        var streamLogger = logger
+        streamLogger[metadataKey: "earlier-stream"] = "\(spool.meta.streamID.uuidString.lowercased())"
+        streamLogger.notice("delivering audio an earlier run left in the spool", metadata: [
+            "stream": "\(spool.meta.streamName)", "messages": "\(log.lastSequence - log.acknowledgedSequence)",
+            "bytes": "\(log.unacknowledgedBytes)", "receiver": "\(spool.meta.destination?.description ?? "\(configuration.host):\(configuration.port)")",
+            "pid": "\(getpid())",
+        ])
+        let sender = StreamSender(configuration: configuration, description: spool.meta.streamDescription, log: log, logger: streamLogger)
+        lock.withLock { senders.append(sender) }
+        finished.enter()
+        let reporter = streamLogger
+        let directory = spool.directory
+        let thread = Thread { [self] in
+            switch sender.run() {
+            case .success(let summary):
+                log.removeSpool()
+                lock.withLock { outcomes.append((spool.meta.streamID, nil)) }
+                reporter.notice("earlier stream delivered; removed from the spool", metadata: ["file": "\(summary.fileName)", "pid": "\(getpid())"])
+            case .failure(let error):
+                spool.recordDeliveryError(error.description)
+                log.flushSpool()
+                spool.release()
+                reporter.error("an earlier stream could not be delivered; it stays in the spool", metadata: [
+                    "folder": "\(directory)", "error": "\(error)",
+                ])
+                lock.withLock {
+                    failures.append("\(directory): \(error)")
+                    outcomes.append((spool.meta.streamID, error.description))
+                }
+            }
+            finished.leave()
+        }
+        thread.start()
+    }
+
+    /// Stops every delivery (their audio stays in the spool).
+    public func abandon() { lock.withLock { senders }.forEach { $0.abandon() } }
+
+    /// Waits until every started delivery succeeded or failed; returns the failures.
+    public func wait() -> [String] {
+        finished.wait()
+        return lock.withLock { failures }
+    }
+
+    /// How each finished delivery went: nil for delivered, else the error.
+    public var results: [(streamID: UUID, error: String?)] { lock.withLock { outcomes } }
+}

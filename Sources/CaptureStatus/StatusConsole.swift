@@ -1,0 +1,105 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The one owner of the sender's standard error: log lines and the status line both go through it,
+/// so that they never land on one another.
+///
+/// On a terminal the status line is redrawn in place (carriage return, the line, clear to end of
+/// line) and stays the last line on screen. A log line written meanwhile clears the status line,
+/// takes its place with a newline after it, and the status line is drawn again under it — in one
+/// write, so nothing can come between. Off a terminal nothing is redrawn and log lines are simply
+/// written, one a line.
+public final class StatusConsole: @unchecked Sendable {
+    // `lock` guards `statusLine` and orders every write.
+    private let lock = NSLock()
+    private let write: @Sendable (String) -> Void
+    private var statusLine: String?
+    private var closed = false
+
+    /// A console writing through `write` (each call gets text to write as is).
+    public init(write: @escaping @Sendable (String) -> Void) {
+        self.write = write
+    }
+
+    /// The console on standard error.
+    public static func standardError() -> StatusConsole {
+        StatusConsole { text in FileDescriptorWriter.writeAll(text, to: STDERR_FILENO) }
+    }
+
+    /// Writes `line` (without its newline) as a line of its own, above the status line if one is
+    /// drawn, and draws the status line again under it.
+    public func writeLine(_ line: String) {
+        lock.withLock {
+            if let statusLine {
+                write(
+                    StatusLineRenderer.carriageReturn + StatusLineRenderer.clearToEndOfLine + line + "\n"
+                        + StatusLineRenderer.carriageReturn + statusLine + StatusLineRenderer.clearToEndOfLine
+                )
+            } else {
+                write(line + "\n")
+            }
+        }
+    }
+
+    /// Draws the status line in place of the one drawn before (on a terminal); nothing once the
+    /// final line is written.
+    public func drawStatus(_ line: String) {
+        lock.withLock {
+            guard !closed else { return }
+            statusLine = line
+            write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine)
+        }
+    }
+
+    /// Draws `line` one last time and ends it with a newline: it stays on screen, and what is
+    /// written next starts on a fresh line below it. Does nothing if no status line is drawn.
+    public func endStatus(_ line: String) {
+        lock.withLock {
+            guard statusLine != nil else { return }
+            statusLine = nil
+            write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine + "\n")
+        }
+    }
+}
+
+extension StatusConsole {
+    /// Writes the line a run ends with (an error, or what stays in the spool), possibly while the
+    /// status line is still being redrawn: the status line, if drawn, stays on screen and is ended
+    /// with a newline, `line` follows on a line of its own, and no status line is drawn after it.
+    public func writeFinalLine(_ line: String) {
+        lock.withLock {
+            let status = statusLine.map {
+                StatusLineRenderer.carriageReturn + $0 + StatusLineRenderer.clearToEndOfLine + "\n"
+            } ?? ""
+            statusLine = nil
+            closed = true
+            write(status + line + "\n")
+        }
+    }
+}
+
+/// Writes text to a file descriptor, retrying short writes and interruptions.
+enum FileDescriptorWriter {
+    private static func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int {
+        write(descriptor, bytes, count)
+    }
+
+    static func writeAll(_ text: String, to descriptor: Int32) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
+            if written > 0 {
+                offset += written
+            } else if written < 0, errno == EINTR {
+                continue
+            } else {
+                return
+            }
+        }
+    }
+}

@@ -8,12 +8,9 @@ struct ConfigFileOption: ParsableArguments {
 }
 
 extension CaptureSend {
-    /// capture-send's settings: options and flags of `capture-send --help`, and the receiver.
+    /// capture-send's settings: the options and flags of `capture-send --help`, and the receiver.
+    /// `main()` (SpoolCommands.swift) puts them, from `CAPTURE_SEND_…` variables and the config
+    /// file, before the user's own arguments for sending (docs/DESIGN.md, "Configuration");
+    /// `capture-send spool …` takes none.
     static let settings = CommandSettings(of: CaptureSend.self, program: "capture-send", positionalKeys: ["receiver"])
-
-    /// Settings from `CAPTURE_SEND_…` variables and the config file become arguments before the
-    /// user's own (docs/DESIGN.md, "Configuration"), then ArgumentParser parses them all.
-    static func main() {
-        main(ConfiguredCommandLine.argumentsOrExitWaiting(for: CaptureSend.self, settings: settings))
-    }
 }

@@ -14,7 +14,7 @@ extension CaptureSend {
         if arguments.first == "spool" {
             SpoolCommand.main(Array(arguments.dropFirst()))
         } else {
-            main(arguments)
+            main(ConfiguredCommandLine.argumentsOrExitWaiting(for: CaptureSend.self, settings: settings, userArguments: arguments))
         }
     }
 }
@@ -168,7 +168,7 @@ struct SpoolDeliver: ParsableCommand {
             if selected.isEmpty { print("no streams in the spool \(location.root)") }
             return
         }
-        let interrupted = SignalWatcher(signals: [SIGINT, SIGTERM]) { _ in deliveries.abandon() }
+        let interrupted = SignalDelivery(signals: [.sigint, .sigterm]) { _ in deliveries.abandon() }
         defer { interrupted.cancel() }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { deliveries.abandon() }
         _ = deliveries.wait()

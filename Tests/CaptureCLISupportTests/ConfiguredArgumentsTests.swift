@@ -212,6 +212,8 @@ final class ConfiguredArgumentsTests: XCTestCase {
     func testAnUnknownVariableIsNamed() async {
         let error = await configurationError([], environment: ["EXAMPLE_SEND_RATEE": "1", "EXAMPLE_SENDER": "ignored"])
         XCTAssertEqual(error?.description, "EXAMPLE_SEND_RATEE is not a setting of example-send; settings are the long options of `example-send --help`")
+        let serviceOptions = try? await resolve(["--rate", "44100"], environment: ["EXAMPLE_SEND_OPTIONS": "--codec opus"])
+        XCTAssertEqual(serviceOptions?.arguments, ["--rate", "44100"], "EXAMPLE_SEND_OPTIONS is a unit's extra command line, no setting")
     }
 
     func testAnUnknownKeyIsNamedWithTheFile() async throws {

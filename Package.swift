@@ -24,6 +24,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        // Settings from environment variables and a JSON file; default trait JSON only (no YAML, no Yams).
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        // FilePath, which swift-configuration's FileProvider takes (already a dependency of swift-configuration).
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
     ],
     targets: [
         // C libraries from the system, found by pkg-config.
@@ -115,11 +119,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // What both executables share: address parsing, logging set-up, signal delivery.
+        // What both executables share: address parsing, logging set-up, signal delivery, and the
+        // settings from environment variables and a config file (swift-configuration) turned into arguments.
         .target(
             name: "CaptureCLISupport",
             dependencies: [
+                "CaptureErrorText",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -163,7 +171,10 @@ let package = Package(
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
         .testTarget(name: "CaptureSenderTests", dependencies: ["CaptureSender"]),
-        .testTarget(name: "CaptureCLISupportTests", dependencies: ["CaptureCLISupport"]),
+        .testTarget(
+            name: "CaptureCLISupportTests",
+            dependencies: ["CaptureCLISupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(
             name: "CaptureReceiverTests",
             dependencies: [

@@ -26,14 +26,15 @@ struct CaptureRecv: AsyncParsableCommand {
 
     /// `capture-recv --help` shows what a user runs most, receiving: every option of the default
     /// subcommand `serve`, then the other subcommands (ArgumentParser's own root help would list
-    /// only the subcommands' names).
+    /// only the subcommands' names). Settings from `CAPTURE_RECV_…` variables and the config file
+    /// become arguments before the user's own (docs/DESIGN.md, "Configuration").
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.count == 1, ["--help", "-h", "help"].contains(arguments[0]) {
             print(rootHelp())
             return
         }
-        await main(arguments)
+        await main(await ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: settings, userArguments: arguments))
     }
 
     /// The root help: serve's help, and the subcommands.
@@ -106,6 +107,9 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Interrupted streams")
     var durability: DurabilityOptions
+
+    @OptionGroup(title: "Configuration")
+    var configFile: ConfigFileOption
 
     func validate() throws {
         guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }

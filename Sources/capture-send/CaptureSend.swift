@@ -107,7 +107,7 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Opus complexity, 0 (fastest) to 10 (best).")
     var complexity = 10
 
-    @Flag(help: "Opus bit rate mode: --vbr (variable), --cvbr (constrained variable) or --cbr (constant).")
+    @Flag(exclusivity: .chooseLast, help: "Opus bit rate mode: --vbr (variable), --cvbr (constrained variable) or --cbr (constant); the last one given wins.")
     var bitrateMode: OpusBitrateModeFlag = .vbr
 
     @Option(name: .long, help: "Opus application: audio, voip or lowdelay.")
@@ -137,6 +137,9 @@ struct CaptureSend: ParsableCommand {
 
     @OptionGroup(title: "Delivery")
     var delivery: DeliveryOptions
+
+    @OptionGroup(title: "Configuration")
+    var configFile: ConfigFileOption
 
     func validate() throws {
         if listDevices { return }

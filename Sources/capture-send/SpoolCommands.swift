@@ -14,7 +14,7 @@ extension CaptureSend {
         if arguments.first == "spool" {
             SpoolCommand.main(Array(arguments.dropFirst()))
         } else {
-            main(arguments)
+            main(ConfiguredCommandLine.argumentsOrExitWaiting(for: CaptureSend.self, settings: settings, userArguments: arguments))
         }
     }
 }

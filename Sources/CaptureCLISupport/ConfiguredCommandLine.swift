@@ -1,0 +1,99 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+
+/// What an executable's `static func main()` calls before ArgumentParser: the user's command line
+/// with the settings from the environment and the config file put before it (`ConfiguredArguments`),
+/// checked so that a value ArgumentParser refuses is reported with where it came from.
+public enum ConfiguredCommandLine {
+    /// The arguments to hand to `main(_:)`; on a configuration problem, `Error: …` (one line) on
+    /// standard error and exit 64, the code of ArgumentParser's usage errors.
+    public static func argumentsOrExit(
+        for command: any ParsableCommand.Type, settings: CommandSettings,
+        userArguments: [String] = Array(CommandLine.arguments.dropFirst()),
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> [String] {
+        do {
+            return try await arguments(for: command, settings: settings, userArguments: userArguments, environment: environment)
+        } catch {
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            exit(ExitCode.validationFailure.rawValue)
+        }
+    }
+
+    /// `argumentsOrExit` for a synchronous `main()`: waits for the resolution (reading the config
+    /// file is asynchronous in swift-configuration).
+    public static func argumentsOrExitWaiting(
+        for command: any ParsableCommand.Type, settings: CommandSettings,
+        userArguments: [String] = Array(CommandLine.arguments.dropFirst()),
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> [String] {
+        let result = ResolvedArgumentsBox()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            result.set(await argumentsOrExit(for: command, settings: settings, userArguments: userArguments, environment: environment))
+            done.signal()
+        }
+        done.wait()
+        return result.value
+    }
+
+    /// The arguments to parse, or the configuration problem.
+    public static func arguments(
+        for command: any ParsableCommand.Type, settings: CommandSettings, userArguments: [String], environment: [String: String]
+    ) async throws(ConfigurationError) -> [String] {
+        let resolved = try await ConfiguredArguments.resolve(userArguments, settings: settings, environment: environment)
+        if !resolved.injected.isEmpty {
+            try check(resolved, userArguments: userArguments, command: command)
+        }
+        return resolved.arguments
+    }
+
+    /// Parses (and validates) the arguments once ahead of ArgumentParser's own run: when they fail
+    /// because of a setting, the error names the variable or the file's key it came from. Errors of
+    /// the user's own arguments are left to ArgumentParser to report as always.
+    static func check(_ resolved: ConfiguredArguments, userArguments: [String], command: any ParsableCommand.Type) throws(ConfigurationError) {
+        guard let message = failure(command, resolved.arguments) else { return }
+        if failure(command, userArguments) == message { return }
+        let named = resolved.settings(namedIn: message)
+        throw .rejected(message: message, sources: (named.isEmpty ? resolved.injected : named).map(\.source))
+    }
+
+    /// ArgumentParser's message when `arguments` do not parse; nil when they do (or ask for help).
+    private static func failure(_ command: any ParsableCommand.Type, _ arguments: [String]) -> String? {
+        do {
+            _ = try command.parseAsRoot(arguments)
+            return nil
+        } catch {
+            guard command.exitCode(for: error) != .success else { return nil }
+            return command.message(for: error)
+        }
+    }
+}
+
+/// Carries the resolved arguments from the resolving task to the waiting thread.
+private final class ResolvedArgumentsBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var arguments: [String] = []
+
+    func set(_ arguments: [String]) { lock.withLock { self.arguments = arguments } }
+    var value: [String] { lock.withLock { arguments } }
+}
+
+/// The help of `--config`, the same for both executables but for their names.
+public enum ConfigFileHelp {
+    /// `--config FILE`: what the file holds, the variables, and the precedence.
+    public static func help(program: String, positionals: String = "") -> ArgumentHelp {
+        let prefix = CommandSettings.environmentName([program])
+        return ArgumentHelp(
+            """
+            JSON file of settings: one object whose keys are the long options without the dashes, \
+            like {"rate": 48000, "tls": true}\(positionals) (default: $\(prefix)_CONFIG, else none). \
+            Every option can also be set in the environment as \(prefix)_<OPTION>, the long option in \
+            upper case with underscores for dashes (\(prefix)_LOG_LEVEL=debug; flags take 1, 0, yes, no, \
+            true or false). The command line wins over the environment, the environment over the file, \
+            the file over the defaults.
+            """,
+            valueName: "FILE")
+    }
+}

@@ -48,9 +48,6 @@ public struct CommandSettings: Sendable, Equatable {
 
     /// The name of the option that names the config file.
     public static let configKey = "config"
-    /// `<PREFIX>_OPTIONS` holds extra command-line arguments that systemd units expand themselves
-    /// (`ExecStart=… $CAPTURE_SEND_OPTIONS`); it is no setting and is left alone.
-    public static let serviceOptionsKey = "options"
     /// Arguments ArgumentParser adds itself, which are no settings.
     static let builtInKeys: Set<String> = ["help", "version", "experimental-dump-help", "generate-completion-script"]
 

@@ -127,17 +127,12 @@ public struct ConfiguredArguments: Sendable, Equatable {
     }
 
     /// The program's variables (`CAPTURE_SEND_…`), non-empty ones only; one that names no setting
-    /// is an error, but for `<PREFIX>_OPTIONS`, which service files expand into the command line
-    /// themselves (`ExecStart=… $CAPTURE_SEND_OPTIONS`) and which is no setting.
+    /// is an error.
     private static func programVariables(settings: CommandSettings, environment: [String: String]) throws(ConfigurationError) -> [String: String] {
         let known = Set(settings.settings.map { settings.environmentVariable($0.key) } + [settings.environmentVariable(CommandSettings.configKey)])
-        let serviceOptions = settings.environmentVariable(CommandSettings.serviceOptionsKey)
         var variables: [String: String] = [:]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(settings.environmentPrefix) && !value.isEmpty {
-            guard known.contains(name) else {
-                if name == serviceOptions { continue }
-                throw .unknownVariable(name: name, program: settings.program)
-            }
+            guard known.contains(name) else { throw .unknownVariable(name: name, program: settings.program) }
             variables[name] = value
         }
         return variables

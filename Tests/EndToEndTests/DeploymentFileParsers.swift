@@ -68,6 +68,27 @@ enum DeploymentFiles {
         return volumes
     }
 
+    /// Each compose service's `environment:` mapping (`KEY: value` lines, quotes removed), by service name.
+    static func composeEnvironment(_ yaml: String) -> [String: [String: String]] {
+        var environments: [String: [String: String]] = [:]
+        var service: String?
+        var inEnvironment = false
+        for line in serviceLines(yaml) {
+            let indent = line.prefix { $0 == " " }.count
+            let content = line.trimmingCharacters(in: .whitespaces)
+            if indent == 2, content.hasSuffix(":") {
+                service = String(content.dropLast())
+                inEnvironment = false
+            } else if indent == 4 {
+                inEnvironment = content == "environment:"
+            } else if inEnvironment, indent == 6, let colon = content.firstIndex(of: ":"), let service {
+                let value = content[content.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: "\"' "))
+                environments[service, default: [:]][String(content[..<colon])] = value
+            }
+        }
+        return environments
+    }
+
     /// Each compose service's scalar `key: value` (directly under the service), by service name.
     static func composeValues(_ yaml: String, key: String) -> [String: String] {
         var values: [String: String] = [:]
@@ -169,13 +190,14 @@ struct SystemdUnit {
     /// The last value of `key` (systemd's rule for single-valued settings).
     func value(_ key: String) -> String? { settings.last { $0.key == key }?.value }
 
-    /// The variables set by `Environment=` lines.
-    var environment: [String: String] {
+    /// The variables set by `Environment=` lines, with specifiers expanded as systemd does
+    /// (`%H` as `hostName`).
+    func environment(hostName: String = "localhost") throws -> [String: String] {
         var values: [String: String] = [:]
         for setting in settings where setting.key == "Environment" {
-            for word in ((try? Self.words(setting.value)) ?? []).map(\.text) {
+            for word in try Self.words(setting.value).map(\.text) {
                 guard let equals = word.firstIndex(of: "=") else { continue }
-                values[String(word[..<equals])] = String(word[word.index(after: equals)...])
+                values[String(word[..<equals])] = try Self.expandSpecifiers(String(word[word.index(after: equals)...]), hostName: hostName)
             }
         }
         return values

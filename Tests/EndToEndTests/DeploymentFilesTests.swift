@@ -20,19 +20,28 @@ final class DeploymentFilesTests: XCTestCase {
     // MARK: compose.yaml and Dockerfile
 
     func testComposeReceiverAndSenderRunTogether() throws {
-        let commands = try DeploymentFiles.composeCommands(try text("docker/compose.yaml"))
+        let compose = try text("docker/compose.yaml")
+        let commands = try DeploymentFiles.composeCommands(compose)
+        let environments = DeploymentFiles.composeEnvironment(compose)
         let receiverCommand = try XCTUnwrap(commands["receiver"])
         let senderCommand = try XCTUnwrap(commands["sender"])
         XCTAssertEqual(receiverCommand.first, "capture-recv")
         XCTAssertEqual(senderCommand.first, "capture-send")
-        XCTAssertTrue(receiverCommand.contains("/recordings") && receiverCommand.contains("0.0.0.0:7373"), "\(receiverCommand)")
-        XCTAssertTrue(senderCommand.contains("receiver:7373"), "\(senderCommand)")
+        // Configured through the programs' variables, one per option.
+        let receiverEnvironment = try XCTUnwrap(environments["receiver"])
+        var senderEnvironment = try XCTUnwrap(environments["sender"])
+        XCTAssertEqual(receiverEnvironment["CAPTURE_RECV_OUT"], "/recordings")
+        XCTAssertEqual(receiverEnvironment["CAPTURE_RECV_LISTEN"], "0.0.0.0:7373")
+        XCTAssertEqual(senderEnvironment["CAPTURE_SEND_RECEIVER"], "receiver:7373")
+        XCTAssertEqual(senderEnvironment["CAPTURE_SEND_SPOOL"], "/spool")
 
         let recordings = temporaryFolder()
-        let receiver = try DeployedReceiver(arguments: Array(receiverCommand.dropFirst()), recordings: recordings)
+        let receiver = try DeployedReceiver(arguments: Array(receiverCommand.dropFirst()), environment: receiverEnvironment, recordings: recordings)
         let spool = try Unprivileged.makeDirectory(temporaryFolder())
-        let senderArguments = senderCommand.dropFirst().map { $0 == "receiver:7373" ? receiver.address : $0 == "/spool" ? spool.path : $0 } + ["--duration", "1", "--no-pace"]
-        let sent = try runSender(senderArguments)
+        senderEnvironment["CAPTURE_SEND_RECEIVER"] = receiver.address
+        senderEnvironment["CAPTURE_SEND_SPOOL"] = spool.path
+        let sender = try ChildProcess(Products.send, Array(senderCommand.dropFirst()) + ["--duration", "1", "--no-pace"], environment: senderEnvironment)
+        let sent = (status: sender.wait(seconds: 120), stderr: sender.standardError)
         XCTAssertEqual(sent.status, 0, sent.stderr)
         XCTAssertTrue(FileManager.default.fileExists(atPath: spool.path), "the sender's spool is in the compose volume")
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
@@ -81,37 +90,60 @@ final class DeploymentFilesTests: XCTestCase {
         XCTAssertEqual(unit.value("Restart"), "on-failure")
         XCTAssertEqual(unit.value("KillSignal"), "SIGTERM")
         XCTAssertEqual(unit.value("ProtectSystem"), "strict")
-        var environment = unit.environment
-        environment.merge(try DeploymentFiles.environmentFile(try text("systemd/capture-recv.env.example"))) { _, new in new }
-        let command = try unit.execStart(environment: environment)
-        XCTAssertEqual(command.first, "/usr/local/bin/capture-recv")
-        let recordingsPath = "/var/lib/capture/recordings"
-        XCTAssertTrue(command.contains(recordingsPath))
+        XCTAssertEqual(unit.value("EnvironmentFile"), "-/etc/capture/capture-recv.env")
+        var environment = try unit.environment()
+        let example = try text("systemd/capture-recv.env.example")
+        environment.merge(try DeploymentFiles.environmentFile(example)) { _, new in new }
+        XCTAssertEqual(try unit.execStart(environment: environment), ["/usr/local/bin/capture-recv"], "every setting is a variable")
+        XCTAssertEqual(environment["CAPTURE_RECV_OUT"], "/var/lib/capture/recordings")
         XCTAssertEqual(unit.value("StateDirectory"), "capture capture/recordings", "systemd must create the recordings folder for User=")
-        XCTAssertEqual(Array(command.drop { $0 != "--tls-cert" }.prefix(4)), ["--tls-cert", "/etc/capture/cert.pem", "--tls-key", "/etc/capture/key.pem"])
+        XCTAssertEqual(environment["CAPTURE_RECV_TLS_CERT"], "/etc/capture/cert.pem")
+        XCTAssertEqual(environment["CAPTURE_RECV_TLS_KEY"], "/etc/capture/key.pem")
+        // The optional settings are there, commented out, and are settings capture-recv knows: with
+        // them uncommented, a mistyped name or a wrong value would stop it with one line.
+        for name in ["#CAPTURE_RECV_TOKEN_FILE=", "#CAPTURE_RECV_METRICS="] { XCTAssertTrue(example.contains(name), name) }
+        let uncommented = try DeploymentFiles.environmentFile(example.replacingOccurrences(of: "#CAPTURE_RECV_CONFIG=", with: "#").replacingOccurrences(of: "#CAPTURE_", with: "CAPTURE_"))
+        let tokens = try Unprivileged.makeDirectory(temporaryFolder()).appendingPathComponent("tokens")
+        XCTAssertTrue(FileManager.default.createFile(atPath: tokens.path, contents: Data("a-token\n".utf8)))
+        Unprivileged.handOver(tokens.path)
+        var checked = environment.merging(uncommented) { _, new in new }
+        checked["CAPTURE_RECV_TOKEN_FILE"] = tokens.path
+        checked["CAPTURE_RECV_METRICS"] = "127.0.0.1:0"
+        checked["CAPTURE_RECV_TLS_CERT"] = nil
+        checked["CAPTURE_RECV_TLS_KEY"] = nil
+        let receiver = try DeployedReceiver(arguments: [], environment: checked, recordings: temporaryFolder(), recordingsPath: "/var/lib/capture/recordings")
+        XCTAssertTrue(receiver.child.standardOutput.contains("metrics on 127.0.0.1:"), receiver.child.standardOutput)
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
-    func testSystemdSenderFlagsAreAcceptedWithEveryOptionalSetting() throws {
+    func testSystemdSenderSettingsAreAcceptedWithEveryOptionalSetting() throws {
         let unit = try SystemdUnit(text: try text("systemd/capture-send.service"))
         XCTAssertEqual(unit.value("Restart"), "always")
         XCTAssertEqual(unit.value("StartLimitIntervalSec"), "0")
         XCTAssertEqual(unit.value("ProtectSystem"), "strict")
         XCTAssertEqual(unit.value("EnvironmentFile"), "/etc/capture/capture-send.env")
-        var environment = unit.environment
+        var environment = try unit.environment(hostName: "field-kit-test")
         let example = try text("systemd/capture-send.env.example")
         environment.merge(try DeploymentFiles.environmentFile(example)) { _, new in new }
-        for name in ["CAPTURE_RECEIVER", "CAPTURE_DEVICE", "CAPTURE_PIN"] { XCTAssertNotNil(environment[name], name) }
-        // The optional settings are there, commented out; with them uncommented the line still parses.
-        let uncommented = example.replacingOccurrences(of: "#CAPTURE_", with: "CAPTURE_").replacingOccurrences(of: "CAPTURE_TOKEN=\n", with: "CAPTURE_TOKEN=example\n")
-        XCTAssertTrue(example.contains("#CAPTURE_TOKEN=") && example.contains("#CAPTURE_SEND_OPTIONS="), example)
+        XCTAssertEqual(try unit.execStart(environment: environment), ["/usr/local/bin/capture-send"], "every setting is a variable")
+        for name in ["CAPTURE_SEND_RECEIVER", "CAPTURE_SEND_DEVICE", "CAPTURE_SEND_PIN"] { XCTAssertNotNil(environment[name], name) }
+        XCTAssertEqual(environment["CAPTURE_SEND_TLS"], "yes")
+        XCTAssertEqual(environment["CAPTURE_SEND_STREAM_NAME"], "field-kit-test")
+        XCTAssertEqual(environment["CAPTURE_SEND_SPOOL"], "/var/lib/capture-send/spool")
+        // The optional settings are there, commented out; uncommented, every one is a setting
+        // capture-send takes (an unknown name or a bad value would stop it with one line).
+        for name in ["#CAPTURE_TOKEN=", "#CAPTURE_SEND_CODEC=", "#CAPTURE_SEND_BITRATE="] { XCTAssertTrue(example.contains(name), name) }
+        let uncommented = example.replacingOccurrences(of: "#CAPTURE_SEND_CONFIG=", with: "#").replacingOccurrences(of: "#CAPTURE_", with: "CAPTURE_")
+            .replacingOccurrences(of: "CAPTURE_TOKEN=\n", with: "CAPTURE_TOKEN=example\n")
         environment.merge(try DeploymentFiles.environmentFile(uncommented)) { _, new in new }
-        let command = try unit.execStart(environment: environment, hostName: "field-kit-test")
-        XCTAssertEqual(command.first, "/usr/local/bin/capture-send")
-        XCTAssertTrue(command.contains("--tls") && command.contains("--pin"), "\(command)")
-        XCTAssertTrue(command.contains("--codec"), "CAPTURE_SEND_OPTIONS reaches the command line: \(command)")
-        // Every flag and value parses (listing devices needs no device and skips capture).
-        let listed = try ChildProcess(Products.send, Array(command.dropFirst()) + ["--list-devices"])
+        XCTAssertEqual(environment["CAPTURE_SEND_CODEC"], "opus")
+        // Every setting parses and validates (listing devices needs no device and skips capture).
+        let listed = try ChildProcess(Products.send, ["--list-devices"], environment: environment)
         XCTAssertEqual(listed.wait(seconds: 30), 0, listed.standardError)
+        // A mistyped setting stops the sender with one line naming it.
+        let mistyped = try ChildProcess(Products.send, ["--list-devices"], environment: environment.merging(["CAPTURE_SEND_BITRAT": "96k"]) { $1 })
+        XCTAssertNotEqual(mistyped.wait(seconds: 30), 0)
+        XCTAssertTrue(mistyped.standardError.contains("CAPTURE_SEND_BITRAT is not a setting of capture-send"), mistyped.standardError)
     }
 
     // MARK: The parsers themselves
@@ -123,12 +155,14 @@ final class DeploymentFilesTests: XCTestCase {
             ExecStart=-/bin/tool ${A} "${B}" $A --name %H \\
               --flag "quoted value" 100%% --spool %S/tool/spool $EMPTY $B
             """)
-        XCTAssertEqual(unit.environment, ["A": "one", "B": "two words"])
-        XCTAssertEqual(try unit.execStart(environment: unit.environment.merging(["EMPTY": ""]) { $1 }, hostName: "box"),
+        XCTAssertEqual(try unit.environment(), ["A": "one", "B": "two words"])
+        XCTAssertEqual(try unit.execStart(environment: try unit.environment().merging(["EMPTY": ""]) { $1 }, hostName: "box"),
                        ["/bin/tool", "one", "two words", "one", "--name", "box", "--flag", "quoted value", "100%", "--spool", "/var/lib/tool/spool", "two", "words"])
         XCTAssertThrowsError(try unit.execStart(environment: [:]))
         let unknownSpecifier = try SystemdUnit(text: "ExecStart=/bin/tool --cache %C/tool")
         XCTAssertThrowsError(try unknownSpecifier.execStart(environment: [:]))
+        let specifiers = try SystemdUnit(text: "Environment=NAME=%H SPOOL=%S/tool/spool")
+        XCTAssertEqual(try specifiers.environment(hostName: "box"), ["NAME": "box", "SPOOL": "/var/lib/tool/spool"], "systemd expands specifiers in Environment= too")
     }
 
     private func temporaryFolder() -> URL {
@@ -145,12 +179,19 @@ final class DeployedReceiver {
     let port: Int
     let recordings: URL
 
-    init(arguments: [String], recordings: URL, recordingsPath: String = "/recordings") throws {
+    /// The address goes in `--listen` when the arguments name one, else in `CAPTURE_RECV_LISTEN`.
+    init(arguments: [String], environment: [String: String] = [:], recordings: URL, recordingsPath: String = "/recordings") throws {
         self.recordings = recordings
         var swapped = arguments.map { $0 == recordingsPath ? recordings.path : $0 }
-        let listenIndex = try XCTUnwrap(swapped.firstIndex(of: "--listen"), "the receiver's command names no --listen address")
-        swapped[listenIndex + 1] = "127.0.0.1:0"
-        child = try ChildProcess(Products.recv, swapped)
+        var variables = environment.mapValues { $0 == recordingsPath ? recordings.path : $0 }
+        if let listenIndex = swapped.firstIndex(of: "--listen") {
+            swapped[listenIndex + 1] = "127.0.0.1:0"
+        } else if variables["CAPTURE_RECV_LISTEN"] != nil {
+            variables["CAPTURE_RECV_LISTEN"] = "127.0.0.1:0"
+        } else {
+            throw TestFailure("the receiver's command names no --listen address and its environment no CAPTURE_RECV_LISTEN")
+        }
+        child = try ChildProcess(Products.recv, swapped, environment: variables)
         let deadline = Date().addingTimeInterval(20)
         var found: Int?
         while found == nil, child.process.isRunning, Date() < deadline {

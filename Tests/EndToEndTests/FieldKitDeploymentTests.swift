@@ -35,21 +35,19 @@ final class FieldKitDeploymentTests: XCTestCase {
 
         let receiverUnit = try SystemdUnit(text: try text("systemd/capture-recv.service"))
         let receiver = try SystemdServiceSandbox(
-            unit: receiverUnit, environmentFile: try text("systemd/capture-recv.env.example"), hostName: "server",
-            root: root, etcCapture: etcCapture
-        ) { command in
-            try self.replacing("--listen", in: command, with: "127.0.0.1:0")
-        }
+            unit: receiverUnit, environmentFile: try text("systemd/capture-recv.env.example"),
+            overrides: ["CAPTURE_RECV_LISTEN": "127.0.0.1:0"], hostName: "server", root: root, etcCapture: etcCapture
+        )
         let port = try receiver.announcedPort()
 
         let senderUnit = try SystemdUnit(text: try text("systemd/capture-send.service"))
         let sender = try SystemdServiceSandbox(
             unit: senderUnit, environmentFile: try text("systemd/capture-send.env.example"),
-            overrides: ["CAPTURE_RECEIVER": "127.0.0.1:\(port)", "CAPTURE_PIN": pin], hostName: "field-kit-test",
-            root: root, etcCapture: etcCapture
-        ) { command in
             // The tone in place of the ALSA device (no sound card here), one second of it.
-            try self.replacing("--source", in: command, with: "tone") + ["--duration", "1", "--no-pace"]
+            overrides: ["CAPTURE_SEND_RECEIVER": "127.0.0.1:\(port)", "CAPTURE_SEND_PIN": pin, "CAPTURE_SEND_SOURCE": "tone"],
+            hostName: "field-kit-test", root: root, etcCapture: etcCapture
+        ) { command in
+            command + ["--duration", "1", "--no-pace"]
         }
         let sent = sender.wait(seconds: 120)
         XCTAssertEqual(sent, 0, "the sender unit's command line failed under the unit's environment: \(sender.standardError)")
@@ -154,14 +152,21 @@ final class FieldKitDeploymentTests: XCTestCase {
         let installed = DeploymentFiles.dockerfileCopies(dockerfile)
         let command = probe.map { word in installed.first { $0.destination == "/usr/local/bin/\(word)" || $0.destination == word }.map { Self.root.appendingPathComponent($0.source).path } ?? word }
 
-        for host in ["127.0.0.1", "[::1]"] {
+        // --listen on the command line (the Dockerfile's CMD), or CAPTURE_RECV_LISTEN (compose.yaml).
+        for (host, inEnvironment) in [("127.0.0.1", false), ("[::1]", false), ("127.0.0.1", true)] {
             let port = try freePort()
-            let arguments = try replacing("--listen", in: Array(try XCTUnwrap(DeploymentFiles.dockerfileCommand(dockerfile)).dropFirst()), with: "\(host):\(port)")
             let recordings = try Unprivileged.makeDirectory(temporaryFolder()).path
-            let receiver = try ChildProcess(Products.recv, arguments.map { $0 == "/recordings" ? recordings : $0 })
+            let receiver: ChildProcess
+            if inEnvironment {
+                receiver = try ChildProcess(Products.recv, [], environment: ["CAPTURE_RECV_OUT": recordings, "CAPTURE_RECV_LISTEN": "\(host):\(port)"])
+            } else {
+                let arguments = try replacing("--listen", in: Array(try XCTUnwrap(DeploymentFiles.dockerfileCommand(dockerfile)).dropFirst()), with: "\(host):\(port)")
+                receiver = try ChildProcess(Products.recv, arguments.map { $0 == "/recordings" ? recordings : $0 })
+            }
             XCTAssertTrue(waitFor(20) { receiver.standardOutput.contains("listening on ") }, receiver.standardError)
             let healthy = try ToolRunner.run("env", ["CAPTURE_HEALTHCHECK_PID=\(receiver.process.processIdentifier)"] + command)
-            XCTAssertEqual(healthy.exitStatus, 0, "the health check does not follow --listen \(host):\(port): \(healthy.errorText)")
+            let source = inEnvironment ? "CAPTURE_RECV_LISTEN" : "--listen"
+            XCTAssertEqual(healthy.exitStatus, 0, "the health check does not follow \(source) \(host):\(port): \(healthy.errorText)")
             receiver.signal(SIGTERM)
             XCTAssertEqual(receiver.wait(seconds: 30), 0)
             let stopped = try ToolRunner.run("env", ["CAPTURE_HEALTHCHECK_PID=\(receiver.process.processIdentifier)"] + command)
@@ -203,8 +208,7 @@ final class FieldKitDeploymentTests: XCTestCase {
 
     func testComposeKeepsTheSendersSpoolInANamedVolumeTheImageUserOwns() throws {
         let compose = try text("docker/compose.yaml")
-        let sender = try XCTUnwrap(try DeploymentFiles.composeCommands(compose)["sender"])
-        let spool = try XCTUnwrap(sender.firstIndex(of: "--spool").map { sender[$0 + 1] }, "the compose sender names no --spool")
+        let spool = try XCTUnwrap(DeploymentFiles.composeEnvironment(compose)["sender"]?["CAPTURE_SEND_SPOOL"], "the compose sender sets no CAPTURE_SEND_SPOOL")
         let volumes = DeploymentFiles.composeVolumes(compose)
         let mounted = try XCTUnwrap(volumes["sender"]?.first { $0.hasSuffix(":\(spool)") }, "no volume on \(spool): \(volumes)")
         let name = String(mounted.dropLast(spool.count + 1))

@@ -69,7 +69,7 @@ final class SystemdServiceSandbox {
             "HOME": user.home, "USER": user.name, "LOGNAME": user.name, "SHELL": user.shell,
         ]
         if !stateNames.isEmpty { environment["STATE_DIRECTORY"] = stateNames.map { "/var/lib/\($0)" }.joined(separator: ":") }
-        environment.merge(unit.environment) { _, new in new }
+        environment.merge(try unit.environment(hostName: hostName)) { _, new in new }
         if let environmentFile { environment.merge(try DeploymentFiles.environmentFile(environmentFile)) { _, new in new } }
         environment.merge(overrides) { _, new in new }
         commandLine = try edit(try unit.execStart(environment: environment, hostName: hostName))

@@ -10,46 +10,58 @@ import Glibc
 /// user they run as (issue 14, part 0: TCP_NODELAY had been set at SOL_SOCKET, where option 1 is
 /// SO_DEBUG, which only root may set: as any other user every connection failed).
 final class SocketOptionsTests: XCTestCase {
-    /// Runs `executable` under `strace`, recording its setsockopt calls to `trace`.
-    private func traced(_ executable: String, _ arguments: [String], trace: String) throws -> ChildProcess {
-        guard let strace = ToolRunner.find("strace") else {
-            throw TestFailure("strace is not installed: scripts/install-deps.sh installs it")
+    /// `strace` attached to a running process, recording its setsockopt calls (every thread).
+    private final class Trace {
+        let process = Process()
+        let path: String
+
+        init(attachingTo pid: Int32, path: String) throws {
+            guard let strace = ToolRunner.find("strace") else {
+                throw TestFailure("strace is not installed: scripts/install-deps.sh installs it")
+            }
+            self.path = path
+            process.executableURL = URL(fileURLWithPath: strace)
+            process.arguments = ["-f", "-qq", "-e", "trace=setsockopt", "-o", path, "-p", String(pid)]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Attached once the kernel names a tracer for the process.
+            guard waitFor(10, { Self.tracerPID(of: pid) != 0 }) else {
+                process.terminate()
+                throw XCTSkip("strace cannot attach to another process here (ptrace restricted): \(path)")
+            }
         }
-        return try ChildProcess(strace, ["-f", "-qq", "-e", "trace=setsockopt", "-o", trace, executable] + arguments)
-    }
 
-    /// The one child process of `pid`, from /proc.
-    private static func onlyChild(of pid: Int32) -> Int32? {
-        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
-        let children = text.split(separator: " ").compactMap { Int32($0) }
-        return children.count == 1 ? children[0] : nil
-    }
+        /// The setsockopt calls, once the traced process has exited (strace then ends too).
+        func calls() throws -> [String] {
+            if !waitFor(10, { !self.process.isRunning }) { process.terminate() }
+            process.waitUntilExit()
+            return try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init).filter { $0.contains("setsockopt(") }
+        }
 
-    private func setsockoptCalls(_ path: String) throws -> [String] {
-        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init).filter { $0.contains("setsockopt(") }
+        private static func tracerPID(of pid: Int32) -> Int {
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
+            return Int(line?.split(separator: "\t").last ?? "") ?? 0
+        }
     }
 
     func testTCPNoDelayIsSetAtTheTCPLevelAndNothingNeedsRoot() throws {
         let folder = try Unprivileged.makeDirectory(FileManager.default.temporaryDirectory.appendingPathComponent("sockopt-\(UUID().uuidString)"))
         defer { try? FileManager.default.removeItem(at: folder) }
-        let receiverTrace = folder.appendingPathComponent("recv.trace").path
-        let senderTrace = folder.appendingPathComponent("send.trace").path
-        let output = folder.appendingPathComponent("out").path
-        let receiver = try traced(Products.recv, ["--out", output, "--listen", "127.0.0.1:0"], trace: receiverTrace)
-        defer { if receiver.process.isRunning { receiver.signal(SIGKILL) } }
-        XCTAssertTrue(waitFor(30) { receiver.standardOutput.contains("listening on ") }, receiver.standardError)
-        let port = try XCTUnwrap(receiver.standardOutput.split(separator: "\n").first { $0.hasPrefix("listening on ") }?.split(separator: ":").last.flatMap { Int($0) })
+        let receiver = try ReceiverUnderTest(outputDirectory: folder.appendingPathComponent("out"))
+        let receiverTrace = try Trace(attachingTo: receiver.child.process.processIdentifier, path: folder.appendingPathComponent("recv.trace").path)
 
-        let sender = try traced(Products.send, ["127.0.0.1:\(port)", "--source", "tone", "--duration", "0.2", "--no-pace", "--no-spool"], trace: senderTrace)
+        // The sender connects once its first buffer (1 s) is captured: time enough to attach.
+        let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "1.5", "--buffer-seconds", "1", "--no-spool"])
+        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
+        let senderTrace = try Trace(attachingTo: sender.process.processIdentifier, path: folder.appendingPathComponent("send.trace").path)
         XCTAssertEqual(sender.wait(seconds: 60), 0, "an unprivileged sender delivers: \(sender.standardError)")
-        // SIGTERM to the receiver itself: strace, sent a signal, would detach and leave it running.
-        let receiverPID = try XCTUnwrap(Self.onlyChild(of: receiver.process.processIdentifier), "strace's child, capture-recv")
-        kill(receiverPID, SIGTERM)
-        XCTAssertEqual(receiver.wait(seconds: 30), 0, "strace exits with capture-recv's status: \(receiver.standardError)")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: output).filter { $0.hasSuffix(".caf") }.count, 1)
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+        XCTAssertEqual(receiver.files().count, 1)
 
-        for (name, path) in [("capture-send", senderTrace), ("capture-recv", receiverTrace)] {
-            let calls = try setsockoptCalls(path)
+        for (name, trace) in [("capture-send", senderTrace), ("capture-recv", receiverTrace)] {
+            let calls = try trace.calls()
             XCTAssertTrue(calls.contains { $0.contains("SOL_TCP, TCP_NODELAY") && $0.hasSuffix("= 0") }, "\(name) sets TCP_NODELAY at SOL_TCP: \(calls)")
             XCTAssertFalse(calls.contains { $0.contains("SO_DEBUG") }, "\(name) never sets SO_DEBUG: \(calls)")
             XCTAssertFalse(calls.contains { $0.contains("= -1") }, "\(name): no socket option fails: \(calls)")

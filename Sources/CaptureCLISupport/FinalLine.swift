@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// The one line an executable ends with when it exits non-zero at run time: `Error: …` as text,
 /// or, with `--log-format json`, a JSON object with the same fields as the JSON log lines (level
@@ -15,11 +16,7 @@ public enum FinalLine {
         case .text:
             return "Error: \(message)"
         case .json:
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            let object = ["time": formatter.string(from: time), "level": "error", "logger": label, "message": message]
-            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-            return String(decoding: data, as: UTF8.self)
+            return LineLogHandler.render(level: .error, message: message, metadata: [:], label: label, format: .json, time: time)
         }
     }
 }

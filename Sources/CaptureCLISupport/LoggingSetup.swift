@@ -65,32 +65,33 @@ public struct LineLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let level = event.level
-        let message = event.message
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
-        let time = Self.timestamp()
-        let text: String
+        output(Self.render(level: event.level, message: "\(event.message)", metadata: merged, label: label, format: format, time: Date()))
+    }
+
+    /// One log line (without newline) as this handler writes it.
+    public static func render(level: Logger.Level, message: String, metadata: Logger.Metadata, label: String, format: LogFormat, time: Date) -> String {
+        let stamp = timestamp(time)
         switch format {
         case .text:
-            let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.quoteIfNeeded("\($0.value)"))" }
-            text = ([time, "\(level)", "\(label):", "\(message)"] + fields).joined(separator: " ")
+            let fields = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\(quoteIfNeeded("\($0.value)"))" }
+            return ([stamp, "\(level)", "\(label):", message] + fields).joined(separator: " ")
         case .json:
-            var object: [String: String] = ["time": time, "level": "\(level)", "logger": label, "message": "\(message)"]
-            for (key, value) in merged { object[key] = "\(value)" }
+            var object: [String: String] = ["time": stamp, "level": "\(level)", "logger": label, "message": message]
+            for (key, value) in metadata { object[key] = "\(value)" }
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-            text = String(decoding: data, as: UTF8.self)
+            return String(decoding: data, as: UTF8.self)
         }
-        output(text)
     }
 
     private static func quoteIfNeeded(_ value: String) -> String {
         value.contains(" ") || value.isEmpty ? "\"\(value)\"" : value
     }
 
-    private static func timestamp() -> String {
+    private static func timestamp(_ time: Date) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
+        return formatter.string(from: time)
     }
 }

@@ -275,15 +275,6 @@ public final class StreamSender: Sendable {
             if let dns = connection.dnsAError ?? connection.dnsAAAAError { return "cannot resolve \(connection.host): \(SystemErrorText.describe(dns))" }
             return "no address found for \(connection.host)"
         }
-        if let io = error as? IOError {
-            switch io.errnoCode {
-            case ECONNREFUSED: return "connection refused"
-            case ETIMEDOUT: return "connection timed out"
-            case EHOSTUNREACH: return "host unreachable"
-            case ENETUNREACH: return "network unreachable"
-            default: return SystemErrorText.describe(io)
-            }
-        }
         if error is ChannelError, case ChannelError.connectTimeout = error { return "connection timed out" }
         return SystemErrorText.describe(error)
     }

@@ -95,7 +95,9 @@ struct SpoolDeliver: ParsableCommand {
     @Argument(help: ArgumentHelp("Stream ids (or unique starts of them) as spool list shows them (default: every stream with a recorded receiver).", valueName: "ID"))
     var ids: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("The receiver for streams named by ID whose spool does not record one (default: none; such streams are not delivered).", valueName: "HOST:PORT"))
+    @Option(
+        name: .long, help: ArgumentHelp("The receiver for streams named by ID whose spool does not record one (default: none; such streams are not delivered).", valueName: "HOST:PORT"),
+        transform: HostAndPort.remoteAddress)
     var to: HostAndPort?
 
     @Option(name: .long, help: ArgumentHelp("Give up after this many seconds; what is not delivered by then stays in the spool.", valueName: "SECONDS"))

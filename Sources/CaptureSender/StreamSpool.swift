@@ -224,23 +224,16 @@ public final class StreamSpool: @unchecked Sendable {
             file.close()
             return .inUse(owner: owner)
         }
-        guard let data = FileManager.default.contents(atPath: metaPath) else {
+        guard FileManager.default.fileExists(atPath: metaPath) else {
             file.close()
             return .gone
         }
-        guard let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data) else {
+        guard let meta = readMeta(directory: directory) else {
             file.close()
-            throw SpoolError("spool: cannot read the stream description \(metaPath); the folder is left as it is")
+            throw SpoolError("spool: \(metaPath) is not the description of the stream its folder is named after; the folder is left as it is")
         }
         try? writeOwner(file)
         return .claimed(StreamSpool(directory: directory, meta: meta, lockFile: file, segmentBytes: 16 << 20))
-    }
-
-    /// Opens an earlier stream's spool folder for delivery. Returns nil when another running
-    /// capture-send owns it (its lock is taken) or it holds no stream.
-    public static func openEarlier(directory: String) throws(SpoolError) -> StreamSpool? {
-        if case .claimed(let spool) = try claim(directory: directory) { return spool }
-        return nil
     }
 
     private static func ownerText(_ file: DurableFile) -> String {
@@ -260,11 +253,20 @@ public final class StreamSpool: @unchecked Sendable {
     /// Reads an earlier stream's folder without claiming it (for `spool list`); nil when it holds
     /// no readable stream description.
     public static func inspect(directory: String) -> StreamSpool? {
+        guard let meta = readMeta(directory: directory) else { return nil }
+        return StreamSpool(directory: directory, meta: meta, lockFile: nil, segmentBytes: 16 << 20)
+    }
+
+    /// The description in a stream folder's `meta.json`, or nil when there is none, it is not one,
+    /// or it names another stream than the folder does (a stream is only ever delivered under its
+    /// own id: a description copied or edited into another folder must not resume another file).
+    private static func readMeta(directory: String) -> SpoolMeta? {
         let metaPath = (directory as NSString).appendingPathComponent("meta.json")
         guard let data = FileManager.default.contents(atPath: metaPath),
-            let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data)
+              let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data),
+              meta.streamID.uuidString.lowercased() == (directory as NSString).lastPathComponent.lowercased()
         else { return nil }
-        return StreamSpool(directory: directory, meta: meta, lockFile: nil, segmentBytes: 16 << 20)
+        return meta
     }
 
     /// The stream folders under `root` (each may hold an earlier stream).

@@ -111,6 +111,40 @@ final class SpoolClaimTests: XCTestCase {
         guard case .gone = try StreamSpool.claim(directory: folder(id)) else { return XCTFail("a removed stream is gone") }
     }
 
+    /// A spool folder whose description is not JSON, is cut short, or names another stream (copied
+    /// or edited in) is never claimed, listed or delivered: the folder is left as it is, with a
+    /// message naming its file.
+    func testAFolderWhoseDescriptionLiesOrIsBrokenIsLeftAlone() throws {
+        let lying = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(lying))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        log.append(packets(first: 0, frames: 480))
+        log.flushSpool()
+        spool.release()
+        let metaPath = folder(lying) + "/meta.json"
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: metaPath))
+        let other = UUID()
+        let cases: [(String, Data)] = [
+            ("names another stream", Data(String(decoding: genuine, as: UTF8.self).replacingOccurrences(of: lying.uuidString, with: other.uuidString).utf8)),
+            ("is not JSON", Data("not json at all".utf8)),
+            ("is cut short", genuine.prefix(genuine.count / 2)),
+            ("is empty", Data()),
+            ("is an absurd 8 MiB of zero bytes", Data(count: 8 << 20)),
+        ]
+        for (what, contents) in cases {
+            try contents.write(to: URL(fileURLWithPath: metaPath))
+            XCTAssertThrowsError(try StreamSpool.claim(directory: folder(lying)), "a description that \(what)") { error in
+                XCTAssertTrue("\(error)".contains(metaPath), "names the file: \(error)")
+            }
+            XCTAssertThrowsError(try SpooledStreams.claim(directory: folder(lying)), "a description that \(what)")
+            XCTAssertEqual(SpooledStreams.list(root: root).count, 0, "a description that \(what) is not listed")
+            XCTAssertEqual(rootEntries(), [lying.uuidString.lowercased()], "the folder is left as it is")
+        }
+        try genuine.write(to: URL(fileURLWithPath: metaPath))
+        guard case .claimed(let restored) = try StreamSpool.claim(directory: folder(lying)) else { return XCTFail("the genuine description is claimed") }
+        restored.release()
+    }
+
     func testAStreamWithoutCapturedAudioIsRemovedInsteadOfDelivered() throws {
         let id = UUID()
         let spool = try StreamSpool.create(root: root, meta: meta(id))

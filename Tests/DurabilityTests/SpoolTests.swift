@@ -44,9 +44,9 @@ final class SpoolTests: XCTestCase {
         log.flushSpool()
         // The process dies here: nothing is closed. A new process opens the folder.
         let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
-        XCTAssertNil(try StreamSpool.openEarlier(directory: directory), "a folder locked by a live sender is not taken")
+        XCTAssertNil(try Self.claimed(directory), "a folder locked by a live sender is not taken")
         spool.release()
-        let reopened = try XCTUnwrap(try StreamSpool.openEarlier(directory: directory))
+        let reopened = try XCTUnwrap(try Self.claimed(directory))
         XCTAssertEqual(reopened.meta, meta(id))
         let recovered = try PacketLog(recovering: reopened)
         XCTAssertEqual(recovered.oldestKeptSequence, 4)
@@ -128,7 +128,7 @@ final class SpoolTests: XCTestCase {
         handle.write(Data([0, 0, 1, 0, 1, 2, 3]))
         try handle.close()
         spool.release()
-        let recovered = try PacketLog(recovering: try XCTUnwrap(try StreamSpool.openEarlier(directory: directory)))
+        let recovered = try PacketLog(recovering: try XCTUnwrap(try Self.claimed(directory)))
         XCTAssertEqual(recovered.lastSequence, 3)
         XCTAssertEqual(recovered.streamEnd?.endSampleTime, 1_440)
     }
@@ -223,7 +223,7 @@ final class SpoolTests: XCTestCase {
 
         // The process dies; a new one reads the spool back: 4 to 7, and nothing of the older records.
         spool.release()
-        let recovered = try PacketLog(recovering: try XCTUnwrap(try StreamSpool.openEarlier(directory: directory)))
+        let recovered = try PacketLog(recovering: try XCTUnwrap(try Self.claimed(directory)))
         XCTAssertEqual(recovered.oldestKeptSequence, 4)
         XCTAssertEqual(recovered.lastSequence, 7)
         XCTAssertEqual(recovered.entries(from: 4, maxCount: 10), Array(appended[3...]))
@@ -233,7 +233,7 @@ final class SpoolTests: XCTestCase {
         recovered.finish(StreamEnd(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
         recovered.flushSpool()
         recovered.spool?.release()
-        let again = try XCTUnwrap(try StreamSpool.openEarlier(directory: directory)).contents()
+        let again = try XCTUnwrap(try Self.claimed(directory)).contents()
         XCTAssertEqual(again.entries.map(\.sequence), [4, 5, 6, 7])
         XCTAssertEqual(again.end, StreamEnd(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
     }
@@ -263,6 +263,12 @@ final class SpoolTests: XCTestCase {
         XCTAssertTrue(file.isFinalized)
         XCTAssertEqual(try file.readAudioData(), overflowed.flatMap(\.payload), "the overflowed audio is kept exactly")
     }
+
+    /// The earlier stream in `directory`, claimed for delivery; nil while another process holds it.
+    private static func claimed(_ directory: String) throws -> StreamSpool? {
+        if case .claimed(let spool) = try StreamSpool.claim(directory: directory) { return spool }
+        return nil
+    }
 }
 
 /// Collects the log's events from any thread.
@@ -270,5 +276,4 @@ final class EventRecorder: @unchecked Sendable {
     private let lock = NSLock()
     private var events: [PacketLogEvent] = []
     func record(_ event: PacketLogEvent) { lock.withLock { events.append(event) } }
-    var all: [PacketLogEvent] { lock.withLock { events } }
-}
+    var all: [PacketLogEvent] { lock.withLock { events } }}

@@ -38,9 +38,10 @@ final class ChildProcess: @unchecked Sendable {
     private var stdoutData = Data()
     private var stderrData = Data()
 
-    /// Starts `executable` as the unprivileged user (see `Unprivileged`).
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        let command = Unprivileged.command(executable, arguments)
+    /// Starts `executable` as the unprivileged user (see `Unprivileged`), unless `unprivileged` is
+    /// false: a wrapper such as `script` then runs as the test user and drops privileges itself.
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, unprivileged: Bool = true) throws {
+        let command = unprivileged ? Unprivileged.command(executable, arguments) : (executable: executable, arguments: arguments)
         process.executableURL = URL(fileURLWithPath: command.executable)
         process.arguments = command.arguments
         var childEnvironment = ProcessInfo.processInfo.environment.merging(environment ?? [:]) { _, new in new }

@@ -75,10 +75,13 @@ final class StatusLineTests: XCTestCase {
     /// error and output both arrive on the terminal, which `ChildProcess` reads as its output.
     private func senderOnTerminal(_ arguments: [String], columns: Int = 200) throws -> (child: ChildProcess, state: URL) {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("sender-state-\(UUID().uuidString)")
-        let command = ([Products.send] + arguments).map(Self.shellQuoted).joined(separator: " ")
+        // script runs as the test user and setpriv inside it: setpriv drops privileges only as it
+        // starts capture-send, so a build folder only the test user may enter still works.
+        let unprivileged = Unprivileged.command(Products.send, arguments)
+        let command = ([unprivileged.executable] + unprivileged.arguments).map(Self.shellQuoted).joined(separator: " ")
         let child = try ChildProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], environment: [
             "COLUMNS": "\(columns)", "XDG_STATE_HOME": state.path, "TERM": "xterm",
-        ])
+        ], unprivileged: false)
         return (child, state)
     }
 

@@ -104,9 +104,12 @@ final class SystemdServiceSandbox {
                 return text
             }
             let script = "umask \(umask) && cd / && exec \"$@\""
-            let command = Unprivileged.command("/usr/bin/env", ["-i"] + variables.map(rewrite) + commandLine.map(rewrite))
+            // env clears the environment first and setpriv drops privileges last, as it starts the
+            // service, so a build folder only the test user may enter still works.
+            let rewritten = commandLine.map(rewrite)
+            let service = Unprivileged.command(rewritten[0], Array(rewritten.dropFirst()))
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", script, "sandbox", command.executable] + command.arguments
+            process.arguments = ["-c", script, "sandbox", "/usr/bin/env", "-i"] + variables.map(rewrite) + [service.executable] + service.arguments
         }
         process.environment = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"]
         process.standardOutput = try FileHandle(forWritingTo: outputURL)

@@ -179,6 +179,10 @@ let package = Package(
             name: "CaptureReceiverTests",
             dependencies: [
                 "CaptureReceiver",
+                "CaptureWire",
+                "CaptureWireNIO",
+                "CaptureCore",
+                "CAF",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -1,0 +1,481 @@
+import CaptureWire
+import Foundation
+
+/// One connection's whole life at the receiver, as a pure state machine: the handshake, the
+/// decision on the Hello, opening the stream's file, streaming with backpressure, finishing, and
+/// letting go of the file when the connection ends first. Events in (`ReceiverSessionEvent`),
+/// actions out (`ReceiverSessionAction`); it does no I/O, so every path — a close while the file
+/// opens, a finish failing after the sender left, a shutdown during a resume — is a table test.
+/// The protocol's own rules (order, sequences, sample times) stay in `ReceiverStreamState` inside it.
+///
+/// Two things run side by side and end independently: the **file** (none → opening → streaming →
+/// finishing or releasing → done) and the **connection** (open → closing → closed). The session is
+/// over when both are done; the stream table then holds the stream as finished or resumable.
+public struct ReceiverSession: Sendable {
+    /// Where the session's stream file is.
+    public enum State: Sendable, Equatable {
+        /// Waiting for the preamble and the Hello.
+        case handshaking
+        /// The Hello is valid; waiting for `.helloDecided`.
+        case deciding
+        /// The file is being created or reopened.
+        case opening
+        /// Audio flows; reading is paused while the disk is too far behind.
+        case streaming(readingPaused: Bool)
+        /// EndOfStream arrived; the file is being finalized.
+        case finishing
+        /// The connection ended first; the file is being released (`FileRelease`).
+        case releasing(FileRelease)
+        /// Nothing of the stream is left to do here (finished, released, refused or never started).
+        case done
+    }
+
+    /// The connection's side.
+    public enum Connection: Sendable, Equatable {
+        case open
+        /// The session asked for the close; the connection has not reported closed yet.
+        case closing
+        case closed
+    }
+
+    /// What the session needs to know of the receiver's configuration.
+    public struct Settings: Sendable, Equatable {
+        /// Sent in HelloAccepted.
+        public var heartbeatIntervalMilliseconds: UInt32
+        /// Sent in HelloAccepted.
+        public var maximumFrameBytes: Int
+        /// False when a lost connection finalizes its file at once (`--resume-window 0`).
+        public var keepsInterruptedStreams: Bool
+        /// Seconds an interrupted stream stays resumable (for log lines).
+        public var resumeWindowSeconds: Int
+        /// The connection runs over TLS (how a silent hang-up is explained).
+        public var usesTLS: Bool
+        /// Audio handed to the file and not yet durable above which reading stops.
+        public var pauseReadingAbove: Int
+        /// ... and below which it starts again.
+        public var resumeReadingBelow: Int
+        /// Limits applied to the Hello.
+        public var helloLimits: ValidatedHello.Limits
+        /// The handshake timeout as log lines and Error frames state it.
+        public var handshakeTimeoutText: String
+        /// The idle timeout as log lines and Error frames state it.
+        public var idleTimeoutText: String
+
+        public init(
+            heartbeatIntervalMilliseconds: UInt32 = 5_000, maximumFrameBytes: Int = WireProtocol.defaultMaxFrameBytes,
+            keepsInterruptedStreams: Bool = true, resumeWindowSeconds: Int = 86_400, usesTLS: Bool = false,
+            pauseReadingAbove: Int = 8 << 20, resumeReadingBelow: Int = 2 << 20,
+            helloLimits: ValidatedHello.Limits = ValidatedHello.Limits(),
+            handshakeTimeoutText: String = "10 s", idleTimeoutText: String = "20 s"
+        ) {
+            self.handshakeTimeoutText = handshakeTimeoutText
+            self.idleTimeoutText = idleTimeoutText
+            self.heartbeatIntervalMilliseconds = heartbeatIntervalMilliseconds
+            self.maximumFrameBytes = maximumFrameBytes
+            self.keepsInterruptedStreams = keepsInterruptedStreams
+            self.resumeWindowSeconds = resumeWindowSeconds
+            self.usesTLS = usesTLS
+            self.pauseReadingAbove = pauseReadingAbove
+            self.resumeReadingBelow = resumeReadingBelow
+            self.helloLimits = helloLimits
+        }
+    }
+
+    /// Where the stream's file is.
+    public private(set) var state: State = .handshaking
+    /// Where the connection is.
+    public private(set) var connection: Connection = .open
+    /// The accepted Hello's stream, once decided.
+    public private(set) var streamID: UUID?
+    /// The stream's file, once open.
+    public private(set) var filePath: String?
+    /// The last durable position (what the last Ack said).
+    public private(set) var lastDurable = DurablePosition(sequence: 0, sampleTime: 0)
+
+    private let settings: Settings
+    private var protocolState: ReceiverStreamState
+    private var hello: ValidatedHello?
+    private var resumingFrom: String?
+    private var shuttingDown = false
+    private var endOfStream: Capture_V1_EndOfStream?
+    /// Audio handed to the file and not yet durable: (sequence, bytes handed over up to and
+    /// including it), oldest first.
+    private var notDurable: [(sequence: UInt64, cumulativeBytes: Int)] = []
+    private var bytesHandedOver = 0
+    private var bytesDurable = 0
+
+    public init(settings: Settings = Settings()) {
+        self.settings = settings
+        protocolState = ReceiverStreamState(limits: settings.helloLimits)
+    }
+
+    /// The session is over: the file is done and the connection closed.
+    public var isFinished: Bool { state == .done && connection == .closed }
+
+    /// Audio handed to the file and not yet durable, in bytes.
+    public var bytesNotDurable: Int { bytesHandedOver - bytesDurable }
+
+    /// The file name the sender is told (the last path component).
+    private var fileName: String { filePath.map { ($0 as NSString).lastPathComponent } ?? "" }
+
+    /// Handles one event and returns what to do, in order.
+    public mutating func handle(_ event: ReceiverSessionEvent) -> [ReceiverSessionAction] {
+        var actions: [ReceiverSessionAction] = []
+        switch event {
+        case .preambleReceived(let version):
+            guard connection == .open else { break }
+            do {
+                try protocolState.receivePreamble(version: version)
+            } catch {
+                fail(.wire(error), &actions)
+            }
+        case .messageReceived(let message):
+            receive(message, &actions)
+        case .inputFailed(let error):
+            fail(.wire(error), &actions)
+        case .helloDecided(let decision):
+            decided(decision, &actions)
+        case .fileOpened(let path, let resume):
+            opened(path: path, resume: resume, &actions)
+        case .fileOpenFailed(let error):
+            openFailed(error, &actions)
+        case .durable(let position):
+            durable(position, &actions)
+        case .storageFailed(let error):
+            actions.append(.log(.init(.error, "cannot write the stream", ["error": error.description])))
+            fail(.refused(.storageFailed, "the receiver cannot write \(fileName): \(error.description)"), &actions)
+        case .fileFinished(let result):
+            finished(result, &actions)
+        case .fileReleased(let result):
+            released(result, &actions)
+        case .handshakeTimedOut:
+            switch state {
+            case .handshaking, .deciding, .opening:
+                fail(.timeout("the handshake did not complete within \(settings.handshakeTimeoutText)"), &actions)
+            default:
+                break
+            }
+        case .readIdle:
+            fail(.timeout("no data from the sender for \(settings.idleTimeoutText); the connection is considered dead"), &actions)
+        case .writeIdle(let now):
+            // Heartbeats only once the sender was told HelloAccepted (PROTOCOL.md §9): before that
+            // the only frame a sender accepts is HelloAccepted or Error.
+            guard connection == .open else { break }
+            switch state {
+            case .streaming, .finishing:
+                actions.append(.send(.heartbeat(.with { $0.sentUnixNs = now })))
+            default:
+                break
+            }
+        case .transportFailed(let reason):
+            guard connection == .open else { break }
+            actions.append(.log(.init(.warning, "connection error", ["error": reason])))
+            close(&actions)
+        case .closeQuietly:
+            close(&actions)
+        case .connectionClosed:
+            connectionClosed(&actions)
+        case .shutdownRequested:
+            shuttingDown = true
+            fail(.refused(.shuttingDown, "the receiver is shutting down; reconnect later"), &actions)
+        }
+        return actions
+    }
+
+    // MARK: - Messages
+
+    private mutating func receive(_ message: WireMessage, _ actions: inout [ReceiverSessionAction]) {
+        guard connection == .open else { return }
+        let action: ReceiverAction
+        do {
+            action = try protocolState.receive(message)
+        } catch {
+            return fail(.wire(error), &actions)
+        }
+        switch action {
+        case .decideOnHello(let hello):
+            self.hello = hello
+            state = .deciding
+            actions.append(.decide(hello))
+        case .writeAudio(let audio):
+            guard case .streaming(let paused) = state else { return }
+            let frames = Int(audio.frameCount)
+            actions.append(.write(AudioWrite(
+                sequence: audio.sequence, payload: audio.payload, packetSizes: audio.packetSizes,
+                frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames))))
+            bytesHandedOver += audio.payload.count
+            notDurable.append((audio.sequence, bytesHandedOver))
+            if !paused, bytesNotDurable > settings.pauseReadingAbove {
+                state = .streaming(readingPaused: true)
+                actions.append(.setReading(false))
+            }
+        case .recordGap(let gap):
+            guard case .streaming = state else { return }
+            actions.append(.log(.init(.warning, "gap in stream", [
+                "sample": "\(gap.sampleTime)", "frames": "\(gap.lengthFrames)", "reason": gap.reason,
+            ])))
+            actions.append(.recordGap(gap))
+            notDurable.append((gap.sequence, bytesHandedOver))
+        case .ignoreDuplicate:
+            sendAck(&actions)
+        case .heartbeat:
+            break
+        case .finishStream(let end):
+            guard case .streaming(let paused) = state else { return }
+            endOfStream = end
+            state = .finishing
+            if paused { actions.append(.setReading(true)) }
+            actions.append(.finishFile(remainderFrames: Int(end.remainderFrames)))
+        case .peerError(let error):
+            actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
+            if error.fatal { close(&actions) }
+        }
+    }
+
+    // MARK: - Handshake
+
+    private mutating func decided(_ decision: HelloDecision, _ actions: inout [ReceiverSessionAction]) {
+        guard state == .deciding, let hello else { return }
+        switch decision {
+        case .refused(let code, let message):
+            protocolState.reject()
+            state = .done
+            fail(.refused(code, message), &actions)
+        case .newStream, .resume:
+            streamID = hello.streamID
+            if case .resume(let path) = decision { resumingFrom = path }
+            guard connection == .open else {
+                // The connection closed while the decision was made: give the stream back.
+                state = .done
+                actions.append(giveBack(hello.streamID))
+                return
+            }
+            state = .opening
+            actions.append(.openFile(hello, resumingFrom: resumingFrom))
+        }
+    }
+
+    /// The stream table's entry for a stream whose file this session never had open.
+    private func giveBack(_ stream: UUID) -> ReceiverSessionAction {
+        if let resumingFrom { return .keepStreamResumable(stream, path: resumingFrom) }
+        return .forgetStream(stream)
+    }
+
+    private mutating func opened(path: String, resume: ResumePoint, _ actions: inout [ReceiverSessionAction]) {
+        guard state == .opening, let hello else { return }
+        filePath = path
+        lastDurable = DurablePosition(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime)
+        guard connection == .open else {
+            return release(&actions)
+        }
+        do {
+            try protocolState.accept(resumingAt: resume)
+        } catch {
+            // The sender no longer holds the audio the file needs next.
+            state = .streaming(readingPaused: false)
+            return fail(.wire(error), &actions)
+        }
+        state = .streaming(readingPaused: false)
+        actions.append(.cancelHandshakeTimeout)
+        actions.append(.send(.helloAccepted(.with {
+            $0.nextSequence = resume.nextSequence
+            $0.nextSampleTime = resume.nextSampleTime
+            $0.heartbeatIntervalMs = settings.heartbeatIntervalMilliseconds
+            $0.maxFrameBytes = UInt32(settings.maximumFrameBytes)
+            $0.fileName = fileName
+            $0.resumed = resumingFrom != nil
+        })))
+        actions.append(.log(.init(.info, resumingFrom != nil ? "stream resumed" : "stream opened", [
+            "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
+            "next-sequence": "\(resume.nextSequence)",
+        ])))
+    }
+
+    private mutating func openFailed(_ error: StorageError, _ actions: inout [ReceiverSessionAction]) {
+        guard state == .opening, let streamID else { return }
+        state = .done
+        protocolState.reject()
+        actions.append(giveBack(streamID))
+        if case .formatChanged = error {
+            fail(.refused(.badFormat, error.description), &actions)
+        } else {
+            if connection == .open {
+                actions.append(.log(.init(.error, "cannot store the stream; the sender keeps its audio and retries", ["error": error.description])))
+            }
+            fail(.refused(.storageFailed, "the receiver cannot store the stream now: \(error.description); the sender keeps the audio and retries"), &actions)
+        }
+    }
+
+    // MARK: - Durability
+
+    private mutating func durable(_ position: DurablePosition, _ actions: inout [ReceiverSessionAction]) {
+        guard position.sequence >= lastDurable.sequence else { return }
+        lastDurable = position
+        while let first = notDurable.first, first.sequence <= position.sequence {
+            bytesDurable = first.cumulativeBytes
+            notDurable.removeFirst()
+        }
+        switch state {
+        case .streaming(let paused):
+            sendAck(&actions)
+            if paused, bytesNotDurable < settings.resumeReadingBelow {
+                state = .streaming(readingPaused: false)
+                actions.append(.setReading(true))
+            }
+        case .finishing:
+            sendAck(&actions)
+        default:
+            break
+        }
+    }
+
+    private func sendAck(_ actions: inout [ReceiverSessionAction]) {
+        guard connection == .open, lastDurable.sequence > 0 else { return }
+        actions.append(.send(.ack(.with {
+            $0.durableSequence = lastDurable.sequence
+            $0.durableSampleTime = lastDurable.sampleTime
+        })))
+    }
+
+    // MARK: - End of stream and release
+
+    private mutating func finished(_ result: Result<FinishedFile, StorageError>, _ actions: inout [ReceiverSessionAction]) {
+        guard state == .finishing, let streamID else { return }
+        switch result {
+        case .success(let file):
+            state = .done
+            actions.append(.forgetStream(streamID))
+            var metadata = Self.metadata(file)
+            let rate = hello?.format.sampleRate ?? 1
+            metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / rate)) s"
+            metadata["reason"] = endOfStream?.reason ?? ""
+            actions.append(.log(.init(.notice, "stream closed", metadata)))
+            if connection == .open {
+                actions.append(.send(.endAccepted(.with {
+                    $0.fileName = fileName
+                    $0.totalFrames = file.frames
+                    $0.totalPackets = UInt64(file.packets)
+                })))
+                close(&actions)
+            }
+        case .failure(let error):
+            // Not finished: the file stays resumable at its last durable position.
+            let wasOpen = connection == .open
+            state = .streaming(readingPaused: false)
+            if wasOpen {
+                fail(.refused(.storageFailed, "could not finish \(fileName): \(error.description)"), &actions)
+            } else {
+                release(&actions)
+            }
+        }
+    }
+
+    /// The connection is ending while the file is open: let go of it as the configuration and a
+    /// shutdown say.
+    private mutating func release(_ actions: inout [ReceiverSessionAction]) {
+        let mode: FileRelease
+        if !settings.keepsInterruptedStreams {
+            mode = .finalizeIncomplete
+            actions.append(.log(.init(.warning, "connection lost before end of stream; finalizing the file with what arrived", ["file": filePath ?? ""])))
+        } else {
+            mode = shuttingDown ? .finalizeResumable : .keepResumable
+        }
+        state = .releasing(mode)
+        actions.append(.releaseFile(mode))
+    }
+
+    private mutating func released(_ result: Result<FinishedFile?, StorageError>, _ actions: inout [ReceiverSessionAction]) {
+        guard case .releasing(let mode) = state, let streamID else { return }
+        state = .done
+        let path = filePath ?? ""
+        let window = "\(settings.resumeWindowSeconds)"
+        switch mode {
+        case .finalizeIncomplete:
+            switch result {
+            case .success(let file?): actions.append(.log(.init(.notice, "stream closed (incomplete)", Self.metadata(file))))
+            case .success(nil): break
+            case .failure(let error): actions.append(.log(.init(.error, "could not finalize the file", ["error": error.description])))
+            }
+            actions.append(.forgetStream(streamID))
+        case .finalizeResumable:
+            actions.append(.log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
+                "file": path, "resume-window-s": window,
+            ])))
+            actions.append(.keepStreamResumable(streamID, path: path))
+        case .keepResumable:
+            actions.append(.log(.init(.warning, "connection lost before end of stream; the file stays open for the sender to resume", [
+                "file": path, "resume-window-s": window,
+            ])))
+            actions.append(.keepStreamResumable(streamID, path: path))
+        }
+    }
+
+    private static func metadata(_ file: FinishedFile) -> [String: String] {
+        ["path": file.path, "frames": "\(file.frames)", "bytes": "\(file.bytes)", "gaps": "\(file.gaps)"]
+    }
+
+    // MARK: - Closing
+
+    /// Why the session ends its connection.
+    enum Failure {
+        case wire(WireError)
+        case refused(Capture_V1_Error.Code, String)
+        case timeout(String)
+    }
+
+    /// Ends the connection for `failure`: logs it, sends an Error frame when the peer can read one,
+    /// and closes. Only the first failure counts.
+    private mutating func fail(_ failure: Failure, _ actions: inout [ReceiverSessionAction]) {
+        guard connection == .open else { return }
+        let preambleRead = protocolState.phase != .awaitingPreamble
+        var frame: Capture_V1_Error?
+        switch failure {
+        case .wire(.truncatedPreamble(receivedBytes: 0)) where settings.usesTLS:
+            // Over TLS 1.3 a sender that rejects this receiver's certificate hangs up after the
+            // handshake, before sending anything.
+            actions.append(.log(.init(.warning, "refused: the sender closed the TLS connection before sending anything; it may not trust this receiver's certificate (check its --ca or --pin and the host name it connects to)", ["code": "TLS"])))
+        case .wire(.truncatedPreamble(receivedBytes: 0)):
+            // A plaintext connection that closed without a byte: a port probe or health check.
+            actions.append(.log(.init(.debug, "connection closed without data")))
+        case .wire(let error):
+            actions.append(.log(.init(.warning, "refused: \(error.description)", ["code": "\(error.code)"])))
+            frame = error.peerUnderstandsErrorFrame ? error.errorFrame : nil
+        case .refused(let code, let message):
+            actions.append(.log(.init(.warning, "refused: \(message)", ["code": "\(code)"])))
+            frame = .with { $0.code = code; $0.message = message; $0.fatal = true }
+        case .timeout(let message):
+            actions.append(.log(.init(.warning, message, ["code": "TIMEOUT"])))
+            // A peer that never sent the preamble is not speaking the protocol: no frame (§3).
+            frame = preambleRead ? .with { $0.code = .timeout; $0.message = message; $0.fatal = true } : nil
+        }
+        if let frame { actions.append(.send(.error(frame))) }
+        close(&actions)
+    }
+
+    /// Asks for the connection's close, and lets go of an open file at once.
+    private mutating func close(_ actions: inout [ReceiverSessionAction]) {
+        guard connection == .open else { return }
+        connection = .closing
+        actions.append(.close)
+        if case .streaming(let paused) = state {
+            if paused { actions.append(.setReading(true)) }
+            release(&actions)
+        }
+    }
+
+    private mutating func connectionClosed(_ actions: inout [ReceiverSessionAction]) {
+        connection = .closed
+        switch state {
+        case .handshaking:
+            state = .done
+        case .streaming:
+            release(&actions)
+        case .deciding, .opening, .finishing, .releasing, .done:
+            // Deciding: the decision gives a reserved stream back. Opening: the file is released
+            // once open (or the stream given back if that fails). Finishing: the finish completes;
+            // a failure releases the file then.
+            break
+        }
+    }
+}
+

@@ -1,0 +1,74 @@
+import CaptureWire
+import Foundation
+import Logging
+
+/// How a session lets go of its open stream file when the connection ends before the stream did.
+public enum FileRelease: Sendable, Equatable {
+    /// Make what was written durable, close the file, and keep it for the sender to resume.
+    case keepResumable
+    /// As `keepResumable`, and finalize the file too, so every reader opens it complete while the
+    /// receiver is down; its position log stays, so a resume after the restart continues it.
+    case finalizeResumable
+    /// Finalize the file with what arrived and forget the stream (a resume window of 0).
+    case finalizeIncomplete
+}
+
+/// One AudioData's packets, as the stream's writer appends them.
+public struct AudioWrite: Sendable, Equatable {
+    /// The message's sequence.
+    public var sequence: UInt64
+    /// The packets' bytes.
+    public var payload: Data
+    /// Each packet's size for a VBR format; empty for constant-size packets.
+    public var packetSizes: [UInt32]
+    /// Frames the packets hold.
+    public var frameCount: Int
+    /// The sample index just past these frames.
+    public var endSampleTime: Int64
+}
+
+/// A log line the session asks for, with its level and metadata (the handler adds the peer and
+/// stream to every line).
+public struct SessionLogLine: Sendable, Equatable {
+    public var level: Logger.Level
+    public var message: String
+    public var metadata: [String: String]
+
+    public init(_ level: Logger.Level, _ message: String, _ metadata: [String: String] = [:]) {
+        self.level = level
+        self.message = message
+        self.metadata = metadata
+    }
+}
+
+/// What the NIO handler must do for the session, in order.
+public enum ReceiverSessionAction: Sendable, Equatable {
+    /// Send a message to the sender.
+    case send(WireMessage)
+    /// Close the connection.
+    case close
+    /// Stop the handshake timer: the stream is accepted.
+    case cancelHandshakeTimeout
+    /// Authenticate the Hello and consult the stream table (limit, busy, resumable); answer with
+    /// `.helloDecided`.
+    case decide(ValidatedHello)
+    /// Create the stream's file, or reopen the file at `resumingFrom`, off the event loop; answer
+    /// with `.fileOpened` or `.fileOpenFailed`.
+    case openFile(ValidatedHello, resumingFrom: String?)
+    /// Append audio to the stream's file; durability is reported with `.durable`.
+    case write(AudioWrite)
+    /// Record a gap in the stream's file.
+    case recordGap(Capture_V1_Gap)
+    /// Finalize the file (the stream ended); answer with `.fileFinished`.
+    case finishFile(remainderFrames: Int)
+    /// Let go of the file as `FileRelease` says; answer with `.fileReleased`.
+    case releaseFile(FileRelease)
+    /// Stop (false) or resume (true) reading from the connection: backpressure while the disk is behind.
+    case setReading(Bool)
+    /// The stream table forgets the stream: it finished, or its new file was never made.
+    case forgetStream(UUID)
+    /// The stream table keeps the stream's file at `path` for its sender to resume.
+    case keepStreamResumable(UUID, path: String)
+    /// Write a log line.
+    case log(SessionLogLine)
+}

@@ -1,0 +1,56 @@
+import CaptureWire
+import Foundation
+
+/// What the receiver decided about a valid Hello, after authentication and the stream table.
+public enum HelloDecision: Sendable, Equatable {
+    /// A new stream: create its file.
+    case newStream
+    /// A stream whose file is waiting at `path` (its connection was lost, or a restart found it):
+    /// reopen that file and continue it.
+    case resume(path: String)
+    /// Refused: send an Error with `code` and `message`, and close.
+    case refused(Capture_V1_Error.Code, String)
+}
+
+/// Everything that happens to one connection's session at the receiver: what arrives from the
+/// network, what the storage reports back, timers and the receiver's own shutdown. The NIO handler
+/// turns each into a `ReceiverSession.handle(_:)` call.
+public enum ReceiverSessionEvent: Sendable, Equatable {
+    /// The frame decoder read and checked the preamble.
+    case preambleReceived(version: UInt8)
+    /// The frame decoder produced a message.
+    case messageReceived(WireMessage)
+    /// The input is not the protocol (bad preamble, oversized or malformed frame, truncated input).
+    case inputFailed(WireError)
+    /// The answer to `.decide`: carries on the handshake or refuses it.
+    case helloDecided(HelloDecision)
+    /// The stream's file is open (created, or reopened for a resume) at `path`; the sender
+    /// continues at `resume`.
+    case fileOpened(path: String, resume: ResumePoint)
+    /// The stream's file could not be created or reopened.
+    case fileOpenFailed(StorageError)
+    /// Audio up to `position` is durably on disk.
+    case durable(DurablePosition)
+    /// Writing or syncing the stream's file failed; nothing after the last durable position counts.
+    case storageFailed(StorageError)
+    /// The answer to `.finishFile`: the file is complete, or could not be finished.
+    case fileFinished(Result<FinishedFile, StorageError>)
+    /// The answer to `.releaseFile`: for `.finalizeIncomplete`, the finished file or why it failed;
+    /// otherwise `.success(nil)` once the file is closed and resumable.
+    case fileReleased(Result<FinishedFile?, StorageError>)
+    /// The handshake (preamble, Hello, opening the file) took longer than allowed.
+    case handshakeTimedOut
+    /// Nothing was read for the idle timeout.
+    case readIdle
+    /// Nothing was written for the heartbeat interval; `unixNanoseconds` is the time now.
+    case writeIdle(unixNanoseconds: Int64)
+    /// The transport failed (a socket error); `reason` says why in the user's words.
+    case transportFailed(reason: String)
+    /// The transport already refused or closed the connection and said why (TLS, a port probe):
+    /// close without another word.
+    case closeQuietly
+    /// The connection is closed (both directions); nothing more can be sent.
+    case connectionClosed
+    /// The receiver shuts down: tell the sender and let go of the file, keeping it resumable.
+    case shutdownRequested
+}

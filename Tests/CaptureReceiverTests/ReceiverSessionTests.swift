@@ -1,0 +1,386 @@
+@testable import CaptureReceiver
+import CaptureCore
+import CaptureWire
+import Foundation
+import XCTest
+
+/// The receiver's session machine, event by event: every path a connection can take, including
+/// the ones that used to need timed real processes (a close while the file opens, a finish failing
+/// after the sender left, a shutdown during a resume, backpressure).
+final class ReceiverSessionTests: XCTestCase {
+    static let stream = UUID(uuidString: "6F1C2A9E-4B3D-4E5F-8A7B-9C0D1E2F3A4B") ?? UUID()
+    static let path = "/srv/rec/studio-a_20260101T000000Z.caf"
+    static let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)
+
+    static var helloMessage: Capture_V1_Hello {
+        .with {
+            $0.protocolVersion = 1
+            $0.streamID = stream.wireBytes
+            $0.streamName = "studio-a"
+            $0.format = Capture_V1_StreamFormat(format)
+            $0.sourceHost = "field-1"
+        }
+    }
+
+    static var hello: ValidatedHello {
+        get throws { try ValidatedHello(helloMessage) }
+    }
+
+    /// `frames` s16 stereo frames at `sequence`, starting at `first`.
+    static func audio(_ sequence: UInt64, first: Int64, frames: Int = 15) -> Capture_V1_AudioData {
+        .with {
+            $0.sequence = sequence
+            $0.firstSampleTime = first
+            $0.packetCount = UInt32(frames)
+            $0.frameCount = UInt32(frames)
+            $0.payload = Data(repeating: UInt8(sequence), count: frames * 4)
+        }
+    }
+
+    static func write(_ sequence: UInt64, first: Int64, frames: Int = 15) -> ReceiverSessionAction {
+        .write(AudioWrite(
+            sequence: sequence, payload: Data(repeating: UInt8(sequence), count: frames * 4), packetSizes: [],
+            frameCount: frames, endSampleTime: first + Int64(frames)))
+    }
+
+    static func ack(_ sequence: UInt64, _ sampleTime: Int64) -> ReceiverSessionAction {
+        .send(.ack(.with { $0.durableSequence = sequence; $0.durableSampleTime = sampleTime }))
+    }
+
+    static func error(_ code: Capture_V1_Error.Code, _ message: String) -> ReceiverSessionAction {
+        .send(.error(.with { $0.code = code; $0.message = message; $0.fatal = true }))
+    }
+
+    static let finished = FinishedFile(path: path, frames: 30, packets: 30, bytes: 120, gaps: 0)
+
+    /// Drives a session through `steps`, checking each event's actions (log lines compared too).
+    private func run(
+        _ session: inout ReceiverSession, _ steps: [(ReceiverSessionEvent, [ReceiverSessionAction])],
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        for (index, (event, expected)) in steps.enumerated() {
+            let actions = session.handle(event)
+            XCTAssertEqual(actions, expected, "step \(index + 1): \(event)", file: file, line: line)
+        }
+    }
+
+    /// A session whose stream is open and streaming (handshake done).
+    private func streamingSession(settings: ReceiverSession.Settings = .init()) throws -> ReceiverSession {
+        var session = ReceiverSession(settings: settings)
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.newStream))
+        _ = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)))
+        XCTAssertEqual(session.state, .streaming(readingPaused: false))
+        return session
+    }
+
+    private static let keptResumableLog = ReceiverSessionAction.log(.init(
+        .warning, "connection lost before end of stream; the file stays open for the sender to resume",
+        ["file": path, "resume-window-s": "86400"]))
+
+    // MARK: - The whole life of a stream
+
+    func testANewStreamFromHelloToEndAccepted() throws {
+        var session = ReceiverSession()
+        let hello = try Self.hello
+        run(&session, [
+            (.preambleReceived(version: 1), []),
+            (.messageReceived(.hello(Self.helloMessage)), [.decide(hello)]),
+            (.helloDecided(.newStream), [.openFile(hello, resumingFrom: nil)]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [
+                .cancelHandshakeTimeout,
+                .send(.helloAccepted(.with {
+                    $0.nextSequence = 1
+                    $0.nextSampleTime = 0
+                    $0.heartbeatIntervalMs = 5_000
+                    $0.maxFrameBytes = UInt32(WireProtocol.defaultMaxFrameBytes)
+                    $0.fileName = "studio-a_20260101T000000Z.caf"
+                    $0.resumed = false
+                })),
+                .log(.init(.info, "stream opened", ["file": Self.path, "format": "\(Self.format)", "source": "field-1", "next-sequence": "1"])),
+            ]),
+            (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
+            (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15)]),
+            (.durable(DurablePosition(sequence: 2, sampleTime: 30)), [Self.ack(2, 30)]),
+            (.messageReceived(.endOfStream(.with { $0.lastSequence = 2; $0.endSampleTime = 30; $0.reason = "stopped" })), [
+                .finishFile(remainderFrames: 0),
+            ]),
+            (.fileFinished(.success(Self.finished)), [
+                .forgetStream(Self.stream),
+                .log(.init(.notice, "stream closed", [
+                    "path": Self.path, "frames": "30", "bytes": "120", "gaps": "0", "duration": "0.001 s", "reason": "stopped",
+                ])),
+                .send(.endAccepted(.with { $0.fileName = "studio-a_20260101T000000Z.caf"; $0.totalFrames = 30; $0.totalPackets = 30 })),
+                .close,
+            ]),
+            (.connectionClosed, []),
+        ])
+        XCTAssertTrue(session.isFinished)
+    }
+
+    func testAResumeReopensTheFileAndSaysSo() throws {
+        var session = ReceiverSession()
+        let hello = try Self.hello
+        _ = session.handle(.preambleReceived(version: 1))
+        XCTAssertEqual(session.handle(.messageReceived(.hello(Self.helloMessage))), [.decide(hello)])
+        XCTAssertEqual(session.handle(.helloDecided(.resume(path: Self.path))), [.openFile(hello, resumingFrom: Self.path)])
+        let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 41, nextSampleTime: 600)))
+        guard case .send(.helloAccepted(let accepted)) = actions[1] else { return XCTFail("HelloAccepted expected: \(actions)") }
+        XCTAssertEqual([accepted.nextSequence, UInt64(accepted.nextSampleTime)], [41, 600])
+        XCTAssertTrue(accepted.resumed)
+        XCTAssertEqual(session.lastDurable, DurablePosition(sequence: 40, sampleTime: 600))
+        XCTAssertEqual(session.handle(.messageReceived(.audioData(Self.audio(40, first: 585)))), [Self.ack(40, 600)], "a resend of what is durable is acknowledged again")
+        XCTAssertEqual(session.handle(.messageReceived(.audioData(Self.audio(41, first: 600)))), [Self.write(41, first: 600)])
+    }
+
+    // MARK: - The connection ends first
+
+    func testACloseWhileTheFileOpensReleasesTheFileOnceOpen() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.newStream))
+        run(&session, [
+            (.connectionClosed, []),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [.releaseFile(.keepResumable)]),
+            (.fileReleased(.success(nil)), [Self.keptResumableLog, .keepStreamResumable(Self.stream, path: Self.path)]),
+        ])
+        XCTAssertTrue(session.isFinished)
+    }
+
+    func testACloseWhileTheFileOpensWithNoResumeWindowFinalizesIt() throws {
+        var session = ReceiverSession(settings: .init(keepsInterruptedStreams: false, resumeWindowSeconds: 0))
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.newStream))
+        run(&session, [
+            (.connectionClosed, []),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [
+                .log(.init(.warning, "connection lost before end of stream; finalizing the file with what arrived", ["file": Self.path])),
+                .releaseFile(.finalizeIncomplete),
+            ]),
+            (.fileReleased(.success(Self.finished)), [
+                .log(.init(.notice, "stream closed (incomplete)", ["path": Self.path, "frames": "30", "bytes": "120", "gaps": "0"])),
+                .forgetStream(Self.stream),
+            ]),
+        ])
+        XCTAssertTrue(session.isFinished)
+    }
+
+    func testALostConnectionKeepsTheStreamResumable() throws {
+        var session = try streamingSession()
+        run(&session, [
+            (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
+            (.connectionClosed, [.releaseFile(.keepResumable)]),
+            (.durable(DurablePosition(sequence: 1, sampleTime: 15)), []),
+            (.fileReleased(.success(nil)), [Self.keptResumableLog, .keepStreamResumable(Self.stream, path: Self.path)]),
+        ])
+        XCTAssertTrue(session.isFinished)
+    }
+
+    func testAFinishFailingAfterTheSenderLeftKeepsTheFileResumable() throws {
+        var session = try streamingSession()
+        run(&session, [
+            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(remainderFrames: 0)]),
+            (.connectionClosed, []),
+            (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
+            (.fileReleased(.success(nil)), [Self.keptResumableLog, .keepStreamResumable(Self.stream, path: Self.path)]),
+        ])
+        XCTAssertTrue(session.isFinished)
+    }
+
+    func testAFinishFailingWhileConnectedRefusesAndKeepsTheFileResumable() throws {
+        var session = try streamingSession()
+        _ = session.handle(.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })))
+        let message = "could not finish studio-a_20260101T000000Z.caf: no space left on device"
+        run(&session, [
+            (.fileFinished(.failure(.writeFailed("no space left on device"))), [
+                .log(.init(.warning, "refused: \(message)", ["code": "storageFailed"])),
+                Self.error(.storageFailed, message),
+                .close,
+                .releaseFile(.keepResumable),
+            ]),
+        ])
+    }
+
+    func testAFinishAfterTheSenderLeftStillForgetsTheFinishedStream() throws {
+        var session = try streamingSession()
+        _ = session.handle(.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })))
+        _ = session.handle(.connectionClosed)
+        let actions = session.handle(.fileFinished(.success(Self.finished)))
+        XCTAssertEqual(actions.filter { if case .log = $0 { return false } else { return true } }, [.forgetStream(Self.stream)], "no EndAccepted to a closed connection")
+        XCTAssertTrue(session.isFinished)
+    }
+
+    // MARK: - Shutdown
+
+    func testAShutdownDuringAResumeFinalizesTheFileOnceOpenAndKeepsItResumable() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.resume(path: Self.path)))
+        let message = "the receiver is shutting down; reconnect later"
+        run(&session, [
+            (.shutdownRequested, [
+                .log(.init(.warning, "refused: \(message)", ["code": "shuttingDown"])),
+                Self.error(.shuttingDown, message),
+                .close,
+            ]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 5, nextSampleTime: 60)), [.releaseFile(.finalizeResumable)]),
+            (.connectionClosed, []),
+            (.fileReleased(.success(nil)), [
+                .log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
+                    "file": Self.path, "resume-window-s": "86400",
+                ])),
+                .keepStreamResumable(Self.stream, path: Self.path),
+            ]),
+        ])
+        XCTAssertTrue(session.isFinished)
+    }
+
+    func testAShutdownWhileStreamingLetsGoOfTheFileAtOnce() throws {
+        var session = try streamingSession()
+        let actions = session.handle(.shutdownRequested)
+        XCTAssertEqual(Array(actions.suffix(3)), [Self.error(.shuttingDown, "the receiver is shutting down; reconnect later"), .close, .releaseFile(.finalizeResumable)])
+        XCTAssertEqual(session.handle(.messageReceived(.audioData(Self.audio(1, first: 0)))), [], "nothing is read after the close")
+    }
+
+    // MARK: - Refusals and failures
+
+    func testARefusedHelloSendsItsErrorAndReservesNothing() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        let message = "the receiver already records 4 streams; try again later or raise --max-streams"
+        run(&session, [
+            (.helloDecided(.refused(.tooManyStreams, message)), [
+                .log(.init(.warning, "refused: \(message)", ["code": "tooManyStreams"])),
+                Self.error(.tooManyStreams, message),
+                .close,
+            ]),
+            (.connectionClosed, []),
+        ])
+        XCTAssertTrue(session.isFinished)
+        XCTAssertNil(session.streamID)
+    }
+
+    func testADecisionArrivingAfterTheCloseGivesTheStreamBack() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        XCTAssertEqual(session.handle(.connectionClosed), [])
+        XCTAssertEqual(session.handle(.helloDecided(.newStream)), [.forgetStream(Self.stream)])
+        XCTAssertTrue(session.isFinished)
+
+        var resuming = ReceiverSession()
+        _ = resuming.handle(.preambleReceived(version: 1))
+        _ = resuming.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = resuming.handle(.connectionClosed)
+        XCTAssertEqual(resuming.handle(.helloDecided(.resume(path: Self.path))), [.keepStreamResumable(Self.stream, path: Self.path)])
+    }
+
+    func testAFileThatCannotBeOpenedIsRefusedAndTheResumableStreamKept() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.resume(path: Self.path)))
+        let actions = session.handle(.fileOpenFailed(.cannotCreate("cannot reopen \(Self.path): permission denied")))
+        let message = "the receiver cannot store the stream now: cannot reopen \(Self.path): permission denied; the sender keeps the audio and retries"
+        XCTAssertEqual(actions, [
+            .keepStreamResumable(Self.stream, path: Self.path),
+            .log(.init(.error, "cannot store the stream; the sender keeps its audio and retries", ["error": "cannot reopen \(Self.path): permission denied"])),
+            .log(.init(.warning, "refused: \(message)", ["code": "storageFailed"])),
+            Self.error(.storageFailed, message),
+            .close,
+        ])
+    }
+
+    func testAResumeInAnotherFormatIsRefusedAsABadFormat() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.newStream))
+        let actions = session.handle(.fileOpenFailed(.formatChanged("recorded as A but now sends B")))
+        XCTAssertEqual(actions.first, .forgetStream(Self.stream))
+        XCTAssertTrue(actions.contains(Self.error(.badFormat, "recorded as A but now sends B")))
+    }
+
+    func testAStorageFailureRefusesAndKeepsWhatIsDurable() throws {
+        var session = try streamingSession()
+        let message = "the receiver cannot write studio-a_20260101T000000Z.caf: disk full"
+        XCTAssertEqual(session.handle(.storageFailed(.writeFailed("disk full"))), [
+            .log(.init(.error, "cannot write the stream", ["error": "disk full"])),
+            .log(.init(.warning, "refused: \(message)", ["code": "storageFailed"])),
+            Self.error(.storageFailed, message),
+            .close,
+            .releaseFile(.keepResumable),
+        ])
+    }
+
+    func testAProtocolErrorMidStreamClosesAndKeepsTheFile() throws {
+        var session = try streamingSession()
+        let actions = session.handle(.messageReceived(.audioData(Self.audio(3, first: 0))))
+        XCTAssertEqual(Array(actions.suffix(2)), [.close, .releaseFile(.keepResumable)])
+        guard case .send(.error(let frame)) = actions.dropLast(2).last else { return XCTFail("an Error frame first: \(actions)") }
+        XCTAssertEqual(frame.code, .sequenceGap)
+    }
+
+    func testAHandshakeTimeoutWhileTheFileOpensStillReleasesTheFile() throws {
+        var session = ReceiverSession(settings: .init(handshakeTimeoutText: "10 s"))
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.newStream))
+        let message = "the handshake did not complete within 10 s"
+        run(&session, [
+            (.handshakeTimedOut, [
+                .log(.init(.warning, message, ["code": "TIMEOUT"])),
+                .send(.error(.with { $0.code = .timeout; $0.message = message; $0.fatal = true })),
+                .close,
+            ]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [.releaseFile(.keepResumable)]),
+        ])
+    }
+
+    // MARK: - Timers
+
+    func testNoFrameGoesToAPeerThatNeverSentThePreamble() {
+        var session = ReceiverSession(settings: .init(idleTimeoutText: "20 s"))
+        XCTAssertEqual(session.handle(.writeIdle(unixNanoseconds: 1)), [], "no heartbeat before the preamble")
+        let message = "no data from the sender for 20 s; the connection is considered dead"
+        XCTAssertEqual(session.handle(.readIdle), [.log(.init(.warning, message, ["code": "TIMEOUT"])), .close], "no TIMEOUT frame either")
+    }
+
+    func testHeartbeatsStartOnlyOnceTheStreamIsAccepted() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        XCTAssertEqual(session.handle(.writeIdle(unixNanoseconds: 1)), [], "the first frame a sender accepts is HelloAccepted or Error")
+        session = try streamingSession()
+        XCTAssertEqual(session.handle(.writeIdle(unixNanoseconds: 7)), [.send(.heartbeat(.with { $0.sentUnixNs = 7 }))])
+    }
+
+    // MARK: - Backpressure
+
+    func testReadingPausesWhileTooMuchIsNotDurableAndResumesBelowTheMark() throws {
+        var session = try streamingSession(settings: .init(pauseReadingAbove: 100, resumeReadingBelow: 50))
+        run(&session, [
+            (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
+            (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15), .setReading(false)]),
+            (.messageReceived(.audioData(Self.audio(3, first: 30))), [Self.write(3, first: 30)]),
+            (.durable(DurablePosition(sequence: 1, sampleTime: 15)), [Self.ack(1, 15)]),
+            (.durable(DurablePosition(sequence: 3, sampleTime: 45)), [Self.ack(3, 45), .setReading(true)]),
+        ])
+        XCTAssertEqual(session.state, .streaming(readingPaused: false))
+        XCTAssertEqual(session.bytesNotDurable, 0)
+    }
+
+    func testAPausedConnectionReadsAgainWhenItCloses() throws {
+        var session = try streamingSession(settings: .init(pauseReadingAbove: 10, resumeReadingBelow: 5))
+        _ = session.handle(.messageReceived(.audioData(Self.audio(1, first: 0))))
+        XCTAssertEqual(session.state, .streaming(readingPaused: true))
+        XCTAssertEqual(session.handle(.transportFailed(reason: "connection reset by peer")), [
+            .log(.init(.warning, "connection error", ["error": "connection reset by peer"])),
+            .close, .setReading(true), .releaseFile(.keepResumable),
+        ])
+    }
+}

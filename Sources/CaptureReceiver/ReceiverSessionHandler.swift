@@ -76,11 +76,11 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ConnectionRefusedBeforeTLS {
-            handle(.closeQuietly)
+            handle(.closedByTransport)
         } else if event is ConnectionClosedBeforeAnyByte {
             // A port probe or health check on the TLS port: nothing to refuse.
             logger.debug("connection closed without data")
-            handle(.closeQuietly)
+            handle(.closedByTransport)
         } else if let preamble = event as? WirePreambleReceived {
             handle(.preambleReceived(version: preamble.version))
         } else if let idle = event as? IdleStateHandler.IdleStateEvent {

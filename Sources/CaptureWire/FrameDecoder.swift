@@ -1,7 +1,9 @@
-/// A pure, incremental frame decoder: feed it bytes in chunks of any size and take messages out.
-/// Incomplete input waits for more; the first error is final and is thrown again by every later call.
-/// At the receiver it checks the preamble first. It never buffers more than one frame's worth of
-/// input beyond what was fed in one chunk, and refuses an oversized frame from its length field alone.
+/// The protocol's one frame decoder, pure. Its core is `step(_:)`: given the bytes not yet
+/// consumed, it reads the preamble (receiver role, first), or one whole frame, or says more bytes
+/// are needed, and says how many bytes it consumed. The NIO pipeline's `WireFrameDecoder` calls
+/// `step` on its receive buffer; tests, vectors and fuzzers use the buffering API below (`feed`,
+/// `next`, `decode`, `finish`), built on the same step. The first error is final and is thrown again
+/// by every later call. An oversized frame is refused from its length field alone.
 public struct FrameDecoder: Sendable {
     /// Which end of the connection this decoder reads for.
     public let role: WireRole
@@ -10,16 +12,77 @@ public struct FrameDecoder: Sendable {
     /// The preamble's version once it has been read (receiver role only).
     public private(set) var preambleVersion: UInt8?
 
-    private var buffer: [UInt8] = []
-    private var readIndex = 0
+    /// What one decoding step found.
+    public enum Step: Sendable, Equatable {
+        /// The input ends before the preamble or frame it starts: feed more.
+        case needMoreData
+        /// The preamble, `consumed` bytes long, was read and accepted (receiver role).
+        case preamble(version: UInt8, consumed: Int)
+        /// A whole frame, `consumed` bytes long.
+        case message(WireMessage, consumed: Int)
+    }
+
     private var framesDecoded = 0
     private var failure: WireError?
+    // The buffering API's input.
+    private var buffer: [UInt8] = []
+    private var readIndex = 0
 
     /// A decoder for `role`: a receiver expects the preamble before frames.
     public init(role: WireRole, maxFrameBytes: Int = WireProtocol.defaultMaxFrameBytes) {
         self.role = role
         self.maxFrameBytes = maxFrameBytes
     }
+
+    // MARK: - The step
+
+    /// Decodes what `input` (the bytes not yet consumed) starts with.
+    public mutating func step(_ input: UnsafeRawBufferPointer) throws(WireError) -> Step {
+        if let failure { throw failure }
+        do throws(WireError) {
+            return try decodeStep(input)
+        } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    /// The peer closed with `remaining` bytes not consumed: throws if it closed in the middle of the
+    /// preamble or of a frame (or, at the receiver, before sending any preamble).
+    public mutating func finish(remaining: UnsafeRawBufferPointer) throws(WireError) {
+        if let failure { throw failure }
+        if role == .receiver, preambleVersion == nil {
+            throw fail(.truncatedPreamble(receivedBytes: remaining.count))
+        }
+        guard remaining.count > 0 else { return }
+        var expected: Int?
+        if case .header(let header)? = try? FrameHeader.check(remaining, maxFrameBytes: maxFrameBytes) {
+            expected = header.frameLength
+        }
+        throw fail(.truncatedFrame(receivedBytes: remaining.count, expectedBytes: expected))
+    }
+
+    private mutating func decodeStep(_ input: UnsafeRawBufferPointer) throws(WireError) -> Step {
+        if role == .receiver, preambleVersion == nil {
+            guard case .accepted(let version) = try WirePreamble.check(input) else { return .needMoreData }
+            preambleVersion = version
+            return .preamble(version: version, consumed: WireProtocol.preambleLength)
+        }
+        let check = try FrameHeader.check(
+            input, maxFrameBytes: maxFrameBytes, isFirstFrameFromReceiver: role == .sender && framesDecoded == 0)
+        guard case .header(let header) = check, input.count >= header.frameLength else { return .needMoreData }
+        let body = UnsafeRawBufferPointer(rebasing: input[WireProtocol.frameHeaderLength..<header.frameLength])
+        let message = try WireMessage.decode(type: header.type, body: body)
+        framesDecoded += 1
+        return .message(message, consumed: header.frameLength)
+    }
+
+    private mutating func fail(_ error: WireError) -> WireError {
+        failure = error
+        return error
+    }
+
+    // MARK: - Buffering API
 
     /// Bytes fed in but not yet decoded.
     public var bufferedByteCount: Int { buffer.count - readIndex }
@@ -36,12 +99,21 @@ public struct FrameDecoder: Sendable {
 
     /// The next complete message, or nil when more bytes are needed.
     public mutating func next() throws(WireError) -> WireMessage? {
-        if let failure { throw failure }
-        do throws(WireError) {
-            return try decodeNext()
-        } catch {
-            failure = error
-            throw error
+        while true {
+            let start = readIndex
+            let pending = buffer
+            let result = pending.withUnsafeBytes { raw in
+                Result { () throws(WireError) -> Step in try step(UnsafeRawBufferPointer(rebasing: raw[start...])) }
+            }
+            switch try result.get() {
+            case .needMoreData:
+                return nil
+            case .preamble(_, let consumed):
+                readIndex += consumed
+            case .message(let message, let consumed):
+                readIndex += consumed
+                return message
+            }
         }
     }
 
@@ -55,54 +127,11 @@ public struct FrameDecoder: Sendable {
 
     /// Call when the peer has closed: throws if it closed in the middle of the preamble or a frame.
     public mutating func finish() throws(WireError) {
-        if let failure { throw failure }
-        let remaining = bufferedByteCount
-        guard remaining > 0 else {
-            if role == .receiver, preambleVersion == nil { throw fail(.truncatedPreamble(receivedBytes: 0)) }
-            return
-        }
-        if role == .receiver, preambleVersion == nil { throw fail(.truncatedPreamble(receivedBytes: remaining)) }
-        let expected: Int? = buffer.withUnsafeBytes { raw in
-            let pending = UnsafeRawBufferPointer(rebasing: raw[readIndex...])
-            guard case .header(let header)? = try? FrameHeader.check(pending, maxFrameBytes: maxFrameBytes) else {
-                return nil
-            }
-            return header.frameLength
-        }
-        throw fail(.truncatedFrame(receivedBytes: remaining, expectedBytes: expected))
-    }
-
-    private mutating func fail(_ error: WireError) -> WireError {
-        failure = error
-        return error
-    }
-
-    private mutating func decodeNext() throws(WireError) -> WireMessage? {
-        if role == .receiver, preambleVersion == nil {
-            guard case .accepted(let version) = try WirePreamble.check(buffer[readIndex...]) else { return nil }
-            preambleVersion = version
-            readIndex += WireProtocol.preambleLength
-        }
         let start = readIndex
-        let limit = maxFrameBytes
-        let firstFromReceiver = role == .sender && framesDecoded == 0
-        let result: Result<(WireMessage, Int)?, WireError> = buffer.withUnsafeBytes { raw in
-            let pending = UnsafeRawBufferPointer(rebasing: raw[start...])
-            do throws(WireError) {
-                let check = try FrameHeader.check(
-                    pending, maxFrameBytes: limit, isFirstFrameFromReceiver: firstFromReceiver)
-                guard case .header(let header) = check, pending.count >= header.frameLength else {
-                    return .success(nil)
-                }
-                let body = UnsafeRawBufferPointer(rebasing: pending[WireProtocol.frameHeaderLength..<header.frameLength])
-                return .success((try WireMessage.decode(type: header.type, body: body), header.frameLength))
-            } catch {
-                return .failure(error)
-            }
+        let pending = buffer
+        let result = pending.withUnsafeBytes { raw in
+            Result { () throws(WireError) in try finish(remaining: UnsafeRawBufferPointer(rebasing: raw[start...])) }
         }
-        guard let (message, consumed) = try result.get() else { return nil }
-        readIndex += consumed
-        framesDecoded += 1
-        return message
+        try result.get()
     }
 }

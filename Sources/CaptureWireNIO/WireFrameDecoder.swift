@@ -12,7 +12,8 @@ public struct WirePreambleReceived: Sendable, Equatable {
     }
 }
 
-/// Turns received bytes into `WireMessage`s. At the receiver it checks the preamble first and fires
+/// Turns received bytes into `WireMessage`s with the protocol's one `FrameDecoder`, run on the
+/// receive buffer in place. At the receiver it checks the preamble first and fires
 /// `WirePreambleReceived`. Errors are `WireError`s sent through the pipeline's `errorCaught`:
 /// an oversized frame is refused from its length field, before its body is buffered. Only the
 /// AudioData payload is copied, once, out of the receive buffer.
@@ -21,45 +22,34 @@ public struct WirePreambleReceived: Sendable, Equatable {
 public struct WireFrameDecoder: ByteToMessageDecoder {
     public typealias InboundOut = WireMessage
 
-    /// Which end of the connection this decoder reads for.
-    public let role: WireRole
-    /// The largest accepted length field.
-    public let maxFrameBytes: Int
+    private var decoder: FrameDecoder
 
-    private var awaitingPreamble: Bool
-    private var framesDecoded = 0
+    /// Which end of the connection this decoder reads for.
+    public var role: WireRole { decoder.role }
+    /// The largest accepted length field.
+    public var maxFrameBytes: Int { decoder.maxFrameBytes }
 
     public init(role: WireRole, maxFrameBytes: Int = WireProtocol.defaultMaxFrameBytes) {
-        self.role = role
-        self.maxFrameBytes = maxFrameBytes
-        self.awaitingPreamble = role == .receiver
+        decoder = FrameDecoder(role: role, maxFrameBytes: maxFrameBytes)
     }
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if awaitingPreamble {
-            let check = buffer.withUnsafeReadableBytes { bytes in
-                Result { () throws(WireError) in try WirePreamble.check(bytes) }
-            }
-            guard case .accepted(let version) = try check.get() else { return .needMoreData }
-            buffer.moveReaderIndex(forwardBy: WireProtocol.preambleLength)
-            awaitingPreamble = false
-            context.fireUserInboundEventTriggered(WirePreambleReceived(version: version))
-        }
-        let limit = maxFrameBytes
-        let firstFromReceiver = role == .sender && framesDecoded == 0
-        let decoded = buffer.withUnsafeReadableBytes { bytes in
-            Result { () throws(WireError) -> (WireMessage, Int)? in
-                let check = try FrameHeader.check(bytes, maxFrameBytes: limit, isFirstFrameFromReceiver: firstFromReceiver)
-                guard case .header(let header) = check, bytes.count >= header.frameLength else { return nil }
-                let body = UnsafeRawBufferPointer(rebasing: bytes[WireProtocol.frameHeaderLength..<header.frameLength])
-                return (try WireMessage.decode(type: header.type, body: body), header.frameLength)
+        while true {
+            let step = try buffer.withUnsafeReadableBytes { bytes in
+                Result { () throws(WireError) -> FrameDecoder.Step in try decoder.step(bytes) }
+            }.get()
+            switch step {
+            case .needMoreData:
+                return .needMoreData
+            case .preamble(let version, let consumed):
+                buffer.moveReaderIndex(forwardBy: consumed)
+                context.fireUserInboundEventTriggered(WirePreambleReceived(version: version))
+            case .message(let message, let consumed):
+                buffer.moveReaderIndex(forwardBy: consumed)
+                context.fireChannelRead(wrapInboundOut(message))
+                return .continue
             }
         }
-        guard let (message, consumed) = try decoded.get() else { return .needMoreData }
-        buffer.moveReaderIndex(forwardBy: consumed)
-        framesDecoded += 1
-        context.fireChannelRead(wrapInboundOut(message))
-        return .continue
     }
 
     public mutating func decodeLast(
@@ -67,16 +57,9 @@ public struct WireFrameDecoder: ByteToMessageDecoder {
     ) throws -> DecodingState {
         if try decode(context: context, buffer: &buffer) == .continue { return .continue }
         guard seenEOF else { return .needMoreData }
-        if awaitingPreamble {
-            throw WireError.truncatedPreamble(receivedBytes: buffer.readableBytes)
-        }
-        if buffer.readableBytes > 0 {
-            let expected: Int? = buffer.withUnsafeReadableBytes { bytes in
-                guard case .header(let header)? = try? FrameHeader.check(bytes, maxFrameBytes: Int.max) else { return nil }
-                return header.frameLength
-            }
-            throw WireError.truncatedFrame(receivedBytes: buffer.readableBytes, expectedBytes: expected)
-        }
+        try buffer.withUnsafeReadableBytes { bytes in
+            Result { () throws(WireError) in try decoder.finish(remaining: bytes) }
+        }.get()
         return .needMoreData
     }
 }

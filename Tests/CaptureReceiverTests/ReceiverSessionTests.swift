@@ -342,6 +342,14 @@ final class ReceiverSessionTests: XCTestCase {
         ])
     }
 
+    func testAConnectionTheTransportRefusedGetsNothingMoreFromTheSession() {
+        var session = ReceiverSession()
+        XCTAssertEqual(session.handle(.closedByTransport), [], "the TLS port's detector sends its own refusal and closes")
+        XCTAssertEqual(session.handle(.inputFailed(.truncatedPreamble(receivedBytes: 3))), [], "no second refusal")
+        XCTAssertEqual(session.handle(.connectionClosed), [])
+        XCTAssertTrue(session.isFinished)
+    }
+
     // MARK: - Timers
 
     func testNoFrameGoesToAPeerThatNeverSentThePreamble() {

@@ -89,8 +89,9 @@ final class BadInputTests: XCTestCase {
         XCTAssertTrue(accepted.fileName.hasPrefix("escape_x_"), accepted.fileName)
         // A truncated frame and then silence: the connection is closed by the handshake timeout.
         try assertRefused(Self.preamble + [0, 0, 0, 50, 1, 2, 3], port: port, code: .timeout, messageContains: "handshake")
-        // An idle connection that never sends anything.
-        try assertRefused([], port: port, code: .timeout, messageContains: "handshake")
+        // An idle connection that never sends anything is closed by the handshake timeout, with
+        // no frame: it never spoke the protocol (PROTOCOL.md §3).
+        try assertClosed([], receiver: receiver, logMentions: "the handshake did not complete within")
 
         XCTAssertEqual(good.wait(seconds: 60), 0, good.standardError)
         let files = receiver.files().map(\.lastPathComponent)

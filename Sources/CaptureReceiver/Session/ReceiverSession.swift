@@ -173,6 +173,8 @@ public struct ReceiverSession: Sendable {
             close(&actions)
         case .closeQuietly:
             close(&actions)
+        case .closedByTransport:
+            if connection == .open { connection = .closing }
         case .connectionClosed:
             connectionClosed(&actions)
         case .shutdownRequested:

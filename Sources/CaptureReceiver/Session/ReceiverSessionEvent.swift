@@ -46,9 +46,11 @@ public enum ReceiverSessionEvent: Sendable, Equatable {
     case writeIdle(unixNanoseconds: Int64)
     /// The transport failed (a socket error); `reason` says why in the user's words.
     case transportFailed(reason: String)
-    /// The transport already refused or closed the connection and said why (TLS, a port probe):
-    /// close without another word.
+    /// The transport failed in a way it already explained (a TLS handshake): close without another word.
     case closeQuietly
+    /// The transport refused the connection itself and closes it (a plaintext client on a TLS port,
+    /// a port probe): send nothing more.
+    case closedByTransport
     /// The connection is closed (both directions); nothing more can be sent.
     case connectionClosed
     /// The receiver shuts down: tell the sender and let go of the file, keeping it resumable.

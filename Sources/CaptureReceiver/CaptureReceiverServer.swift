@@ -52,6 +52,8 @@ public final class CaptureReceiverServer: Sendable {
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
         let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
+        let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
+        let overflow = RepeatedEventSummary()
         DetachedStreamKeeper.start(configuration: configuration, registry: registry, eventLoop: group.next(), logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -72,8 +74,17 @@ public final class CaptureReceiverServer: Sendable {
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                     let eventLoop = channel.eventLoop
-                    registry.addConnection(ObjectIdentifier(session)) {
+                    let added = registry.addConnection(ObjectIdentifier(session), maximumConnections: connectionLimit) {
                         eventLoop.execute { loopBound.value.shutDown() }
+                    }
+                    guard added else {
+                        // Full: the connection goes before it reads a byte or opens a file. A flood
+                        // of them is logged as one line per interval.
+                        if let count = overflow.record() {
+                            logger.warning("refusing connections: the receiver already has its limit of \(connectionLimit) connections (--max-streams \(configuration.maximumStreams) and \(StreamCapacity.handshakeAllowance) in their handshake); raise --max-streams if the open-file limit allows", metadata: ["refused": "\(count)"])
+                        }
+                        channel.close(promise: nil)
+                        return
                     }
                     if let tls {
                         let handler: NIOSSLServerHandler

@@ -25,10 +25,17 @@ final class StreamRegistry: @unchecked Sendable {
     private var detached: [UUID: DetachedStream] = [:]
     private var connections: [ObjectIdentifier: @Sendable () -> Void] = [:]
 
-    /// Records a live connection and how to shut it down.
-    func addConnection(_ id: ObjectIdentifier, shutDown: @escaping @Sendable () -> Void) {
-        condition.withLock { connections[id] = shutDown }
+    /// Records a live connection and how to shut it down; false (and nothing recorded) when
+    /// `maximumConnections` are open already.
+    func addConnection(_ id: ObjectIdentifier, maximumConnections: Int = .max, shutDown: @escaping @Sendable () -> Void) -> Bool {
+        condition.withLock {
+            guard connections.count < maximumConnections else { return false }
+            connections[id] = shutDown
+            return true
+        }
     }
+
+    var connectionCount: Int { condition.withLock { connections.count } }
 
     func removeConnection(_ id: ObjectIdentifier) {
         condition.withLock {
@@ -40,12 +47,12 @@ final class StreamRegistry: @unchecked Sendable {
     func reserve(_ stream: UUID, maximumStreams: Int) -> Reservation {
         condition.withLock {
             if streams.contains(stream) { return .busy }
-            if let resumable = detached.removeValue(forKey: stream) {
-                streams.insert(stream)
-                return .resumable(path: resumable.path)
-            }
+            // Resumed streams count against the limit like new ones: a resume is a stream recording.
             if streams.count >= maximumStreams { return .full }
             streams.insert(stream)
+            if let resumable = detached.removeValue(forKey: stream) {
+                return .resumable(path: resumable.path)
+            }
             return .reserved
         }
     }

@@ -79,8 +79,10 @@ struct Serve: AsyncParsableCommand {
         transform: HostAndPort.listenAddress)
     var listen = HostAndPort(host: "0.0.0.0", port: ReceiverConfiguration.defaultPort)
 
-    @Option(name: .long, help: "Streams recorded at the same time at most.")
-    var maxStreams = 64
+    @Option(name: .long, help: ArgumentHelp(
+        "Streams recorded at the same time at most; connections beyond it (and \(StreamCapacity.handshakeAllowance) more in their handshake) are refused. (default: what the open-file limit allows at \(StreamCapacity.descriptorsPerStream) files per stream, raised to its hard limit at start, and at most one stream per MiB of memory)",
+        valueName: "N"))
+    var maxStreams: Int?
 
     @Option(name: .long, help: "Largest frame accepted, in bytes.")
     var maxFrameBytes = 1_048_576 + 65_536
@@ -112,7 +114,7 @@ struct Serve: AsyncParsableCommand {
     var configFile: ConfigFileOption
 
     func validate() throws {
-        guard maxStreams >= 1 else { throw ValidationError("--max-streams must be at least 1") }
+        if let maxStreams, maxStreams < 1 { throw ValidationError("--max-streams must be at least 1") }
         guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
             throw ValidationError("--max-frame-bytes must be between 65536 and 16777216")
         }
@@ -135,7 +137,8 @@ struct Serve: AsyncParsableCommand {
     private func serve() async throws {
         let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
         var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
-        configuration.maximumStreams = maxStreams
+        let capacity = StreamCapacity.raiseAndMeasure()
+        configuration.maximumStreams = maxStreams ?? capacity.defaultMaximumStreams
         configuration.maximumFrameBytes = maxFrameBytes
         configuration.syncPolicy = SyncPolicy(interval: .milliseconds(syncMs))
         configuration.handshakeTimeout = .seconds(Int64(handshakeTimeout))
@@ -159,6 +162,7 @@ struct Serve: AsyncParsableCommand {
             throw CLIError(error.description)
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
+        Self.logCapacity(capacity, maximumStreams: configuration.maximumStreams, logger: logger)
         var announcement = "listening on \(server.localAddress.userText)\n"
 
         var endpoint: MetricsEndpoint?
@@ -193,6 +197,22 @@ struct Serve: AsyncParsableCommand {
             logger.error("\(error); unfinished files stay readable and can be finished with `capture-recv recover`")
         }
         logger.notice("stopped")
+    }
+}
+
+extension Serve {
+    /// Says how many streams the open-file limit allows and what the limit is, and warns when
+    /// --max-streams asks for more than the limit allows.
+    static func logCapacity(_ capacity: StreamCapacity, maximumStreams: Int, logger: Logger) {
+        let raised = capacity.openFileLimit > capacity.openFileLimitBefore ? " (raised from \(capacity.openFileLimitBefore))" : ""
+        logger.info("stream limit", metadata: [
+            "max-streams": "\(maximumStreams)",
+            "open-file-limit": "\(capacity.openFileLimit)\(raised)",
+            "streams-the-open-file-limit-allows": "\(capacity.streamsAllowedByOpenFiles)",
+        ])
+        if maximumStreams > capacity.streamsAllowedByOpenFiles {
+            logger.warning("--max-streams \(maximumStreams) needs an open-file limit of \(StreamCapacity.openFilesNeeded(forStreams: maximumStreams)) but this process may open \(capacity.openFileLimit) files, enough for \(capacity.streamsAllowedByOpenFiles) streams; raise the limit (LimitNOFILE= in the systemd unit, ulimit -Hn, or the container's nofile ulimit) or lower --max-streams")
+        }
     }
 }
 

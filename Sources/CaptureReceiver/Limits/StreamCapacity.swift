@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How many streams this receiver can hold open at once, from its open-file limit and memory.
+///
+/// Each recording stream holds four file descriptors: its connection, its CAF file, the packet
+/// journal beside it and its position log. `reservedDescriptors` are kept for everything else
+/// (listening sockets, the metrics endpoint, logs, files being recovered, connections still in
+/// their handshake). Memory bounds the default too: a stream's audio that is not yet durable may
+/// reach a few MiB before its connection stops being read, so one stream per `memoryPerStream`.
+public struct StreamCapacity: Sendable, Equatable {
+    /// Descriptors one recording stream holds.
+    public static let descriptorsPerStream = 4
+    /// Descriptors kept aside for everything but recording streams.
+    public static let reservedDescriptors = 128
+    /// Connections beyond the stream limit that may be in their handshake at once.
+    public static let handshakeAllowance = 64
+    /// Memory counted per stream for the default limit.
+    public static let memoryPerStream: UInt64 = 1 << 20
+
+    /// The soft open-file limit (after raising it).
+    public var openFileLimit: Int
+    /// The soft limit before it was raised.
+    public var openFileLimitBefore: Int
+    /// Physical memory in bytes.
+    public var physicalMemory: UInt64
+
+    public init(openFileLimit: Int, openFileLimitBefore: Int, physicalMemory: UInt64) {
+        self.openFileLimit = openFileLimit
+        self.openFileLimitBefore = openFileLimitBefore
+        self.physicalMemory = physicalMemory
+    }
+
+    /// Streams the open-file limit allows.
+    public var streamsAllowedByOpenFiles: Int {
+        max(0, (openFileLimit - Self.reservedDescriptors - Self.handshakeAllowance) / Self.descriptorsPerStream)
+    }
+
+    /// Streams the memory allows.
+    public var streamsAllowedByMemory: Int {
+        Int(min(UInt64(Int.max), physicalMemory / Self.memoryPerStream))
+    }
+
+    /// `--max-streams` when not given: what both the open-file limit and the memory allow (at least 1).
+    public var defaultMaximumStreams: Int {
+        max(1, min(streamsAllowedByOpenFiles, streamsAllowedByMemory))
+    }
+
+    /// The open-file limit a stream limit of `streams` needs.
+    public static func openFilesNeeded(forStreams streams: Int) -> Int {
+        streams * descriptorsPerStream + reservedDescriptors + handshakeAllowance
+    }
+
+    /// Raises this process's soft open-file limit to its hard limit (an unprivileged process may)
+    /// and measures what the machine allows.
+    public static func raiseAndMeasure() -> StreamCapacity {
+        var limit = rlimit()
+        var before = 1024
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            before = Self.clamp(limit.rlim_cur)
+            if limit.rlim_cur < limit.rlim_max {
+                var raised = limit
+                raised.rlim_cur = limit.rlim_max
+                if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+            }
+        }
+        return StreamCapacity(
+            openFileLimit: Self.clamp(limit.rlim_cur), openFileLimitBefore: before,
+            physicalMemory: ProcessInfo.processInfo.physicalMemory)
+    }
+
+    private static func clamp(_ value: rlim_t) -> Int {
+        value > rlim_t(Int32.max) ? Int(Int32.max) : Int(value)
+    }
+}

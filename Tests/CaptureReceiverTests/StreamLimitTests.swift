@@ -1,0 +1,62 @@
+@testable import CaptureReceiver
+import Foundation
+import XCTest
+
+/// How many streams the receiver takes: from the open-file limit and memory, resumed streams
+/// counted like new ones, and floods of refused connections logged as one line per interval.
+final class StreamLimitTests: XCTestCase {
+    func testTheDefaultLimitIsWhatTheOpenFilesAndTheMemoryAllow() {
+        let fieldServer = StreamCapacity(openFileLimit: 20_000, openFileLimitBefore: 1_024, physicalMemory: 24 << 30)
+        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, (20_000 - 128 - 64) / 4)
+        XCTAssertEqual(fieldServer.streamsAllowedByMemory, 24_576)
+        XCTAssertEqual(fieldServer.defaultMaximumStreams, 4_952)
+
+        let systemdUnit = StreamCapacity(openFileLimit: 524_288, openFileLimitBefore: 1_024, physicalMemory: 2 << 30)
+        XCTAssertEqual(systemdUnit.defaultMaximumStreams, 2_048, "a small box is bounded by its memory")
+
+        let starved = StreamCapacity(openFileLimit: 100, openFileLimitBefore: 100, physicalMemory: 1 << 30)
+        XCTAssertEqual(starved.defaultMaximumStreams, 1, "never below one stream")
+        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 40_192)
+    }
+
+    func testRaisingTheLimitReachesTheHardLimit() {
+        let capacity = StreamCapacity.raiseAndMeasure()
+        var limit = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        XCTAssertEqual(UInt64(capacity.openFileLimit), min(UInt64(limit.rlim_max), UInt64(Int32.max)))
+        XCTAssertEqual(limit.rlim_cur, limit.rlim_max)
+    }
+
+    func testResumedStreamsCountAgainstTheLimit() {
+        let registry = StreamRegistry()
+        let live = UUID(), interrupted = UUID()
+        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .reserved)
+        registry.detach(interrupted, path: "/srv/rec/b.caf")
+        XCTAssertEqual(registry.reserve(live, maximumStreams: 1), .reserved)
+        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .full, "a resume is one more stream recording")
+        XCTAssertEqual(registry.detachedStreams[interrupted]?.path, "/srv/rec/b.caf", "still resumable later")
+        registry.release(live)
+        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .resumable(path: "/srv/rec/b.caf"))
+        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 2), .busy)
+    }
+
+    func testConnectionsBeyondTheLimitAreNotRecorded() {
+        let registry = StreamRegistry()
+        let first = NSObject(), second = NSObject()
+        XCTAssertTrue(registry.addConnection(ObjectIdentifier(first), maximumConnections: 1) {})
+        XCTAssertFalse(registry.addConnection(ObjectIdentifier(second), maximumConnections: 1) {})
+        XCTAssertEqual(registry.connectionCount, 1)
+        registry.removeConnection(ObjectIdentifier(first))
+        XCTAssertTrue(registry.addConnection(ObjectIdentifier(second), maximumConnections: 1) {})
+    }
+
+    func testAFloodOfRefusalsIsOneLinePerInterval() {
+        let summary = RepeatedEventSummary(interval: 10)
+        let start = Date(timeIntervalSince1970: 1_000)
+        XCTAssertEqual(summary.record(now: start), 1, "the first one is logged at once")
+        for second in 1...9 { XCTAssertNil(summary.record(now: start.addingTimeInterval(Double(second)))) }
+        XCTAssertEqual(summary.record(now: start.addingTimeInterval(10)), 10, "then the count since the last line")
+        XCTAssertNil(summary.record(now: start.addingTimeInterval(11)))
+        XCTAssertEqual(summary.record(now: start.addingTimeInterval(25)), 2)
+    }
+}

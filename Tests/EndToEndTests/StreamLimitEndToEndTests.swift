@@ -1,0 +1,84 @@
+import Foundation
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The receiver sizes itself for the machine: it raises its open-file limit and says how many
+/// streams that allows, and connections beyond its limit are closed before they read or open anything.
+final class StreamLimitEndToEndTests: XCTestCase {
+    func testTheReceiverRaisesItsOpenFileLimitAndSaysWhatItAllows() throws {
+        var original = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &original), 0)
+        guard original.rlim_max > 2_048 else { throw XCTSkip("the hard open-file limit is only \(original.rlim_max)") }
+        // The receiver inherits a soft limit of 1024, as under a default systemd unit.
+        var lowered = original
+        lowered.rlim_cur = 1_024
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered), 0)
+        let receiver: ReceiverUnderTest
+        do {
+            defer { _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &original) }
+            receiver = try ReceiverUnderTest()
+        }
+        let hard = Int(min(original.rlim_max, rlim_t(Int32.max)))
+        let allowed = (hard - 192) / 4
+        XCTAssertTrue(waitFor { receiver.child.standardError.contains("stream limit") }, receiver.child.standardError)
+        let line = receiver.child.standardError.split(separator: "\n").first { $0.contains("stream limit") }.map(String.init) ?? ""
+        XCTAssertTrue(line.contains("open-file-limit=\"\(hard) (raised from 1024)\""), line)
+        XCTAssertTrue(line.contains("streams-the-open-file-limit-allows=\(allowed)"), line)
+        let memory = Int(ProcessInfo.processInfo.physicalMemory >> 20)
+        XCTAssertTrue(line.contains("max-streams=\(min(allowed, memory))"), line)
+        let limits = try String(contentsOfFile: "/proc/\(receiver.child.process.processIdentifier)/limits", encoding: .utf8)
+        let openFiles = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") } ?? ""
+        XCTAssertEqual(openFiles.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).prefix(2).map(String.init), ["\(hard)", "\(hard)"])
+    }
+
+    func testAMaxStreamsBeyondTheOpenFileLimitIsWarnedAbout() throws {
+        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "100000000"])
+        XCTAssertTrue(waitFor { receiver.child.standardError.contains("--max-streams 100000000 needs an open-file limit of 400000192") }, receiver.child.standardError)
+    }
+
+    func testConnectionsBeyondTheLimitAreClosedAtOnceAndLoggedOnce() throws {
+        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "1", "--handshake-timeout", "60"])
+        // One stream and 64 connections in their handshake fit; these send nothing and wait.
+        // Which three of 68 are beyond the limit depends on the order the event loops take them up.
+        var sockets: [Int32] = []
+        defer { sockets.forEach { close($0) } }
+        for _ in 0..<68 { sockets.append(try Self.connect(port: receiver.port)) }
+        var closed = Set<Int32>()
+        XCTAssertTrue(waitFor(10) {
+            for socket in sockets where !closed.contains(socket) && Self.closedByPeer(socket, within: 0) { closed.insert(socket) }
+            return closed.count >= 3
+        }, "three connections are closed at once; \(closed.count) were")
+        usleep(300_000)
+        for socket in sockets where !closed.contains(socket) && Self.closedByPeer(socket, within: 0) { closed.insert(socket) }
+        XCTAssertEqual(closed.count, 3, "the 65 connections within the limit stay open")
+        XCTAssertTrue(waitFor { receiver.child.standardError.contains("refusing connections") }, receiver.child.standardError)
+        let lines = receiver.child.standardError.split(separator: "\n").filter { $0.contains("refusing connections") }
+        XCTAssertEqual(lines.count, 1, "one line for the flood: \(lines)")
+        XCTAssertTrue(lines.first?.contains("limit of 65 connections (--max-streams 1 and 64 in their handshake)") ?? false, "\(lines)")
+    }
+
+    private static func connect(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { close(descriptor); throw TestFailure("connect failed: \(errno)") }
+        return descriptor
+    }
+
+    /// True when the peer closes the connection (a read returns 0 or a reset) within `seconds`.
+    private static func closedByPeer(_ descriptor: Int32, within seconds: Double) -> Bool {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(seconds * 1_000)) > 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, 0) <= 0
+    }
+}

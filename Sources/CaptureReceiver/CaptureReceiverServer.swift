@@ -52,6 +52,7 @@ public final class CaptureReceiverServer: Sendable {
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
         let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
+        let storage = StreamFilesStorage(configuration: configuration)
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
         DetachedStreamKeeper.start(configuration: configuration, registry: registry, eventLoop: group.next(), logger: logger)
@@ -69,7 +70,7 @@ public final class CaptureReceiverServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
                     let session = ReceiverSessionHandler(
-                        configuration: configuration, registry: registry, logger: logger, rateLimiter: rateLimiter,
+                        configuration: configuration, registry: registry, storage: storage, logger: logger, rateLimiter: rateLimiter,
                         tlsReport: report, usesTLS: tls != nil
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)

@@ -28,7 +28,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     /// This handler, for storage callbacks (set once added; it outlives the pipeline, since files
     /// may finish after the connection is gone).
     private var loopBound: LoopBoundHandler?
-    private var writer: StreamWriter?
+    private let storage: any StreamStorage
+    private var writer: (any StreamFile)?
     private var handshakeTimeout: Scheduled<Void>?
     private var peerAddress = "unknown"
     /// Reads are held back (backpressure); `readPending` remembers the read asked for meanwhile.
@@ -36,11 +37,12 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private var readPending = false
 
     init(
-        configuration: ReceiverConfiguration, registry: StreamRegistry, logger: Logger,
+        configuration: ReceiverConfiguration, registry: StreamRegistry, storage: any StreamStorage, logger: Logger,
         rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false
     ) {
         self.configuration = configuration
         self.registry = registry
+        self.storage = storage
         self.logger = logger
         self.rateLimiter = rateLimiter
         self.tlsReport = tlsReport
@@ -167,9 +169,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         case .openFile(let hello, let resumingFrom):
             openFile(hello, resumingFrom: resumingFrom)
         case .write(let audio):
-            writer?.write(
-                sequence: audio.sequence, payload: audio.payload, packetSizes: audio.packetSizes,
-                frameCount: audio.frameCount, endSampleTime: audio.endSampleTime)
+            writer?.write(audio)
         case .recordGap(let gap):
             writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(gap.lengthFrames), reason: gap.reason)
         case .finishFile(let remainderFrames):
@@ -240,30 +240,16 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     /// Creates or reopens the stream's file off the event loop, then reports back on it.
     private func openFile(_ hello: ValidatedHello, resumingFrom: String?) {
         guard let loopBound else { return }
-        let start = hello.message.startTimeUnixNs > 0
-            ? Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9) : Date()
-        let configuration = self.configuration
         let peer = logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer"
-        DispatchQueue.global().async {
-            let onDurable: @Sendable (DurablePosition) -> Void = { position in
-                loopBound.run { $0.handle(.durable(position)) }
-            }
-            let onFailure: @Sendable (StorageError) -> Void = { error in
-                loopBound.run { $0.handle(.storageFailed(error)) }
-            }
-            let result: Result<(StreamWriter, ResumePoint), StorageError>
-            if let resumingFrom {
-                result = StreamFiles.reopen(path: resumingFrom, hello: hello, configuration: configuration, onDurable: onDurable, onFailure: onFailure)
-            } else {
-                result = StreamFiles.create(
-                    hello: hello, start: start, peer: peer, configuration: configuration, onDurable: onDurable, onFailure: onFailure
-                ).map { ($0, ResumePoint.newStream(hello)) }
-            }
+        let events = StreamWriterEvents(
+            durable: { position in loopBound.run { $0.handle(.durable(position)) } },
+            failed: { error in loopBound.run { $0.handle(.storageFailed(error)) } })
+        storage.open(hello, resumingFrom: resumingFrom, peer: peer, events: events) { result in
             loopBound.run { handler in
                 switch result {
-                case .success(let (writer, resume)):
-                    handler.writer = writer
-                    handler.handle(.fileOpened(path: writer.path, resume: resume))
+                case .success(let (file, resume)):
+                    handler.writer = file
+                    handler.handle(.fileOpened(path: file.path, resume: resume))
                 case .failure(let error):
                     handler.handle(.fileOpenFailed(error))
                 }

@@ -280,6 +280,21 @@ final class ReceiverSessionTests: XCTestCase {
         XCTAssertEqual(resuming.handle(.helloDecided(.resume(path: Self.path))), [.keepStreamResumable(Self.stream, path: Self.path)])
     }
 
+    func testAResumeOfAStreamThisReceiverDoesNotHoldMakesNoFile() throws {
+        var session = ReceiverSession()
+        var message = Self.helloMessage
+        message.resumeFromSequence = 41
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(message)))
+        let actions = session.handle(.helloDecided(.newStream))
+        XCTAssertFalse(actions.contains { if case .openFile = $0 { return true } else { return false } }, "no file: \(actions)")
+        XCTAssertEqual(actions.first, .forgetStream(Self.stream))
+        guard case .send(.error(let frame)) = actions.dropLast().last else { return XCTFail("an Error frame: \(actions)") }
+        XCTAssertEqual(frame.code, WireError.cannotResume(requested: 1, oldestHeld: 41).code)
+        XCTAssertEqual(actions.last, .close)
+        XCTAssertEqual(session.state, .done)
+    }
+
     func testAFileThatCannotBeOpenedIsRefusedAndTheResumableStreamKept() throws {
         var session = ReceiverSession()
         _ = session.handle(.preambleReceived(version: 1))

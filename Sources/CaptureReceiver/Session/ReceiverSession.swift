@@ -246,6 +246,19 @@ public struct ReceiverSession: Sendable {
         case .newStream, .resume:
             streamID = hello.streamID
             if case .resume(let path) = decision { resumingFrom = path }
+            if decision == .newStream, connection == .open {
+                // A sender resuming a stream this receiver does not hold: refused before any file
+                // is made, since the new file could never be continued.
+                var probe = protocolState
+                do {
+                    try probe.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: hello.message.startSampleTime))
+                } catch {
+                    protocolState.reject()
+                    state = .done
+                    actions.append(.forgetStream(hello.streamID))
+                    return fail(.wire(error), &actions)
+                }
+            }
             guard connection == .open else {
                 // The connection closed while the decision was made: give the stream back.
                 state = .done

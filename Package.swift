@@ -179,6 +179,9 @@ let package = Package(
             name: "CaptureReceiverTests",
             dependencies: [
                 "CaptureReceiver",
+                "CAF",
+                "CaptureCore",
+                "CaptureWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -34,12 +34,14 @@ public final class CaptureReceiverServer: Sendable {
     private let channel: Channel
     private let group: MultiThreadedEventLoopGroup
     private let registry: StreamRegistry
+    private let writerPool: WriterPool
     private let logger: Logger
 
-    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, logger: Logger) throws {
+    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, logger: Logger) throws {
         self.channel = channel
         self.group = group
         self.registry = registry
+        self.writerPool = writerPool
         self.logger = logger
         guard let address = channel.localAddress else { throw ReceiverStartError.bindFailed(host: "?", port: 0, reason: "no local address") }
         localAddress = address
@@ -52,7 +54,8 @@ public final class CaptureReceiverServer: Sendable {
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
         let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
-        DetachedStreamKeeper.start(configuration: configuration, registry: registry, eventLoop: group.next(), logger: logger)
+        let writerPool = WriterPool(policy: configuration.syncPolicy, metrics: configuration.metrics)
+        DetachedStreamKeeper.start(configuration: configuration, registry: registry, writerPool: writerPool, eventLoop: group.next(), logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -67,7 +70,7 @@ public final class CaptureReceiverServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
                     let session = ReceiverSessionHandler(
-                        configuration: configuration, registry: registry, logger: logger, rateLimiter: rateLimiter,
+                        configuration: configuration, registry: registry, writerPool: writerPool, logger: logger, rateLimiter: rateLimiter,
                         tlsReport: report, usesTLS: tls != nil
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
@@ -99,9 +102,10 @@ public final class CaptureReceiverServer: Sendable {
             }
         do {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
-            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, logger: logger)
+            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, writerPool: writerPool, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
+            writerPool.shutDown()
             throw .bindFailed(host: configuration.host, port: configuration.port, reason: ListenErrorText.reason(error, host: configuration.host, port: configuration.port))
         }
     }
@@ -143,6 +147,9 @@ public final class CaptureReceiverServer: Sendable {
                 ])
             }
         }
+        // Every queued disk operation runs (its completion still reaches a live event loop), then a
+        // last sync round.
+        writerPool.shutDown()
         try? group.syncShutdownGracefully()
         return clean
     }

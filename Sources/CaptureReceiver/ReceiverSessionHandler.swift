@@ -12,13 +12,14 @@ import CaptureSecurity
 /// Drives one sender's connection: checks every message with `ReceiverStreamState`, opens the
 /// stream's file, hands audio to its `StreamWriter`, acknowledges what is durable, finishes the file
 /// at end of stream, and answers bad input with an Error frame and a close. Nothing it does blocks the
-/// event loop: files are created and written on the writer's own queue.
+/// event loop: files are created and written on the `WriterPool`'s threads.
 final class ReceiverSessionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
 
     private let configuration: ReceiverConfiguration
     private let registry: StreamRegistry
+    private let writerPool: WriterPool
     private var logger: Logger
     private var state: ReceiverStreamState
     private var context: ChannelHandlerContext?
@@ -52,7 +53,7 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
     private var peerAddress = "unknown"
 
     init(
-        configuration: ReceiverConfiguration, registry: StreamRegistry, logger: Logger,
+        configuration: ReceiverConfiguration, registry: StreamRegistry, writerPool: WriterPool, logger: Logger,
         rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false
     ) {
         self.rateLimiter = rateLimiter
@@ -60,6 +61,7 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         self.usesTLS = usesTLS
         self.configuration = configuration
         self.registry = registry
+        self.writerPool = writerPool
         self.logger = logger
         state = ReceiverStreamState()
     }
@@ -213,23 +215,18 @@ final class ReceiverSessionHandler: ChannelInboundHandler {
         let peer = self.peer
         let resumingPath = self.resumingPath
         opening = true
-        DispatchQueue.global().async {
-            let onDurable: @Sendable (DurablePosition) -> Void = { position in
-                eventLoop.execute { loopBound.value.durable(position) }
+        let events = StreamWriterEvents(
+            durable: { position in eventLoop.execute { loopBound.value.durable(position) } },
+            failed: { error in eventLoop.execute { loopBound.value.storageFailed(error) } }
+        )
+        if let resumingPath {
+            writerPool.reopen(path: resumingPath, hello: hello, configuration: configuration, events: events) { result in
+                eventLoop.execute { loopBound.value.opened(result, hello: hello) }
             }
-            let onFailure: @Sendable (StorageError) -> Void = { error in
-                eventLoop.execute { loopBound.value.storageFailed(error) }
+        } else {
+            writerPool.create(hello: hello, start: start, peer: peer, configuration: configuration, events: events) { result in
+                eventLoop.execute { loopBound.value.opened(result.map { ($0, ResumePoint.newStream(hello)) }, hello: hello) }
             }
-            let result: Result<(StreamWriter, ResumePoint), StorageError>
-            if let resumingPath {
-                result = StreamFiles.reopen(
-                    path: resumingPath, hello: hello, configuration: configuration, onDurable: onDurable, onFailure: onFailure)
-            } else {
-                result = StreamFiles.create(
-                    hello: hello, start: start, peer: peer, configuration: configuration, onDurable: onDurable, onFailure: onFailure
-                ).map { ($0, ResumePoint.newStream(hello)) }
-            }
-            eventLoop.execute { loopBound.value.opened(result, hello: hello) }
         }
     }
 

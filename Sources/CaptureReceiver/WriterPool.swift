@@ -30,6 +30,8 @@ public final class WriterPool: @unchecked Sendable {
     /// Where disk latency is recorded.
     let metrics: ReceiverMetrics?
     private let lanes: [WriterLane]
+    /// Syncs the file system holding a directory; the errno when it failed.
+    private let synchronizeFileSystem: @Sendable (String) -> Int32?
     private let condition = NSCondition()
     // Guarded by `condition`.
     private var dirty: [StreamWriter] = []
@@ -43,9 +45,15 @@ public final class WriterPool: @unchecked Sendable {
     private var isShutDown = false
 
     /// A pool of `threads` lanes (at least one) plus its commit thread.
-    public init(threads: Int = 2, policy: SyncPolicy, metrics: ReceiverMetrics?) {
+    public convenience init(threads: Int = 2, policy: SyncPolicy, metrics: ReceiverMetrics?) {
+        self.init(threads: threads, policy: policy, metrics: metrics, synchronizeFileSystem: FileSystemSync.synchronize(directory:))
+    }
+
+    /// A pool whose rounds sync file systems with `synchronizeFileSystem` (tests observe or fail it).
+    init(threads: Int, policy: SyncPolicy, metrics: ReceiverMetrics?, synchronizeFileSystem: @escaping @Sendable (String) -> Int32?) {
         self.policy = policy
         self.metrics = metrics
+        self.synchronizeFileSystem = synchronizeFileSystem
         lanes = (0..<max(1, threads)).map { WriterLane(name: "writer-pool \($0)") }
         let committer = Thread { [self] in commitLoop() }
         committer.name = "writer-pool commit"
@@ -184,7 +192,7 @@ public final class WriterPool: @unchecked Sendable {
     private func synchronize(_ entries: [RoundEntry], alone: @escaping (RoundEntry) -> Bool) -> [RoundEntry] {
         var failedDirectories = Set<String>()
         for directory in Set(entries.map { $0.writer.directory }) {
-            let error = FileSystemSync.synchronize(directory: directory)
+            let error = synchronizeFileSystem(directory)
             condition.withLock { fileSystemSyncs += 1 }
             if error != nil { failedDirectories.insert(directory) }
         }

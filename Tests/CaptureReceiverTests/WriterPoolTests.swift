@@ -78,6 +78,35 @@ final class WriterPoolTests: XCTestCase {
         }
     }
 
+    func testAPositionRecordIsWrittenOnlyAfterTheAudioItDescribesIsSynced() throws {
+        let observed = SyncObserver()
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { directory in
+            observed.sync()
+            return FileSystemSync.synchronize(directory: directory)
+        }
+        let stream = try open(pool, name: "ordered")
+        observed.watch(stream.writer.path)
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 7, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        pool.shutDown()
+        XCTAssertEqual(observed.recordsAtEachSync, [0, 1], "the audio sync sees no new record; the second sync makes it durable")
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+    }
+
+    func testAFailedFileSystemSyncFallsBackToSyncingEachFile() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { _ in EIO }
+        let opened = try (0..<3).map { try open(pool, name: "fallback-\($0)") }
+        for stream in opened {
+            stream.writer.write(sequence: 1, payload: Self.samples(stream: 8, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        }
+        pool.shutDown()
+        XCTAssertEqual(pool.fileSystemSyncCount, 2)
+        for stream in opened {
+            XCTAssertNil(stream.events.failure, "each file synced alone")
+            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        }
+    }
+
     func testUnsyncedBytesStartARoundEarly() throws {
         let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .seconds(3_600), bytes: 4_096), metrics: nil)
         let stream = try open(pool, name: "early")
@@ -282,6 +311,24 @@ private final class EventLog: @unchecked Sendable {
             return failed
         }
     }
+}
+
+/// Records, at each file system sync, the sequence of the last position record of a watched stream.
+private final class SyncObserver: @unchecked Sendable {
+    private let lock = NSLock()
+    private var path: String?
+    private var records: [UInt64] = []
+
+    func watch(_ path: String) { lock.withLock { self.path = path } }
+
+    func sync() {
+        lock.withLock {
+            guard let path else { return }
+            records.append((try? StreamPositionLog.lastRecord(cafPath: path))??.sequence ?? 99)
+        }
+    }
+
+    var recordsAtEachSync: [UInt64] { lock.withLock { records } }
 }
 
 /// A value handed over from another thread.

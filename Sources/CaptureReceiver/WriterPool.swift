@@ -46,7 +46,8 @@ public final class WriterPool: @unchecked Sendable {
 
     /// A pool of `threads` lanes (at least one) plus its commit thread.
     public convenience init(threads: Int = 2, policy: SyncPolicy, metrics: ReceiverMetrics?) {
-        self.init(threads: threads, policy: policy, metrics: metrics, synchronizeFileSystem: FileSystemSync.synchronize(directory:))
+        let fileSystems = FileSystemSync()
+        self.init(threads: threads, policy: policy, metrics: metrics) { fileSystems.synchronize(directory: $0) }
     }
 
     /// A pool whose rounds sync file systems with `synchronizeFileSystem` (tests observe or fail it).

@@ -80,9 +80,10 @@ final class WriterPoolTests: XCTestCase {
 
     func testAPositionRecordIsWrittenOnlyAfterTheAudioItDescribesIsSynced() throws {
         let observed = SyncObserver()
+        let fileSystems = FileSystemSync()
         let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { directory in
             observed.sync()
-            return FileSystemSync.synchronize(directory: directory)
+            return fileSystems.synchronize(directory: directory)
         }
         let stream = try open(pool, name: "ordered")
         observed.watch(stream.writer.path)

@@ -92,6 +92,8 @@ public final class StreamWriter: @unchecked Sendable {
     private var awaitingRound = false
     private var gapCount = 0
     private var failure: StorageError?
+    /// A detach waiting for the sync round that makes everything written durable.
+    private var pendingDetach: (finalizing: Bool, completion: @Sendable () -> Void)?
     // Pending bytes, read from the event loop for backpressure.
     private let pendingLock = NSLock()
     private var pending = 0
@@ -196,25 +198,40 @@ public final class StreamWriter: @unchecked Sendable {
     /// Makes what was written durable (when the disk allows), then closes the file, leaving it
     /// resumable: the stream's connection is gone but its sender may come back. With `finalizing`
     /// (a receiver shutting down) the file is also finalized, so every reader opens it complete; its
-    /// position log stays, and a resume reopens it where it ended. One stream alone: its own files are
-    /// synced (fdatasync), not the whole file system.
+    /// position log stays, and a resume reopens it where it ended. The audio is made durable by a sync
+    /// round started at once (many streams detaching together share it), or, once the pool no longer
+    /// runs rounds (shut down), by syncing this stream's files alone.
     public func detach(finalizing: Bool = false, completion: @escaping @Sendable () -> Void) {
         lane.submit { [self] in
-            synchronizeAlone()
-            if finalizing, failure == nil, let writer {
-                do throws(CAFError) {
-                    try writer.finalize(remainderFrames: 0)
-                } catch {
-                    // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
-                    writer.close()
+            guard failure == nil, writer != nil, written != durable else { return close(finalizing: finalizing, completion: completion) }
+            if written != submitted {
+                // Not yet in a round (one in flight covers `submitted` and reports it).
+                if !awaitingRound { awaitingRound = pool.needsRound(self) }
+                guard awaitingRound else {
+                    synchronizeAlone()
+                    return close(finalizing: finalizing, completion: completion)
                 }
+                pool.startRoundEarly()
             }
-            writer?.close()
-            writer = nil
-            positionLog?.close()
-            positionLog = nil
-            completion()
+            pendingDetach = (finalizing, completion)
         }
+    }
+
+    /// Closes the file (finalizing it when asked and still healthy), leaving it resumable.
+    private func close(finalizing: Bool, completion: @escaping @Sendable () -> Void) {
+        if finalizing, failure == nil, let writer {
+            do throws(CAFError) {
+                try writer.finalize(remainderFrames: 0)
+            } catch {
+                // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
+                writer.close()
+            }
+        }
+        writer?.close()
+        writer = nil
+        positionLog?.close()
+        positionLog = nil
+        completion()
     }
 
     // MARK: - Sync rounds (called on `lane` by the pool)
@@ -272,9 +289,14 @@ public final class StreamWriter: @unchecked Sendable {
     func roundMadeDurable(_ record: StreamPositionRecord) {
         guard failure == nil, writer != nil else { return }
         let position = DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime)
-        guard position != durable else { return }
-        durable = position
-        events.durable(position)
+        if position != durable {
+            durable = position
+            events.durable(position)
+        }
+        if let detach = pendingDetach, durable == written {
+            pendingDetach = nil
+            close(finalizing: detach.finalizing, completion: detach.completion)
+        }
     }
 
     /// Fails the stream because the file system sync failed and its files could not be synced alone.
@@ -284,8 +306,7 @@ public final class StreamWriter: @unchecked Sendable {
 
     private func askForRound() {
         if !awaitingRound {
-            awaitingRound = true
-            pool.needsRound(self)
+            awaitingRound = pool.needsRound(self)
         }
         if unsyncedBytes >= pool.policy.bytes { pool.startRoundEarly() }
     }
@@ -318,5 +339,9 @@ public final class StreamWriter: @unchecked Sendable {
         guard failure == nil else { return }
         failure = error
         events.failed(error)
+        if let detach = pendingDetach {
+            pendingDetach = nil
+            close(finalizing: detach.finalizing, completion: detach.completion)
+        }
     }
 }

@@ -39,6 +39,7 @@ public final class WriterPool: @unchecked Sendable {
     private var earlyRound = false
     private var stopping = false
     private var committerStopped = false
+    private var lastRoundStarted = false
     private var nextLane = 0
     private var rounds = 0
     private var fileSystemSyncs = 0
@@ -118,14 +119,17 @@ public final class WriterPool: @unchecked Sendable {
 
     // MARK: - Called by writers on their lane
 
-    /// `writer` has unsynced audio: the next round covers it.
-    func needsRound(_ writer: StreamWriter) {
+    /// `writer` has unsynced audio: the next round covers it. False when no round will come any more
+    /// (the pool's last round has started).
+    func needsRound(_ writer: StreamWriter) -> Bool {
         condition.withLock {
+            guard !lastRoundStarted else { return false }
             dirty.append(writer)
             if firstDirtyAt == nil {
                 firstDirtyAt = .now
                 condition.broadcast()
             }
+            return true
         }
     }
 
@@ -159,6 +163,7 @@ public final class WriterPool: @unchecked Sendable {
             }
             let writers = dirty
             let last = stopping
+            lastRoundStarted = last
             dirty.removeAll(keepingCapacity: true)
             firstDirtyAt = nil
             earlyRound = false

@@ -185,6 +185,38 @@ final class WriterPoolTests: XCTestCase {
         pool.shutDown()
     }
 
+    func testStreamsDetachingTogetherShareOneSyncRound() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let opened = try (0..<20).map { try open(pool, name: "detach-\($0)") }
+        let detached = DispatchGroup()
+        for stream in opened {
+            stream.writer.write(sequence: 1, payload: Self.samples(stream: 9, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+            detached.enter()
+            stream.writer.detach { detached.leave() }
+        }
+        XCTAssertEqual(detached.wait(timeout: .now() + 30), .success)
+        XCTAssertLessThanOrEqual(pool.roundCount, 2, "the detaches share rounds instead of syncing one by one")
+        XCTAssertGreaterThanOrEqual(pool.roundCount, 1)
+        for stream in opened {
+            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        }
+        pool.shutDown()
+    }
+
+    func testADetachAfterShutDownSyncsItsStreamAlone() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, name: "late-detach")
+        pool.shutDown()
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 10, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        XCTAssertEqual(pool.roundCount, 0)
+    }
+
     func testShutDownRunsQueuedOperationsAndALastRound() throws {
         let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
         let stream = try open(pool, name: "drain")

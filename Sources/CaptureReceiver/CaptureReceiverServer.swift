@@ -34,12 +34,14 @@ public final class CaptureReceiverServer: Sendable {
     private let channel: Channel
     private let group: MultiThreadedEventLoopGroup
     private let registry: StreamRegistry
+    private let writerPool: WriterPool
     private let logger: Logger
 
-    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, logger: Logger) throws {
+    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, logger: Logger) throws {
         self.channel = channel
         self.group = group
         self.registry = registry
+        self.writerPool = writerPool
         self.logger = logger
         guard let address = channel.localAddress else { throw ReceiverStartError.bindFailed(host: "?", port: 0, reason: "no local address") }
         localAddress = address
@@ -52,10 +54,11 @@ public final class CaptureReceiverServer: Sendable {
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
         let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
-        let storage = StreamFilesStorage(configuration: configuration)
+        let writerPool = WriterPool(policy: configuration.syncPolicy, metrics: configuration.metrics)
+        let storage = PooledStreamStorage(pool: writerPool, configuration: configuration)
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
-        DetachedStreamKeeper.start(configuration: configuration, registry: registry, eventLoop: group.next(), logger: logger)
+        DetachedStreamKeeper.start(configuration: configuration, registry: registry, writerPool: writerPool, eventLoop: group.next(), logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -111,9 +114,10 @@ public final class CaptureReceiverServer: Sendable {
             }
         do {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
-            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, logger: logger)
+            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, writerPool: writerPool, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
+            writerPool.shutDown()
             throw .bindFailed(host: configuration.host, port: configuration.port, reason: ListenErrorText.reason(error, host: configuration.host, port: configuration.port))
         }
     }
@@ -155,6 +159,9 @@ public final class CaptureReceiverServer: Sendable {
                 ])
             }
         }
+        // Every queued disk operation runs (its completion still reaches a live event loop), then a
+        // last sync round.
+        writerPool.shutDown()
         try? group.syncShutdownGracefully()
         return clean
     }

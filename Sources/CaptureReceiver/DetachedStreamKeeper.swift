@@ -7,7 +7,9 @@ import NIOCore
 /// whose sender has not come back within `ReceiverConfiguration.resumeWindow`.
 enum DetachedStreamKeeper {
     /// Registers the resumable files in the output folder and schedules the expiry check.
-    static func start(configuration: ReceiverConfiguration, registry: StreamRegistry, eventLoop: any EventLoop, logger: Logger) {
+    static func start(
+        configuration: ReceiverConfiguration, registry: StreamRegistry, writerPool: WriterPool, eventLoop: any EventLoop, logger: Logger
+    ) {
         for found in ResumableFiles.scan(directory: configuration.outputDirectory, logger: logger) {
             registry.detach(found.stream, path: found.path, since: found.since)
             logger.notice("an unfinished stream is waiting for its sender to resume it", metadata: [
@@ -15,19 +17,17 @@ enum DetachedStreamKeeper {
             ])
         }
         let window = configuration.resumeWindow
-        expire(registry: registry, window: window, logger: logger)
+        expire(registry: registry, writerPool: writerPool, window: window, logger: logger)
         let period = TimeAmount.milliseconds(Int64(max(1, min(window, 60)) * 1_000))
         eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in
-            expire(registry: registry, window: window, logger: logger)
+            expire(registry: registry, writerPool: writerPool, window: window, logger: logger)
         }
     }
 
-    /// Finalizes (off the event loop) every detached stream older than `window`.
-    static func expire(registry: StreamRegistry, window: TimeInterval, logger: Logger) {
-        let expired = registry.takeDetached(before: Date().addingTimeInterval(-window))
-        guard !expired.isEmpty else { return }
-        DispatchQueue.global().async {
-            for stream in expired { ResumableFiles.finalizeAbandoned(path: stream.path, logger: logger) }
+    /// Finalizes (on the writer pool) every detached stream older than `window`.
+    static func expire(registry: StreamRegistry, writerPool: WriterPool, window: TimeInterval, logger: Logger) {
+        for stream in registry.takeDetached(before: Date().addingTimeInterval(-window)) {
+            writerPool.finalizeAbandoned(path: stream.path, logger: logger)
         }
     }
 }

@@ -5,12 +5,12 @@ import Foundation
 
 /// Creates the file for a newly accepted stream (a unique name in the output folder and a CAF file
 /// with the stream's format, magic cookie and `info` entries, plus its position log), or reopens
-/// the unfinalized file of a stream that resumes.
+/// the unfinalized file of a stream that resumes. Runs on a `WriterPool` lane, the one the stream's
+/// writer is bound to.
 enum StreamFiles {
     static func create(
         hello: ValidatedHello, start: Date, peer: String, configuration: ReceiverConfiguration,
-        onDurable: @escaping @Sendable (DurablePosition) -> Void,
-        onFailure: @escaping @Sendable (StorageError) -> Void
+        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<StreamWriter, StorageError> {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -44,7 +44,7 @@ enum StreamFiles {
                 return .success(StreamWriter(
                     writer: caf, positionLog: positionLog,
                     start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
-                    policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure, metrics: configuration.metrics
+                    lane: lane, pool: pool, events: events, metrics: pool.metrics
                 ))
             } catch {
                 // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
@@ -71,8 +71,7 @@ enum StreamFiles {
     /// the sender still holds it and resends it.
     static func reopen(
         path: String, hello: ValidatedHello, configuration: ReceiverConfiguration,
-        onDurable: @escaping @Sendable (DurablePosition) -> Void,
-        onFailure: @escaping @Sendable (StorageError) -> Void
+        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<(StreamWriter, ResumePoint), StorageError> {
         let record: StreamPositionRecord
         do throws(DurableFileError) {
@@ -96,7 +95,7 @@ enum StreamFiles {
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime),
-                policy: configuration.syncPolicy, onDurable: onDurable, onFailure: onFailure, metrics: configuration.metrics
+                lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))
         } catch {

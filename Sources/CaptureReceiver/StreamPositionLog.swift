@@ -22,9 +22,10 @@ public struct StreamPositionRecord: Sendable, Equatable {
 ///
 /// Format: the 8-byte magic `CAPRPOS1`, then 32-byte records appended one after another: sequence
 /// (UInt64), sample time (Int64), packets (Int64), `RecordChecksum` of the preceding 24 bytes
-/// (UInt64), all big-endian. The receiver appends a record and `fdatasync`s it after every sync of
-/// the CAF file and its journal, and only then sends the Ack: so the last intact record is never
-/// behind what the sender was told. A torn last record (a crash mid-write) fails its checksum and is
+/// (UInt64), all big-endian. The receiver writes a record only after the CAF file and its journal are
+/// durable up to the position it describes, makes the record durable, and only then sends the Ack: so
+/// the last intact record is never behind what the sender was told, and never claims audio the file
+/// lacks after a crash (the `WriterPool`'s sync round: data sync, records, record sync). A torn last record (a crash mid-write) fails its checksum and is
 /// ignored. On reopening, the log is rewritten with its last record only.
 public final class StreamPositionLog {
     /// The file name suffix.
@@ -70,9 +71,20 @@ public final class StreamPositionLog {
 
     /// Appends `record` and makes it durable.
     public func append(_ record: StreamPositionRecord) throws(DurableFileError) {
+        try write(record)
+        try synchronize()
+    }
+
+    /// Appends `record` without making it durable: a sync round makes many logs durable at once.
+    /// Call it only once the audio the record describes is durable.
+    public func write(_ record: StreamPositionRecord) throws(DurableFileError) {
         try file.write(Self.encode(record), at: length)
-        try file.synchronize()
         length += Int64(Self.recordSize)
+    }
+
+    /// Makes the records written so far durable (fdatasync).
+    public func synchronize() throws(DurableFileError) {
+        try file.synchronize()
     }
 
     /// Closes the log (it stays on disk).

@@ -4,11 +4,12 @@ import CaptureCore
 import Dispatch
 import Foundation
 
-/// When the receiver makes written audio durable (fdatasync) and so can acknowledge it.
+/// When the receiver makes written audio durable and so can acknowledge it: the `WriterPool` runs
+/// one sync round for every stream with unsynced audio (see docs/DURABILITY.md, "Group commit").
 public struct SyncPolicy: Sendable, Equatable {
-    /// Longest time written audio waits for a sync.
+    /// Longest time written audio waits before a sync round starts.
     public var interval: Duration
-    /// Unsynced bytes that trigger a sync at once.
+    /// Unsynced bytes in one stream that start a sync round at once.
     public var bytes: Int
 
     public init(interval: Duration = .milliseconds(200), bytes: Int = 2 << 20) {
@@ -50,10 +51,24 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Writes one stream's CAF file on a serial queue of its own, so the network's event loop never
-/// waits on the disk. Audio is appended as it arrives and made durable by fdatasync at most every
-/// `SyncPolicy.interval` or every `SyncPolicy.bytes`; only then is `onDurable` told, and only then does
-/// the receiver acknowledge. Linear PCM gaps are filled with silence (so the timeline stays true) and
+/// What a stream's writer tells the session layer; called on a `WriterPool` thread (the session
+/// hops to its event loop).
+public struct StreamWriterEvents: Sendable {
+    /// Audio up to this position is durable, and so is the position log record saying so.
+    public var durable: @Sendable (DurablePosition) -> Void
+    /// Storing the stream failed; nothing after the last durable position is kept.
+    public var failed: @Sendable (StorageError) -> Void
+
+    public init(durable: @escaping @Sendable (DurablePosition) -> Void, failed: @escaping @Sendable (StorageError) -> Void) {
+        self.durable = durable
+        self.failed = failed
+    }
+}
+
+/// Writes one stream's CAF file on its `WriterPool` lane (one of the pool's few threads), so the
+/// network's event loop never waits on the disk. Audio is appended as it arrives; the pool's sync
+/// rounds make it durable and only then is `StreamWriterEvents.durable` told, and only then does the
+/// receiver acknowledge. Linear PCM gaps are filled with silence (so the timeline stays true) and
 /// marked with a CAF marker; a gap in a VBR stream is marked only.
 public final class StreamWriter: @unchecked Sendable {
     /// The file's path.
@@ -61,21 +76,24 @@ public final class StreamWriter: @unchecked Sendable {
     /// The stream's format.
     public let format: StreamFormat
 
-    private let queue: DispatchQueue
-    private let policy: SyncPolicy
-    private let onDurable: @Sendable (DurablePosition) -> Void
-    private let onFailure: @Sendable (StorageError) -> Void
-    // State below is touched on `queue` only.
+    /// The pool thread every operation of this stream runs on, in order.
+    let lane: WriterLane
+    private let pool: WriterPool
+    private let events: StreamWriterEvents
+    private let metrics: ReceiverMetrics?
+    // State below is touched on `lane` only.
     private var writer: CAFWriter?
     private var positionLog: StreamPositionLog?
-    /// Where disk write latency (append, and sync with the position record) is recorded.
-    private let metrics: ReceiverMetrics?
-    private var written = DurablePosition(sequence: 0, sampleTime: 0)
-    private var durable = DurablePosition(sequence: 0, sampleTime: 0)
+    private var written: DurablePosition
+    private var durable: DurablePosition
+    /// The position the last sync round took (recorded, or being recorded, in the position log).
+    private var submitted: DurablePosition
     private var unsyncedBytes = 0
-    private var syncScheduled = false
+    private var awaitingRound = false
     private var gapCount = 0
     private var failure: StorageError?
+    /// A detach waiting for the sync round that makes everything written durable.
+    private var pendingDetach: (finalizing: Bool, completion: @Sendable () -> Void)?
     // Pending bytes, read from the event loop for backpressure.
     private let pendingLock = NSLock()
     private var pending = 0
@@ -83,31 +101,32 @@ public final class StreamWriter: @unchecked Sendable {
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
-        writer: CAFWriter, positionLog: StreamPositionLog, start: DurablePosition, policy: SyncPolicy,
-        onDurable: @escaping @Sendable (DurablePosition) -> Void,
-        onFailure: @escaping @Sendable (StorageError) -> Void,
-        metrics: ReceiverMetrics? = nil
+        writer: CAFWriter, positionLog: StreamPositionLog, start: DurablePosition, lane: WriterLane, pool: WriterPool,
+        events: StreamWriterEvents, metrics: ReceiverMetrics?
     ) {
-        self.onFailure = onFailure
-        self.metrics = metrics
         self.path = writer.path
         self.format = writer.format
-        self.policy = policy
-        self.onDurable = onDurable
-        queue = DispatchQueue(label: "stream-writer \((writer.path as NSString).lastPathComponent)")
+        self.lane = lane
+        self.pool = pool
+        self.events = events
+        self.metrics = metrics
         self.writer = writer
         self.positionLog = positionLog
         written = start
         durable = start
+        submitted = start
     }
 
     /// Bytes handed to the writer and not yet written.
     public var pendingBytes: Int { pendingLock.withLock { pending } }
 
+    /// The directory whose file system holds the file (what a sync round flushes).
+    var directory: String { (path as NSString).deletingLastPathComponent }
+
     /// Appends audio packets for `sequence`, whose frames end at `endSampleTime`.
     public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {
         pendingLock.withLock { pending += payload.count }
-        queue.async { [self] in
+        lane.submit { [self] in
             defer { pendingLock.withLock { pending -= payload.count } }
             guard failure == nil, let writer else { return }
             let started = ContinuousClock.now
@@ -116,18 +135,18 @@ public final class StreamWriter: @unchecked Sendable {
             }
             metrics?.diskWrite(duration: ContinuousClock.now - started)
             if case .failure(let error) = appended {
-                fail(error)
+                fail(.writeFailed(error.description))
                 return
             }
             written = DurablePosition(sequence: sequence, sampleTime: endSampleTime)
             unsyncedBytes += payload.count
-            syncIfDue()
+            askForRound()
         }
     }
 
     /// Records a gap of `length` frames at `sampleTime` for `sequence`.
     public func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
-        queue.async { [self] in
+        lane.submit { [self] in
             guard failure == nil, let writer else { return }
             do throws(CAFError) {
                 try writer.addMarker(framePosition: sampleTime, name: "gap: \(length) frames not captured (\(reason))")
@@ -144,37 +163,34 @@ public final class StreamWriter: @unchecked Sendable {
                     }
                 }
             } catch {
-                fail(error)
+                fail(.writeFailed(error.description))
                 return
             }
             gapCount += 1
             written = DurablePosition(sequence: sequence, sampleTime: sampleTime + length)
-            syncIfDue()
+            askForRound()
         }
     }
 
-    /// Makes everything written durable now and reports it.
-    public func synchronize() {
-        queue.async { [self] in synchronizeNow() }
-    }
-
-    /// Finalizes the file (sizes, packet table, markers) and calls `completion` with the result.
+    /// Finalizes the file (sizes, packet table, markers) after everything submitted before, and calls
+    /// `completion` with the result.
     public func finish(remainderFrames: Int, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
-        queue.async { [self] in
+        lane.submit { [self] in
             if let failure { return completion(.failure(failure)) }
             guard let writer else { return completion(.failure(.writeFailed("\(path) was already closed"))) }
             do throws(CAFError) {
                 try writer.finalize(remainderFrames: format.isVariableBitRate ? remainderFrames : 0)
             } catch {
-                fail(error)
-                return completion(.failure(.writeFailed(error.description)))
+                let storageError = StorageError.writeFailed(error.description)
+                fail(storageError)
+                return completion(.failure(storageError))
             }
             self.writer = nil
             positionLog?.close()
             positionLog = nil
             try? StreamPositionLog.remove(cafPath: path)
             durable = written
-            onDurable(durable)
+            events.durable(durable)
             completion(.success(FinishedFile(path: path, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)))
         }
     }
@@ -182,77 +198,150 @@ public final class StreamWriter: @unchecked Sendable {
     /// Makes what was written durable (when the disk allows), then closes the file, leaving it
     /// resumable: the stream's connection is gone but its sender may come back. With `finalizing`
     /// (a receiver shutting down) the file is also finalized, so every reader opens it complete; its
-    /// position log stays, and a resume reopens it where it ended.
+    /// position log stays, and a resume reopens it where it ended. The audio is made durable by a sync
+    /// round started at once (many streams detaching together share it), or, once the pool no longer
+    /// runs rounds (shut down), by syncing this stream's files alone.
     public func detach(finalizing: Bool = false, completion: @escaping @Sendable () -> Void) {
-        queue.async { [self] in
-            synchronizeNow()
-            if finalizing, failure == nil, let writer {
-                do throws(CAFError) {
-                    try writer.finalize(remainderFrames: 0)
-                } catch {
-                    // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
-                    writer.close()
+        lane.submit { [self] in
+            guard failure == nil, writer != nil, written != durable else { return close(finalizing: finalizing, completion: completion) }
+            if written != submitted {
+                // Not yet in a round (one in flight covers `submitted` and reports it).
+                if !awaitingRound { awaitingRound = pool.needsRound(self) }
+                guard awaitingRound else {
+                    synchronizeAlone()
+                    return close(finalizing: finalizing, completion: completion)
                 }
+                pool.startRoundEarly()
             }
-            writer?.close()
-            writer = nil
-            positionLog?.close()
-            positionLog = nil
-            completion()
+            pendingDetach = (finalizing, completion)
         }
     }
 
-    /// Blocks until everything queued so far has been handled (for shutdown and tests).
-    public func drain() {
-        queue.sync {}
+    /// Closes the file (finalizing it when asked and still healthy), leaving it resumable.
+    private func close(finalizing: Bool, completion: @escaping @Sendable () -> Void) {
+        if finalizing, failure == nil, let writer {
+            do throws(CAFError) {
+                try writer.finalize(remainderFrames: 0)
+            } catch {
+                // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
+                writer.close()
+            }
+        }
+        writer?.close()
+        writer = nil
+        positionLog?.close()
+        positionLog = nil
+        completion()
     }
 
-    /// The position written so far (not necessarily durable); read on the writer's queue.
-    public var writtenPosition: DurablePosition { queue.sync { written } }
+    // MARK: - Sync rounds (called on `lane` by the pool)
 
-    /// The first storage failure, if any.
-    public var storageFailure: StorageError? { queue.sync { failure } }
+    /// The position this round makes durable, or nil when there is nothing new (or the file is
+    /// closed or failed). What was written up to here is covered by the round's data sync.
+    func takeRoundPosition() -> StreamPositionRecord? {
+        awaitingRound = false
+        guard failure == nil, let writer, positionLog != nil, written != submitted else { return nil }
+        unsyncedBytes = 0
+        submitted = written
+        return StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount)
+    }
 
-    private func syncIfDue() {
-        if unsyncedBytes >= policy.bytes {
-            synchronizeNow()
-        } else if !syncScheduled {
-            syncScheduled = true
-            let components = policy.interval.components
-            let nanoseconds = Int(components.seconds) * 1_000_000_000 + Int(components.attoseconds / 1_000_000_000)
-            queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
-                syncScheduled = false
-                synchronizeNow()
-            }
+    /// Makes this file's audio and journal durable by itself (when a file system sync failed and the
+    /// round must find out which files are affected). False when it failed (and the stream with it).
+    func synchronizeDataAlone() -> Bool {
+        guard failure == nil, let writer else { return false }
+        do throws(CAFError) {
+            try writer.synchronize()
+            return true
+        } catch {
+            fail(.writeFailed(error.description))
+            return false
         }
     }
 
-    private func synchronizeNow() {
+    /// Writes the round's position record (made durable by the round's second sync). False when the
+    /// stream failed or closed meanwhile.
+    func writePositionRecord(_ record: StreamPositionRecord) -> Bool {
+        guard failure == nil, writer != nil, let positionLog else { return false }
+        do throws(DurableFileError) {
+            try positionLog.write(record)
+            return true
+        } catch {
+            fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description))
+            return false
+        }
+    }
+
+    /// Makes the position log durable by itself (after a file system sync failed). False when it failed.
+    func synchronizePositionAlone() -> Bool {
+        guard failure == nil, let positionLog else { return false }
+        do throws(DurableFileError) {
+            try positionLog.synchronize()
+            return true
+        } catch {
+            fail(.writeFailed(CAFError.io(operation: "making durable the stream position in", path: error.path, errno: error.code).description))
+            return false
+        }
+    }
+
+    /// The round made `record` durable: tell the session layer (unless the stream ended meanwhile;
+    /// finishing and detaching report on their own).
+    func roundMadeDurable(_ record: StreamPositionRecord) {
+        guard failure == nil, writer != nil else { return }
+        let position = DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime)
+        if position != durable {
+            durable = position
+            events.durable(position)
+        }
+        if let detach = pendingDetach, durable == written {
+            pendingDetach = nil
+            close(finalizing: detach.finalizing, completion: detach.completion)
+        }
+    }
+
+    /// Fails the stream because the file system sync failed and its files could not be synced alone.
+    func failSync(_ error: StorageError) { fail(error) }
+
+    // MARK: - Private
+
+    private func askForRound() {
+        if !awaitingRound {
+            awaitingRound = pool.needsRound(self)
+        }
+        if unsyncedBytes >= pool.policy.bytes { pool.startRoundEarly() }
+    }
+
+    /// Syncs this stream's files by themselves and records its position (one stream detaching).
+    private func synchronizeAlone() {
         guard failure == nil, let writer, let positionLog, written != durable else { return }
         let started = ContinuousClock.now
         defer { metrics?.diskWrite(duration: ContinuousClock.now - started) }
         do throws(CAFError) {
             try writer.synchronize()
         } catch {
-            fail(error)
+            fail(.writeFailed(error.description))
             return
         }
-        // The position record is durable before the Ack goes out: a restarted receiver resumes here.
+        // Audio first, then the position record that describes it.
         do throws(DurableFileError) {
             try positionLog.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount))
         } catch {
-            fail(.io(operation: "recording the stream position in", path: error.path, errno: error.code))
+            fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description))
             return
         }
         unsyncedBytes = 0
+        submitted = written
         durable = written
-        onDurable(durable)
+        events.durable(durable)
     }
 
-    private func fail(_ error: CAFError) {
+    private func fail(_ error: StorageError) {
         guard failure == nil else { return }
-        let storageError = StorageError.writeFailed(error.description)
-        failure = storageError
-        onFailure(storageError)
+        failure = error
+        events.failed(error)
+        if let detach = pendingDetach {
+            pendingDetach = nil
+            close(finalizing: detach.finalizing, completion: detach.completion)
+        }
     }
 }

@@ -62,8 +62,9 @@ struct Serve: AsyncParsableCommand {
             Files are named STREAM-NAME_YYYYMMDDTHHMMSSZ.caf after the sanitized stream name and the \
             stream's UTC start time, and are only ever created inside --out. While a stream records, its \
             file is readable (the data chunk size is -1); at end of stream the sizes are set and the path \
-            is logged. Audio is acknowledged to the sender only after fdatasync: at most every \
-            --sync-ms milliseconds, or after every 2 MiB written. A stream whose connection is lost stays \
+            is logged. Audio is acknowledged to the sender only once it is durable: one sync round for every \
+            stream at most --sync-ms milliseconds after the audio was written, or at once when a stream \
+            has 2 MiB unsynced. A stream whose connection is lost stays \
             open (unfinalized) for its sender to resume, also across a restart of capture-recv, for \
             --resume-window seconds. SIGINT or SIGTERM tells connected senders, finalizes every open \
             file (a sender that comes back after a restart still continues its file) and exits 0. \
@@ -87,7 +88,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Largest frame accepted, in bytes.")
     var maxFrameBytes = 1_048_576 + 65_536
 
-    @Option(name: .long, help: "Milliseconds written audio may wait for fdatasync (and so for its acknowledgement).")
+    @Option(name: .long, help: "Milliseconds written audio may wait for a sync round, which makes every stream durable at once (and so for its acknowledgement).")
     var syncMs = 200
 
     @Option(name: .long, help: "Seconds a new connection has to complete the handshake.")

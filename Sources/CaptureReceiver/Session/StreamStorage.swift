@@ -1,18 +1,6 @@
 import CaptureWire
 import Foundation
 
-/// How a stream's file reports back, from whichever thread does its disk work: durable positions
-/// and the first failure. The session handler hops to its event loop.
-public struct StreamWriterEvents: Sendable {
-    public var durable: @Sendable (DurablePosition) -> Void
-    public var failed: @Sendable (StorageError) -> Void
-
-    public init(durable: @escaping @Sendable (DurablePosition) -> Void, failed: @escaping @Sendable (StorageError) -> Void) {
-        self.durable = durable
-        self.failed = failed
-    }
-}
-
 /// One open stream file as the session handler uses it. Every call returns at once; the work runs
 /// off the event loop, in the order the calls were made.
 protocol StreamFile: AnyObject, Sendable {

@@ -1,0 +1,375 @@
+import CAF
+import CaptureCore
+@testable import CaptureReceiver
+import CaptureWire
+import Foundation
+import Logging
+import XCTest
+
+/// The receiver's shared writer pool: per-stream order, acknowledgements only after durability,
+/// one sync round for many streams, failures confined to their stream, and a draining shutdown.
+final class WriterPoolTests: XCTestCase {
+    private var folder = ""
+    private static let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .s16)
+    /// A policy whose timer never fires within a test: rounds come from `bytes` or `shutDown`.
+    private static let noTimer = SyncPolicy(interval: .seconds(3_600), bytes: 1 << 30)
+
+    override func setUpWithError() throws {
+        folder = NSTemporaryDirectory() + "writer-pool-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    func testEachStreamKeepsItsOrderAmongManyConcurrentStreams() throws {
+        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)), metrics: nil)
+        let streams = 40, writes = 50
+        let opened = try (0..<streams).map { try open(pool, name: "order-\($0)") }
+        DispatchQueue.concurrentPerform(iterations: streams) { index in
+            for sequence in 1...writes {
+                opened[index].writer.write(
+                    sequence: UInt64(sequence), payload: Self.samples(stream: index, sequence: sequence),
+                    packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
+            }
+        }
+        for (index, stream) in opened.enumerated() {
+            let file = try finish(stream.writer)
+            XCTAssertEqual(file.frames, Int64(writes * 4))
+            let expected = (1...writes).flatMap { Array(Self.samples(stream: index, sequence: $0)) }
+            XCTAssertEqual(try CAFFile.read(path: stream.writer.path).readAudioData(), expected, "stream \(index) in order")
+            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: UInt64(writes), sampleTime: Int64(writes * 4)))
+            XCTAssertNil(stream.events.failure)
+        }
+        pool.shutDown()
+    }
+
+    func testAReportedDurablePositionIsInTheFileAndItsPositionLog() throws {
+        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)), metrics: nil)
+        let stream = try open(pool, name: "durable")
+        for sequence in 1...10 {
+            stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 1, sequence: sequence),
+                                packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        let reported = try XCTUnwrap(stream.events.waitForDurable(sequence: 10))
+        XCTAssertEqual(reported, DurablePosition(sequence: 10, sampleTime: 40))
+        // Read back while the stream is still open, as a restarted receiver would after a crash.
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 10, sampleTime: 40, packets: 40))
+        let audio = try CAFFile.read(path: stream.writer.path).readAudioData()
+        XCTAssertEqual(audio, (1...10).flatMap { Array(Self.samples(stream: 1, sequence: $0)) })
+        pool.shutDown()
+    }
+
+    func testOneSyncRoundCoversEveryDirtyStream() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let opened = try (0..<30).map { try open(pool, name: "round-\($0)") }
+        for stream in opened {
+            stream.writer.write(sequence: 1, payload: Self.samples(stream: 0, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        }
+        XCTAssertEqual(pool.roundCount, 0, "nothing is durable before a round")
+        XCTAssertTrue(opened.allSatisfy { $0.events.lastDurable == nil })
+        pool.shutDown()
+        XCTAssertEqual(pool.roundCount, 1)
+        XCTAssertEqual(pool.fileSystemSyncCount, 2, "one sync for the audio, one for the position records")
+        for stream in opened {
+            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        }
+    }
+
+    func testAPositionRecordIsWrittenOnlyAfterTheAudioItDescribesIsSynced() throws {
+        let observed = SyncObserver()
+        let fileSystems = FileSystemSync()
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { directory in
+            observed.sync()
+            return fileSystems.synchronize(directory: directory)
+        }
+        let stream = try open(pool, name: "ordered")
+        observed.watch(stream.writer.path)
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 7, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        pool.shutDown()
+        XCTAssertEqual(observed.recordsAtEachSync, [0, 1], "the audio sync sees no new record; the second sync makes it durable")
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+    }
+
+    func testAFailedFileSystemSyncFallsBackToSyncingEachFile() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { _ in EIO }
+        let opened = try (0..<3).map { try open(pool, name: "fallback-\($0)") }
+        for stream in opened {
+            stream.writer.write(sequence: 1, payload: Self.samples(stream: 8, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        }
+        pool.shutDown()
+        XCTAssertEqual(pool.fileSystemSyncCount, 2)
+        for stream in opened {
+            XCTAssertNil(stream.events.failure, "each file synced alone")
+            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        }
+    }
+
+    func testUnsyncedBytesStartARoundEarly() throws {
+        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .seconds(3_600), bytes: 4_096), metrics: nil)
+        let stream = try open(pool, name: "early")
+        let frames = 2_048
+        stream.writer.write(sequence: 1, payload: Data(count: frames * 2), packetSizes: [], frameCount: frames, endSampleTime: Int64(frames))
+        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: Int64(frames)))
+        XCTAssertEqual(pool.roundCount, 1)
+        pool.shutDown()
+    }
+
+    func testAFullDiskFailsOnlyItsOwnStream() throws {
+        let small = folder + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        guard run("/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small) else {
+            throw XCTSkip("cannot mount a small tmpfs here (needs root)")
+        }
+        defer { _ = run("/bin/umount", small) }
+        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)), metrics: nil)
+        let full = try open(pool, name: "full", folder: small)
+        let healthy = try open(pool, name: "healthy")
+        let frames = 256 << 10
+        for sequence in 1...8 {
+            full.writer.write(sequence: UInt64(sequence), payload: Data(count: frames * 2), packetSizes: [], frameCount: frames,
+                              endSampleTime: Int64(sequence * frames))
+            healthy.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 2, sequence: sequence), packetSizes: [],
+                                 frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        let failure = try XCTUnwrap(full.events.waitForFailure())
+        guard case .writeFailed(let message) = failure else { return XCTFail("expected a write failure, got \(failure)") }
+        XCTAssertTrue(message.hasPrefix("the disk is full: free space in \(small)"), message)
+        XCTAssertEqual(healthy.events.waitForDurable(sequence: 8), DurablePosition(sequence: 8, sampleTime: 32))
+        XCTAssertNil(healthy.events.failure)
+        XCTAssertEqual(try finish(healthy.writer).frames, 32)
+        pool.shutDown()
+    }
+
+    func testFinishComesAfterEveryPendingWrite() throws {
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, name: "finish")
+        for sequence in 1...20 {
+            stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 3, sequence: sequence), packetSizes: [],
+                                frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        let file = try finish(stream.writer)
+        XCTAssertEqual(file.frames, 80)
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 20, sampleTime: 80))
+        XCTAssertTrue(try CAFFile.read(path: file.path).isFinalized)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: StreamPositionLog.path(for: file.path)), "a finished file keeps no position log")
+        pool.shutDown()
+    }
+
+    func testDetachAfterPendingWritesLeavesTheStreamResumableWhereItEnded() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let hello = try Self.hello(name: "detach")
+        let stream = try open(pool, name: "detach", hello: hello)
+        for sequence in 1...5 {
+            stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 4, sequence: sequence), packetSizes: [],
+                                frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 5, sampleTime: 20))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 5, sampleTime: 20, packets: 20))
+
+        let reopened = expectation(description: "reopened")
+        let result = ResultBox<Result<(StreamWriter, ResumePoint), StorageError>>()
+        pool.reopen(path: stream.writer.path, hello: hello, configuration: configuration(), events: EventLog().events) {
+            result.value = $0
+            reopened.fulfill()
+        }
+        wait(for: [reopened], timeout: 30)
+        let (_, resume) = try XCTUnwrap(result.value).get()
+        XCTAssertEqual(resume, ResumePoint(nextSequence: 6, nextSampleTime: 20))
+        pool.shutDown()
+    }
+
+    func testStreamsDetachingTogetherShareOneSyncRound() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let opened = try (0..<20).map { try open(pool, name: "detach-\($0)") }
+        let detached = DispatchGroup()
+        for stream in opened {
+            stream.writer.write(sequence: 1, payload: Self.samples(stream: 9, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+            detached.enter()
+            stream.writer.detach { detached.leave() }
+        }
+        XCTAssertEqual(detached.wait(timeout: .now() + 30), .success)
+        XCTAssertLessThanOrEqual(pool.roundCount, 2, "the detaches share rounds instead of syncing one by one")
+        XCTAssertGreaterThanOrEqual(pool.roundCount, 1)
+        for stream in opened {
+            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        }
+        pool.shutDown()
+    }
+
+    func testADetachAfterShutDownSyncsItsStreamAlone() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, name: "late-detach")
+        pool.shutDown()
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 10, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        XCTAssertEqual(pool.roundCount, 0)
+    }
+
+    func testShutDownRunsQueuedOperationsAndALastRound() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, name: "drain")
+        for sequence in 1...100 {
+            stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 5, sequence: sequence), packetSizes: [],
+                                frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        pool.shutDown()
+        XCTAssertEqual(stream.writer.pendingBytes, 0)
+        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 100, sampleTime: 400))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 100)
+        // After shutdown an operation still completes (on the caller's thread).
+        XCTAssertEqual(try finish(stream.writer).frames, 400)
+    }
+
+    func testAnAbandonedFileIsFinalizedOnThePool() throws {
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, name: "abandoned")
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 6, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        pool.finalizeAbandoned(path: stream.writer.path, logger: Logger(label: "test"))
+        pool.shutDown()
+        let file = try CAFFile.read(path: stream.writer.path)
+        XCTAssertTrue(file.isFinalized)
+        XCTAssertEqual(file.totalFrames, 4)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: StreamPositionLog.path(for: stream.writer.path)))
+    }
+
+    // MARK: - Helpers
+
+    private struct OpenStream {
+        var writer: StreamWriter
+        var events: EventLog
+    }
+
+    private func configuration(folder: String? = nil) -> ReceiverConfiguration {
+        ReceiverConfiguration(outputDirectory: folder ?? self.folder)
+    }
+
+    private func open(_ pool: WriterPool, name: String, folder: String? = nil, hello: ValidatedHello? = nil) throws -> OpenStream {
+        let events = EventLog()
+        let created = ResultBox<Result<StreamWriter, StorageError>>()
+        let done = DispatchSemaphore(value: 0)
+        pool.create(hello: try hello ?? Self.hello(name: name), start: Date(), peer: "127.0.0.1", configuration: configuration(folder: folder),
+                    events: events.events) {
+            created.value = $0
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        return OpenStream(writer: try XCTUnwrap(created.value).get(), events: events)
+    }
+
+    private func finish(_ writer: StreamWriter) throws -> FinishedFile {
+        let finished = ResultBox<Result<FinishedFile, StorageError>>()
+        let done = DispatchSemaphore(value: 0)
+        writer.finish(remainderFrames: 0) {
+            finished.value = $0
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        return try XCTUnwrap(finished.value).get()
+    }
+
+    private static func hello(name: String) throws -> ValidatedHello {
+        var message = Capture_V1_Hello()
+        message.protocolVersion = 1
+        message.streamID = UUID().wireBytes
+        message.streamName = name
+        message.format = Capture_V1_StreamFormat(format)
+        message.startTimeUnixNs = 1_767_225_600_000_000_000
+        message.sourceHost = "field-recorder"
+        message.application = "capture-send test"
+        return try ValidatedHello(message)
+    }
+
+    /// Four mono s16 frames that name their stream and sequence.
+    private static func samples(stream: Int, sequence: Int) -> Data {
+        let values = [Int16(stream), Int16(sequence), Int16(-stream), Int16(-sequence)]
+        return Data(values.flatMap { [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)] })
+    }
+
+    private func run(_ arguments: String...) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+}
+
+/// What a stream's writer reported, gathered from the pool's threads.
+private final class EventLog: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var durable: [DurablePosition] = []
+    private var failed: StorageError?
+
+    var events: StreamWriterEvents {
+        StreamWriterEvents(
+            durable: { position in self.condition.withLock { self.durable.append(position); self.condition.broadcast() } },
+            failed: { error in self.condition.withLock { self.failed = error; self.condition.broadcast() } }
+        )
+    }
+
+    var lastDurable: DurablePosition? { condition.withLock { durable.last } }
+    var failure: StorageError? { condition.withLock { failed } }
+
+    /// Waits (at most 30 s) until a durable position at `sequence` or beyond is reported.
+    func waitForDurable(sequence: UInt64) -> DurablePosition? {
+        let deadline = Date().addingTimeInterval(30)
+        return condition.withLock {
+            while (durable.last?.sequence ?? 0) < sequence, condition.wait(until: deadline) {}
+            return durable.last
+        }
+    }
+
+    /// Waits (at most 30 s) for a failure.
+    func waitForFailure() -> StorageError? {
+        let deadline = Date().addingTimeInterval(30)
+        return condition.withLock {
+            while failed == nil, condition.wait(until: deadline) {}
+            return failed
+        }
+    }
+}
+
+/// Records, at each file system sync, the sequence of the last position record of a watched stream.
+private final class SyncObserver: @unchecked Sendable {
+    private let lock = NSLock()
+    private var path: String?
+    private var records: [UInt64] = []
+
+    func watch(_ path: String) { lock.withLock { self.path = path } }
+
+    func sync() {
+        lock.withLock {
+            guard let path else { return }
+            records.append((try? StreamPositionLog.lastRecord(cafPath: path))??.sequence ?? 99)
+        }
+    }
+
+    var recordsAtEachSync: [UInt64] { lock.withLock { records } }
+}
+
+/// A value handed over from another thread.
+private final class ResultBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value?
+    var value: Value? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}

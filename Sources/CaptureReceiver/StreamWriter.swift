@@ -94,9 +94,6 @@ public final class StreamWriter: @unchecked Sendable {
     private var failure: StorageError?
     /// A detach waiting for the sync round that makes everything written durable.
     private var pendingDetach: (finalizing: Bool, completion: @Sendable () -> Void)?
-    // Pending bytes, read from the event loop for backpressure.
-    private let pendingLock = NSLock()
-    private var pending = 0
 
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
@@ -117,17 +114,12 @@ public final class StreamWriter: @unchecked Sendable {
         submitted = start
     }
 
-    /// Bytes handed to the writer and not yet written.
-    public var pendingBytes: Int { pendingLock.withLock { pending } }
-
     /// The directory whose file system holds the file (what a sync round flushes).
     var directory: String { (path as NSString).deletingLastPathComponent }
 
     /// Appends audio packets for `sequence`, whose frames end at `endSampleTime`.
     public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {
-        pendingLock.withLock { pending += payload.count }
         lane.submit { [self] in
-            defer { pendingLock.withLock { pending -= payload.count } }
             guard failure == nil, let writer else { return }
             let started = ContinuousClock.now
             let appended: Result<Void, CAFError> = payload.withUnsafeBytes { bytes in

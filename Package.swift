@@ -216,7 +216,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv"]
+            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv", "capture-load"]
         ),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
     ],

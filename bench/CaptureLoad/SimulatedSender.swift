@@ -48,7 +48,8 @@ final class SimulatedSender: @unchecked Sendable {
     /// The highest sequence ever written (so later writes count as resends).
     private var highestEverSent: UInt64 = 0
     private var endSent = false
-    private var writeTimes: [UInt64]
+    /// When each AudioData not yet acknowledged was written (uptime nanoseconds), by sequence.
+    private var writeTimes: [UInt64: UInt64] = [:]
     private var lastSent = NIODeadline.now()
     private var lastReceived = NIODeadline.now()
     private var consecutiveFailures = 0
@@ -63,7 +64,6 @@ final class SimulatedSender: @unchecked Sendable {
         self.settings = settings
         self.onFinish = onFinish
         self.startTimeUnixNs = Int64(Date().timeIntervalSince1970 * 1e9)
-        self.writeTimes = [UInt64](repeating: 0, count: plan.messageCount + 1)
         self.result = StreamResult(index: plan.index, name: plan.name)
         self.random = PayloadGenerator(seed: plan.seed ^ 0x5EED, stream: plan.index, item: 42)
     }
@@ -155,6 +155,8 @@ final class SimulatedSender: @unchecked Sendable {
         hello.startTimeUnixNs = startTimeUnixNs
         hello.startSampleTime = 0
         hello.resumeFromSequence = connectionCount > 1 ? acknowledged + 1 : 0
+        // A new connection repeats EndOfStream if the last one ended before EndAccepted.
+        endSent = false
         hello.sourceHost = "capture-load"
         hello.application = "capture-load"
         write(.hello(hello))
@@ -196,6 +198,7 @@ final class SimulatedSender: @unchecked Sendable {
                 return protocolFailure("the receiver wants sequence \(next), but only \(acknowledged + 1)...\(produced + 1) are possible")
             }
             acknowledged = next - 1
+            writeTimes = writeTimes.filter { $0.key >= next }
             nextToSend = next
             consecutiveFailures = 0
             phase = .streaming
@@ -207,10 +210,10 @@ final class SimulatedSender: @unchecked Sendable {
             }
             if durable > acknowledged {
                 let now = UInt64(NIODeadline.now().uptimeNanoseconds)
-                for sequence in (acknowledged + 1)...durable where writeTimes[Int(sequence)] != 0 {
-                    let micros = (now &- writeTimes[Int(sequence)]) / 1_000
+                for sequence in (acknowledged + 1)...durable {
+                    guard let written = writeTimes.removeValue(forKey: sequence) else { continue }
+                    let micros = (now &- written) / 1_000
                     result.ackLatenciesMicroseconds.append(UInt32(min(micros, UInt64(UInt32.max))))
-                    writeTimes[Int(sequence)] = 0
                 }
                 acknowledged = durable
             }
@@ -282,7 +285,7 @@ final class SimulatedSender: @unchecked Sendable {
         while nextToSend <= produced {
             let sequence = nextToSend
             write(.audioData(plan.audioData(sequence: sequence)))
-            writeTimes[Int(sequence)] = UInt64(NIODeadline.now().uptimeNanoseconds)
+            writeTimes[sequence] = UInt64(NIODeadline.now().uptimeNanoseconds)
             result.messagesSent += 1
             if sequence <= highestEverSent { result.messagesResent += 1 }
             highestEverSent = max(highestEverSent, sequence)

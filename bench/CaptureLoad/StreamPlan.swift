@@ -110,10 +110,15 @@ struct StreamPlan: Sendable {
         return packets(ofSequence: sequence).map { UInt32(opusPacketSize($0)) }
     }
 
-    /// The bytes of Opus packet `packet`.
+    /// The TOC byte every Opus-shaped packet starts with: CELT fullband, 20 ms, stereo, one frame
+    /// (RFC 6716 §3.1), so that tools which parse packet headers (ffprobe) accept the packets.
+    static let opusTOC: UInt8 = (31 << 3) | (1 << 2)
+
+    /// The bytes of Opus packet `packet`: a valid TOC byte, then pseudo-random bytes.
     func fillOpusPacket(_ packet: Int, into bytes: UnsafeMutableRawBufferPointer) {
         var generator = PayloadGenerator(seed: seed, stream: index, item: UInt64(packet))
         generator.fill(bytes)
+        if !bytes.isEmpty { bytes[0] = Self.opusTOC }
     }
 
     /// The complete payload of AudioData `sequence`: Opus packets back to back, or PCM frames.

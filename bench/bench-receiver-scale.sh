@@ -29,14 +29,14 @@ if [ "$hard" != unlimited ] && [ "$hard" -lt "$needed" ]; then
 fi
 ulimit -Sn "$(ulimit -Hn)"
 
-"$BENCH_BIN/capture-recv" gen-cert --out "$BENCH_WORK/scale-cert" --host 127.0.0.1 --force > "$BENCH_WORK/scale-gen-cert.txt"
+"$BENCH_BIN/capture-recv" gen-cert --out "$BENCH_WORK/scale-cert" --host 127.0.0.1 --force > "$BENCH_WORK/scale-gen-cert.txt" 2> "$BENCH_WORK/scale-gen-cert.err"
 pin=$(sed -n 's/^sha256 fingerprint: //p' "$BENCH_WORK/scale-gen-cert.txt")
 ticks=$(getconf CLK_TCK)
 
 # cpu_ticks PID: utime + stime of the process, in clock ticks.
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # rss_kib PID: resident set size in KiB.
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 # json_field FILE NAME: one field of capture-load's JSON report ("n/a" when absent).
 json_field() {
   python3 -c 'import json, sys

@@ -15,7 +15,7 @@ struct CaptureLoad: ParsableCommand {
         discussion: """
             Every stream speaks the real protocol (proto/PROTOCOL.md) with paced, deterministic audio, so \
             `capture-load verify` (or `run --verify DIR`) can later check each file packet by packet. \
-            Give `verify` the same stream flags as the run.
+            Give `verify` the same stream flags as the run. `capture-load run --help` lists the run's flags.             Set CAPTURE_LOAD_TRACE=1 to log every stream's connections and messages to standard error.
             """,
         subcommands: [Run.self, Verify.self],
         defaultSubcommand: Run.self
@@ -24,25 +24,25 @@ struct CaptureLoad: ParsableCommand {
 
 /// The flags that decide what every stream sends; `run` and `verify` must be given the same ones.
 struct StreamShapeOptions: ParsableArguments {
-    @Option(name: .long, help: "Number of simulated streams (default: 10).")
+    @Option(name: .long, help: "Number of simulated streams.")
     var streams = 10
 
-    @Option(name: .long, help: ArgumentHelp("Seconds of audio per stream (default: 10).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Seconds of audio per stream.", valueName: "SECONDS"))
     var duration = 10.0
 
-    @Option(name: .long, help: "Stream shape: opus (Opus-shaped VBR, 48 kHz stereo, 20 ms packets; bytes are not real Opus) or pcm (48 kHz signed 16-bit stereo) (default: opus).")
+    @Option(name: .long, help: "Stream shape: opus (Opus-shaped VBR, 48 kHz stereo, 20 ms packets; bytes are not real Opus) or pcm (48 kHz signed 16-bit stereo).")
     var codec: LoadCodec = .opus
 
-    @Option(name: .long, help: ArgumentHelp("Average bit rate of Opus-shaped streams, bits per second (default: 130000).", valueName: "BPS"))
+    @Option(name: .long, help: ArgumentHelp("Average bit rate of Opus-shaped streams, bits per second.", valueName: "BPS"))
     var bitrate = 130_000
 
-    @Option(name: .long, help: ArgumentHelp("Seconds of audio per AudioData message (default: 0.5).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Seconds of audio per AudioData message.", valueName: "SECONDS"))
     var frameSeconds = 0.5
 
-    @Option(name: .long, help: "Stream names are PREFIX-000000, PREFIX-000001, ... (default: load).")
+    @Option(name: .long, help: "Stream names are PREFIX-000000, PREFIX-000001, ....")
     var namePrefix = "load"
 
-    @Option(name: .long, help: "Seed of the deterministic payloads and stream ids (default: 1).")
+    @Option(name: .long, help: "Seed of the deterministic payloads and stream ids.")
     var seed: UInt64 = 1
 
     func validate() throws {
@@ -73,22 +73,22 @@ struct Run: ParsableCommand {
 
     @OptionGroup var shape: StreamShapeOptions
 
-    @Option(name: .long, help: ArgumentHelp("Stream starts are spread evenly over this many seconds (default: 5).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Stream starts are spread evenly over this many seconds.", valueName: "SECONDS"))
     var rampSeconds = 5.0
 
-    @Option(name: .long, help: ArgumentHelp("Probability that a link drops right after an AudioData message; the stream reconnects and resumes (default: 0).", valueName: "P"))
+    @Option(name: .long, help: ArgumentHelp("Probability that a link drops right after an AudioData message; the stream reconnects and resumes.", valueName: "P"))
     var disconnectProbability = 0.0
 
-    @Option(name: .long, help: ArgumentHelp("Seconds before reconnecting, plus up to 0.2 s of jitter (default: 0.5).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Seconds before reconnecting, plus up to 0.2 s of jitter.", valueName: "SECONDS"))
     var reconnectDelay = 0.5
 
-    @Option(name: .long, help: "A stream fails after this many failed connections in a row (default: 20).")
+    @Option(name: .long, help: "A stream fails after this many failed connections in a row.")
     var maxFailures = 20
 
     @Option(name: .long, help: ArgumentHelp("Seconds after which unfinished streams count as failed (default: duration + ramp + 60).", valueName: "SECONDS"))
     var timeout: Double?
 
-    @Option(name: .long, help: "Event-loop threads (default: 1).")
+    @Option(name: .long, help: "Event-loop threads.")
     var threads = 1
 
     @Flag(name: .long, help: "Connect with TLS; the receiver's certificate is checked against --ca or --pin (default: plaintext).")
@@ -136,7 +136,7 @@ struct Run: ParsableCommand {
         defer { try? group.syncShutdownGracefully() }
         let limitSeconds = timeout ?? (shape.duration + rampSeconds + 60)
         let settings = SenderSettings(
-            host: target.host, port: target.port, tls: try tlsContext(), tlsTrust: try tlsTrust(),
+            host: target.host, port: target.port, address: try target.resolve(), tls: try tlsContext(), tlsTrust: try tlsTrust(),
             authToken: try authToken(), disconnectProbability: disconnectProbability,
             reconnectDelay: .nanoseconds(Int64(reconnectDelay * 1e9)), maxConsecutiveFailures: maxFailures,
             deadline: .now() + .nanoseconds(Int64(limitSeconds * 1e9)))
@@ -254,6 +254,15 @@ struct ReceiverAddress {
         }
         self.host = String(hostPart)
         self.port = port
+    }
+
+    /// The socket address, resolved once.
+    func resolve() throws -> SocketAddress {
+        do {
+            return try SocketAddress.makeAddressResolvingHost(host, port: port)
+        } catch {
+            throw LoadFailure("cannot find the receiver's address \(host): \(error); give an IP address or a name this machine resolves")
+        }
     }
 }
 

@@ -11,6 +11,8 @@ import NIOSSL
 struct SenderSettings: Sendable {
     var host: String
     var port: Int
+    /// The receiver's address, resolved once for all streams.
+    var address: SocketAddress
     var tls: NIOSSLContext?
     var tlsTrust: PeerCertificateVerifier.Trust?
     var authToken: String
@@ -30,7 +32,8 @@ final class SimulatedSender: @unchecked Sendable {
     let plan: StreamPlan
     let loop: EventLoop
     private let settings: SenderSettings
-    private let startTimeUnixNs: Int64
+    /// The wall-clock time of the stream's first frame, set when it starts.
+    private var startTimeUnixNs: Int64 = 0
     private let onFinish: @Sendable (StreamResult) -> Void
 
     private var phase = Phase.waiting
@@ -63,7 +66,6 @@ final class SimulatedSender: @unchecked Sendable {
         self.loop = loop
         self.settings = settings
         self.onFinish = onFinish
-        self.startTimeUnixNs = Int64(Date().timeIntervalSince1970 * 1e9)
         self.result = StreamResult(index: plan.index, name: plan.name)
         self.random = PayloadGenerator(seed: plan.seed ^ 0x5EED, stream: plan.index, item: 42)
     }
@@ -76,6 +78,7 @@ final class SimulatedSender: @unchecked Sendable {
     private func begin() {
         loop.preconditionInEventLoop()
         startedAt = .now()
+        startTimeUnixNs = Int64(Date().timeIntervalSince1970 * 1e9)
         let interval = TimeAmount.nanoseconds(Int64(plan.messageSeconds * 1e9))
         tick = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in self.onTick() }
         connect()
@@ -122,7 +125,7 @@ final class SimulatedSender: @unchecked Sendable {
                     ])
                 }
             }
-        bootstrap.connect(host: settings.host, port: settings.port).whenComplete { outcome in
+        bootstrap.connect(to: settings.address).whenComplete { outcome in
             guard myGeneration == self.generation else {
                 if case .success(let stale) = outcome { stale.close(promise: nil) }
                 return
@@ -135,9 +138,17 @@ final class SimulatedSender: @unchecked Sendable {
                 if self.connectionCount > 1 { self.result.reconnects += 1 }
                 self.sendHello()
             case .failure(let error):
-                self.connectionFailed("cannot connect to \(settings.host):\(settings.port): \(SystemErrorText.describe(error))", code: "CONNECT")
+                self.connectionFailed("cannot connect to \(settings.host):\(settings.port): \(Self.connectReason(error))", code: "CONNECT")
             }
         }
+    }
+
+    /// Why a connection attempt failed, in a user's words ("connection refused").
+    private static func connectReason(_ error: Error) -> String {
+        if let connection = error as? NIOConnectionError, let first = connection.connectionErrors.first {
+            return SystemErrorText.describe(first.error)
+        }
+        return SystemErrorText.describe(error)
     }
 
     private func sendHello() {
@@ -176,7 +187,8 @@ final class SimulatedSender: @unchecked Sendable {
         trace("connection failed: \(reason)")
         if countsAsFailure { consecutiveFailures += 1 }
         guard consecutiveFailures < settings.maxConsecutiveFailures else {
-            finish(failure: "gave up after \(consecutiveFailures) failed connections in a row: \(reason)", code: code)
+            let attempts = consecutiveFailures == 1 ? "1 failed connection" : "\(consecutiveFailures) failed connections in a row"
+            finish(failure: "gave up after \(attempts): \(reason)", code: code)
             return
         }
         phase = .waiting
@@ -241,7 +253,8 @@ final class SimulatedSender: @unchecked Sendable {
 
     func connectionClosed(generation: Int, error: String?) {
         guard generation == self.generation, phase != .finished else { return }
-        connectionFailed(error ?? "the receiver closed the connection", code: error == nil ? "CLOSED" : "CONNECTION")
+        let code = error == nil ? "CLOSED" : (error?.hasPrefix("TLS") == true ? "TLS" : "CONNECTION")
+        connectionFailed(error ?? "the receiver closed the connection", code: code)
     }
 
     private func protocolFailure(_ reason: String) {

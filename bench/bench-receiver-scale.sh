@@ -64,7 +64,7 @@ run_scale() {
   mkdir -p "$out"
   local port
   port=$(free_port)
-  "$BENCH_BIN/capture-recv" --out "$out" --listen "127.0.0.1:$port" --log-level error --sync-ms 200 \
+  "$BENCH_BIN/capture-recv" --out "$out" --listen "127.0.0.1:$port" --log-level warning --sync-ms 200 \
     --max-streams "$((count + 16))" ${receiver_tls[@]+"${receiver_tls[@]}"} > /dev/null 2> "$BENCH_WORK/scale-recv-$count-$mode.log" &
   local recv_pid=$!
   for _ in $(seq 1 200); do

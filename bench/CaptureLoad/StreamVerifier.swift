@@ -48,7 +48,7 @@ struct StreamVerifier {
                 continue
             }
             guard paths.count == 1 else {
-                outcome.problems.append("stream \(plan.name): \(paths.count) files instead of one: \(paths.map { ($0 as NSString).lastPathComponent }.joined(separator: ", "))")
+                outcome.problems.append("stream \(plan.name): \(paths.count) files instead of one: \(paths.map(Self.summary).joined(separator: ", "))")
                 continue
             }
             if let problem = check(plan: plan, path: paths[0]) {
@@ -60,6 +60,18 @@ struct StreamVerifier {
         let known = Set(plans.map(\.streamID))
         outcome.foreignFiles += byStream.keys.filter { !known.contains($0) }.count
         return outcome
+    }
+
+    /// A file's name, whether it is finished and how many packets it holds: "NAME (unfinished, 0 packets)".
+    static func summary(_ path: String) -> String {
+        let name = (path as NSString).lastPathComponent
+        do throws(CAFError) {
+            let file = try CAFFile.read(path: path)
+            let packets = file.packetCount.map { "\($0) packets" } ?? "no packet table"
+            return "\(name) (\(file.isFinalized ? "finished" : "unfinished"), \(packets))"
+        } catch {
+            return "\(name) (unreadable)"
+        }
     }
 
     /// The start of the file names the receiver gives a stream's files.

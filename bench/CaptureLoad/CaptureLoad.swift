@@ -79,7 +79,7 @@ struct Run: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Probability that a link drops right after an AudioData message; the stream reconnects and resumes.", valueName: "P"))
     var disconnectProbability = 0.0
 
-    @Option(name: .long, help: ArgumentHelp("Seconds before reconnecting, plus up to 0.2 s of jitter.", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Seconds before reconnecting after a link drop, doubling with each failed connection in a row up to 15 s, plus up to 0.2 s of jitter.", valueName: "SECONDS"))
     var reconnectDelay = 0.5
 
     @Option(name: .long, help: "A stream fails after this many failed connections in a row.")

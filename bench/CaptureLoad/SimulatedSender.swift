@@ -192,8 +192,12 @@ final class SimulatedSender: @unchecked Sendable {
             return
         }
         phase = .waiting
+        // Like a real sender, back off while the receiver keeps refusing: the delay doubles with each
+        // failed connection in a row (up to 64 times, at most 15 s), plus up to 0.2 s of jitter.
+        let doubled = settings.reconnectDelay.nanoseconds << Int64(min(max(consecutiveFailures - 1, 0), 6))
+        let delay = TimeAmount.nanoseconds(min(doubled, TimeAmount.seconds(15).nanoseconds))
         let jitter = TimeAmount.milliseconds(Int64(random.next() % 200))
-        loop.scheduleTask(in: settings.reconnectDelay + jitter) { self.connect() }
+        loop.scheduleTask(in: delay + jitter) { self.connect() }
     }
 
     // MARK: Events from the handler

@@ -156,6 +156,18 @@ let package = Package(
 
         // The benchmark helper: capture through the queue into a discarding callback (bench/).
         .executableTarget(name: "capture-bench", dependencies: ["CaptureCore", "CaptureALSA"], path: "bench/CaptureBench"),
+        // The receiver's load generator: many simulated senders in one process, and the check of their files (bench/).
+        .executableTarget(
+            name: "capture-load",
+            dependencies: [
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CaptureErrorText", "CAF",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "bench/CaptureLoad"
+        ),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
@@ -208,7 +220,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv"]
+            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv", "capture-load"]
         ),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
     ],

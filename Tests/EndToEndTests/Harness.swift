@@ -25,6 +25,7 @@ enum Products {
 
     static var send: String { directory.appendingPathComponent("capture-send").path }
     static var recv: String { directory.appendingPathComponent("capture-recv").path }
+    static var load: String { directory.appendingPathComponent("capture-load").path }
 }
 
 /// A child process with its output collected, which tests can signal and wait for.

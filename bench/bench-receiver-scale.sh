@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# One capture-recv under many field units (issue 15): for each stream count, plaintext then TLS,
+# capture-load plays paced Opus-shaped streams (~130 kb/s, 0.5 s AudioData) for BENCH_SCALE_SECONDS
+# against one release capture-recv (--sync-ms 200), then checks every file packet by packet.
+# Measured over the steady part (all streams running): the receiver's CPU in cores (utime+stime
+# from /proc/PID/stat) beside the generator's, the receiver's RSS per stream, ack latency p50/p99
+# (AudioData written → first Ack covering it), and files complete and verified.
+# Goals (plaintext, 2 cores): 5,000 streams with 0 loss, ack p99 <= 1 s, receiver <= 0.5 core,
+# <= 50 KB RSS per stream. Needs BENCH_BIN and BENCH_WORK (bench/run.sh sets them); runs as root.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+
+counts=${BENCH_SCALE_COUNTS:-500 1000 2000 5000 10000}
+seconds=${BENCH_SCALE_SECONDS:-60}
+largest=$(maximum $counts)
+
+# Open files: each stream costs the receiver at least 4 descriptors (its socket, the CAF file, the
+# packet-table journal and the position log) and the generator one socket, and both processes
+# inherit this shell's limits. 10,000 streams need ~40,000 at the receiver, above the usual hard
+# limit, so raise the hard limit first (root may; fs.nr_open caps it) and the soft one to match.
+# A count that still does not fit (no CAP_SYS_RESOURCE, e.g. in a container) is skipped with a row
+# that says so, rather than measured against a receiver that runs out of descriptors.
+files_for() { echo $(($1 * 4 + 1024)); }
+needed=$(files_for "$largest")
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt "$needed" ]; then
+  ulimit -Hn "$needed" 2>/dev/null || prlimit --pid $$ --nofile="$needed:$needed" 2>/dev/null ||
+    echo "bench-receiver-scale: $largest streams need $needed open files but the hard limit is $hard and cannot be raised here (run as root with CAP_SYS_RESOURCE); larger counts are skipped" >&2
+fi
+ulimit -Sn "$(ulimit -Hn)"
+limit=$(ulimit -Hn)
+
+"$BENCH_BIN/capture-recv" gen-cert --out "$BENCH_WORK/scale-cert" --host 127.0.0.1 --force > "$BENCH_WORK/scale-gen-cert.txt" 2> "$BENCH_WORK/scale-gen-cert.err"
+pin=$(sed -n 's/^sha256 fingerprint: //p' "$BENCH_WORK/scale-gen-cert.txt")
+ticks=$(getconf CLK_TCK)
+
+# cpu_ticks PID: utime + stime of the process, in clock ticks.
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# rss_kib PID: resident set size in KiB.
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+# json_field FILE NAME: one field of capture-load's JSON report ("n/a" when absent).
+json_field() {
+  python3 -c 'import json, sys
+try:
+    value = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]).get(sys.argv[2])
+except Exception:
+    value = None
+print("n/a" if value is None else value)' "$1" "$2"
+}
+
+rows=()
+# run_scale COUNT MODE: one receiver, one capture-load run; appends a table row.
+run_scale() {
+  local count=$1 mode=$2
+  local out="$BENCH_WORK/scale-out-$count-$mode" report="$BENCH_WORK/scale-report-$count-$mode.json"
+  local receiver_tls=() load_tls=()
+  if [ "$mode" = TLS ]; then
+    receiver_tls=(--tls-cert "$BENCH_WORK/scale-cert/cert.pem" --tls-key "$BENCH_WORK/scale-cert/key.pem")
+    load_tls=(--tls --pin "$pin")
+  fi
+  # Starts spread over up to a third of the run (at most 500 Hellos a second), so that the steady
+  # window, when every stream is running, is at least the middle third.
+  local ramp
+  ramp=$(awk -v n="$count" -v s="$seconds" 'BEGIN { r = n / 500; if (r < 1) r = 1; if (r > s / 3) r = s / 3; printf "%.1f", r }')
+  mkdir -p "$out"
+  local port
+  port=$(free_port)
+  "$BENCH_BIN/capture-recv" --out "$out" --listen "127.0.0.1:$port" --log-level warning --sync-ms 200 \
+    --max-streams "$((count + 16))" ${receiver_tls[@]+"${receiver_tls[@]}"} > /dev/null 2> "$BENCH_WORK/scale-recv-$count-$mode.log" &
+  local recv_pid=$!
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.05
+  done
+  local rss_before
+  rss_before=$(rss_kib "$recv_pid")
+  "$BENCH_BIN/capture-load" "127.0.0.1:$port" --streams "$count" --codec opus --duration "$seconds" \
+    --ramp-seconds "$ramp" --verify "$out" --json ${load_tls[@]+"${load_tls[@]}"} > "$report" 2> "$BENCH_WORK/scale-load-$count-$mode.log" &
+  local load_pid=$!
+  # Steady window: from 2 s after the last stream started to 2 s before the first one ends.
+  local start_at end_at
+  start_at=$(awk -v r="$ramp" 'BEGIN { printf "%.1f", r + 2 }')
+  end_at=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s - 2 }')
+  sleep "$start_at"
+  local recv0 load0 t0 recv1 load1 t1 rss_steady
+  recv0=$(cpu_ticks "$recv_pid"); load0=$(cpu_ticks "$load_pid"); t0=$(date +%s.%N)
+  sleep "$(awk -v a="$start_at" -v b="$end_at" 'BEGIN { d = b - a; if (d < 1) d = 1; print d }')"
+  recv1=$(cpu_ticks "$recv_pid"); load1=$(cpu_ticks "$load_pid"); t1=$(date +%s.%N)
+  rss_steady=$(rss_kib "$recv_pid")
+  local load_status=0
+  wait "$load_pid" || load_status=$?
+  kill -TERM "$recv_pid" 2>/dev/null || true
+  wait "$recv_pid" || true
+  local recv_cores load_cores rss_per_stream
+  recv_cores=$(awk -v a="$recv0" -v b="$recv1" -v t="$ticks" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / t / (e - s) }')
+  load_cores=$(awk -v a="$load0" -v b="$load1" -v t="$ticks" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / t / (e - s) }')
+  rss_per_stream=$(awk -v a="$rss_before" -v b="$rss_steady" -v n="$count" 'BEGIN { printf "%.1f", (b - a) / n }')
+  local completed verified p50 p99
+  completed=$(json_field "$report" completed)
+  verified=$(json_field "$report" verified)
+  p50=$(json_field "$report" ackLatencyP50Ms)
+  p99=$(json_field "$report" ackLatencyP99Ms)
+  if [ "$load_status" -ne 0 ]; then
+    echo "bench-receiver-scale: $count streams ($mode): $(tail -1 "$BENCH_WORK/scale-load-$count-$mode.log")" >&2
+  fi
+  rows+=("| $count | $mode | $completed | $verified | $recv_cores | $load_cores | $rss_per_stream | $p50 | $p99 |")
+  rm -rf "$out"
+}
+
+for count in $counts; do
+  if [ "$limit" != unlimited ] && [ "$limit" -lt "$(files_for "$count")" ]; then
+    rows+=("| $count | skipped: needs $(files_for "$count") open files, the limit is $limit | | | | | | | |")
+    continue
+  fi
+  run_scale "$count" plaintext
+  run_scale "$count" TLS
+done
+
+echo "Paced Opus-shaped streams (130 kb/s, 20 ms packets, 0.5 s AudioData) for ${seconds} s each, one capture-recv --sync-ms 200, loopback; $(nproc) cores"
+echo
+echo "| streams | mode | completed | verified | receiver CPU (cores) | generator CPU (cores) | receiver RSS per stream (KiB) | ack p50 (ms) | ack p99 (ms) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+printf '%s\n' "${rows[@]}"
+echo
+echo "Goals (plaintext): 5,000 streams complete and verified, ack p99 <= 1000 ms, receiver <= 0.5 core, <= 50 KB RSS per stream."

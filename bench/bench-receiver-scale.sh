@@ -15,13 +15,13 @@ counts=${BENCH_SCALE_COUNTS:-500 1000 2000 5000 10000}
 seconds=${BENCH_SCALE_SECONDS:-60}
 largest=$(maximum $counts)
 
-# Open files: each stream costs the receiver at least 4 descriptors (its socket, the CAF file, the
-# packet-table journal and the position log) and the generator one socket, and both processes
-# inherit this shell's limits. 10,000 streams need ~40,000 at the receiver, above the usual hard
+# Open files: each stream costs the receiver 3 descriptors (its socket, the CAF file and the
+# packet-table journal; the position log is opened only to write a record) and the generator one
+# socket, and both processes inherit this shell's limits. 10,000 streams need ~31,000 at the receiver, above the usual hard
 # limit, so raise the hard limit first (root may; fs.nr_open caps it) and the soft one to match.
 # A count that still does not fit (no CAP_SYS_RESOURCE, e.g. in a container) is skipped with a row
 # that says so, rather than measured against a receiver that runs out of descriptors.
-files_for() { echo $(($1 * 4 + 1024)); }
+files_for() { echo $(($1 * 3 + 1024)); }
 needed=$(files_for "$largest")
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt "$needed" ]; then

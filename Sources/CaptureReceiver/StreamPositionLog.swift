@@ -27,17 +27,22 @@ public struct StreamPositionRecord: Sendable, Equatable {
 /// the last intact record is never behind what the sender was told, and never claims audio the file
 /// lacks after a crash (the `WriterPool`'s sync round: data sync, records, record sync). A torn last record (a crash mid-write) fails its checksum and is
 /// ignored. On reopening, the log is rewritten with its last record only.
+///
+/// The log holds no open file between records: a record is written by opening the log, writing and
+/// closing it (the sync round's `syncfs` makes it durable), so a recording stream costs the receiver
+/// three descriptors (its connection, its CAF file and the packet journal) instead of four.
 public final class StreamPositionLog {
     /// The file name suffix.
     public static let suffix = ".position"
     static let magic: [UInt8] = Array("CAPRPOS1".utf8)
     static let recordSize = 32
 
-    private let file: DurableFile
+    /// The log's path.
+    public let path: String
     private var length: Int64
 
-    private init(file: DurableFile, length: Int64) {
-        self.file = file
+    private init(path: String, length: Int64) {
+        self.path = path
         self.length = length
     }
 
@@ -48,8 +53,7 @@ public final class StreamPositionLog {
     public static func create(cafPath: String, initial: StreamPositionRecord) throws(DurableFileError) -> StreamPositionLog {
         let path = path(for: cafPath)
         try DurableFile.replaceAtomically(path: path, with: magic + encode(initial))
-        let file = try DurableFile.open(path: path, create: false)
-        return StreamPositionLog(file: file, length: Int64(magic.count + recordSize))
+        return StreamPositionLog(path: path, length: Int64(magic.count + recordSize))
     }
 
     /// The last intact record of the log beside `cafPath`; nil when there is no log or no intact record.
@@ -78,17 +82,18 @@ public final class StreamPositionLog {
     /// Appends `record` without making it durable: a sync round makes many logs durable at once.
     /// Call it only once the audio the record describes is durable.
     public func write(_ record: StreamPositionRecord) throws(DurableFileError) {
+        let file = try DurableFile.open(path: path, create: false)
+        defer { file.close() }
         try file.write(Self.encode(record), at: length)
         length += Int64(Self.recordSize)
     }
 
     /// Makes the records written so far durable (fdatasync).
     public func synchronize() throws(DurableFileError) {
+        let file = try DurableFile.open(path: path, create: false)
+        defer { file.close() }
         try file.synchronize()
     }
-
-    /// Closes the log (it stays on disk).
-    public func close() { file.close() }
 
     /// Removes the log beside `cafPath` (a finished file needs none).
     public static func remove(cafPath: String) throws(DurableFileError) {

@@ -178,7 +178,6 @@ public final class StreamWriter: @unchecked Sendable {
                 return completion(.failure(storageError))
             }
             self.writer = nil
-            positionLog?.close()
             positionLog = nil
             try? StreamPositionLog.remove(cafPath: path)
             durable = written
@@ -221,7 +220,6 @@ public final class StreamWriter: @unchecked Sendable {
         }
         writer?.close()
         writer = nil
-        positionLog?.close()
         positionLog = nil
         completion()
     }

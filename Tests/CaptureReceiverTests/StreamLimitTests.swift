@@ -7,16 +7,16 @@ import XCTest
 final class StreamLimitTests: XCTestCase {
     func testTheDefaultLimitIsWhatTheOpenFilesAndTheMemoryAllow() {
         let fieldServer = StreamCapacity(openFileLimit: 20_000, openFileLimitBefore: 1_024, physicalMemory: 24 << 30)
-        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, (20_000 - 128 - 64) / 4)
+        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, (20_000 - 128 - 64) / 3)
         XCTAssertEqual(fieldServer.streamsAllowedByMemory, 24_576)
-        XCTAssertEqual(fieldServer.defaultMaximumStreams, 4_952)
+        XCTAssertEqual(fieldServer.defaultMaximumStreams, 6_602)
 
         let systemdUnit = StreamCapacity(openFileLimit: 524_288, openFileLimitBefore: 1_024, physicalMemory: 2 << 30)
         XCTAssertEqual(systemdUnit.defaultMaximumStreams, 2_048, "a small box is bounded by its memory")
 
         let starved = StreamCapacity(openFileLimit: 100, openFileLimitBefore: 100, physicalMemory: 1 << 30)
         XCTAssertEqual(starved.defaultMaximumStreams, 1, "never below one stream")
-        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 40_192)
+        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 30_192)
     }
 
     func testRaisingTheLimitReachesTheHardLimit() {

@@ -20,7 +20,7 @@ final class StreamPositionLogTests: XCTestCase {
         let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
         try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
         try log.append(StreamPositionRecord(sequence: 9, sampleTime: 200_000, packets: 199_000))
-        log.close()
+
         XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 9, sampleTime: 200_000, packets: 199_000))
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: caf))).count, 8 + 3 * 32)
     }
@@ -28,7 +28,7 @@ final class StreamPositionLogTests: XCTestCase {
     func testATornOrDamagedLastRecordFallsBackToThePreviousOne() throws {
         let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
         try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
-        log.close()
+
         let path = StreamPositionLog.path(for: caf)
         let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
         handle.seekToEndOfFile()

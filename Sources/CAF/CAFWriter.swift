@@ -47,9 +47,13 @@ public final class CAFWriter {
     ///     when empty.
     ///   - magicCookie: the codec configuration for the `kuki` chunk; none is written when empty.
     ///   - primingFrames: the encoder's delay, for the `pakt` chunk (variable bit rate formats only).
+    ///   - synchronizing: make the file, its journal and their folder entries durable before returning
+    ///     (fsync each). A caller that makes the whole file system durable later (the receiver's sync
+    ///     round, before anything written to the file is acknowledged) passes false.
     public init(
         path: String, format: StreamFormat, channelLayoutTag: UInt32? = nil,
-        info: [(key: String, value: String)], magicCookie: [UInt8] = [], primingFrames: Int = 0
+        info: [(key: String, value: String)], magicCookie: [UInt8] = [], primingFrames: Int = 0,
+        synchronizing: Bool = true
     ) throws(CAFError) {
         do throws(StreamFormatError) {
             try format.validate()
@@ -92,9 +96,11 @@ public final class CAFWriter {
         do throws(CAFError) {
             try file.write(header.bytes, at: 0)
             journal = try CAFJournal.create(cafPath: path, primingFrames: Int32(primingFrames))
-            try file.synchronizeAll()
-            try journal?.file.synchronizeAll()
-            try PosixFile.synchronizeDirectory(containing: path)
+            if synchronizing {
+                try file.synchronizeAll()
+                try journal?.file.synchronizeAll()
+                try PosixFile.synchronizeDirectory(containing: path)
+            }
         } catch {
             // Both files were created here (exclusively), so removing them harms nobody's data.
             file.close()

@@ -31,7 +31,7 @@ enum StreamFiles {
             do throws(CAFError) {
                 caf = try CAFWriter(
                     path: path, format: hello.format, info: info, magicCookie: storedCookie(hello),
-                    primingFrames: Int(message.primingFrames)
+                    primingFrames: Int(message.primingFrames), synchronizing: false
                 )
             } catch .fileExists {
                 continue
@@ -40,11 +40,13 @@ enum StreamFiles {
             }
             let origin = StreamPositionRecord(sequence: 0, sampleTime: message.startSampleTime, packets: 0)
             do throws(DurableFileError) {
-                let positionLog = try StreamPositionLog.create(cafPath: path, initial: origin)
+                // No fsync here: the pool's next sync round (syncfs) makes the new files and their
+                // folder entries durable before anything written to them is acknowledged.
+                let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
                 return .success(StreamWriter(
                     writer: caf, positionLog: positionLog,
                     start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
-                    lane: lane, pool: pool, events: events, metrics: pool.metrics
+                    lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
                 ))
             } catch {
                 // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.

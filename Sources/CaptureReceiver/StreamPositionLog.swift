@@ -56,6 +56,17 @@ public final class StreamPositionLog {
         return StreamPositionLog(path: path, length: Int64(magic.count + recordSize))
     }
 
+    /// Creates the log of a CAF file that was just created (none can exist), holding `initial`, and
+    /// leaves it to the next sync round to make durable: until then the file holds nothing
+    /// acknowledged, and a crash before the round leaves at most an empty recording.
+    public static func createForNewFile(cafPath: String, initial: StreamPositionRecord) throws(DurableFileError) -> StreamPositionLog {
+        let path = path(for: cafPath)
+        let file = try DurableFile.open(path: path, create: true, truncate: true)
+        defer { file.close() }
+        try file.write(magic + encode(initial), at: 0)
+        return StreamPositionLog(path: path, length: Int64(magic.count + recordSize))
+    }
+
     /// The last intact record of the log beside `cafPath`; nil when there is no log or no intact record.
     public static func lastRecord(cafPath: String) throws(DurableFileError) -> StreamPositionRecord? {
         guard let file = try DurableFile.openForReading(path: path(for: cafPath)) else { return nil }

@@ -92,6 +92,10 @@ public final class StreamWriter: @unchecked Sendable {
     private var awaitingRound = false
     private var gapCount = 0
     private var failure: StorageError?
+    /// The files' folder entries are durable. A new stream's files are created without fsync; the
+    /// first sync round (syncfs) makes them durable, or, when this stream syncs alone, an fsync of
+    /// the folder does.
+    private var entriesDurable: Bool
     /// A detach waiting for the sync round that makes everything written durable.
     private var pendingDetach: (finalizing: Bool, completion: @Sendable () -> Void)?
 
@@ -99,8 +103,9 @@ public final class StreamWriter: @unchecked Sendable {
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
         writer: CAFWriter, positionLog: StreamPositionLog, start: DurablePosition, lane: WriterLane, pool: WriterPool,
-        events: StreamWriterEvents, metrics: ReceiverMetrics?
+        events: StreamWriterEvents, metrics: ReceiverMetrics?, entriesDurable: Bool = true
     ) {
+        self.entriesDurable = entriesDurable
         self.path = writer.path
         self.format = writer.format
         self.lane = lane
@@ -242,11 +247,24 @@ public final class StreamWriter: @unchecked Sendable {
         guard failure == nil, let writer else { return false }
         do throws(CAFError) {
             try writer.synchronize()
-            return true
         } catch {
             fail(.writeFailed(error.description))
             return false
         }
+        return synchronizeEntries()
+    }
+
+    /// Makes the files' folder entries durable if no sync round has yet (this stream syncing alone).
+    private func synchronizeEntries() -> Bool {
+        guard !entriesDurable else { return true }
+        do throws(DurableFileError) {
+            try DurableFile.synchronizeDirectory(directory)
+        } catch {
+            fail(.writeFailed(CAFError.io(operation: "making durable the folder of", path: path, errno: error.code).description))
+            return false
+        }
+        entriesDurable = true
+        return true
     }
 
     /// Writes the round's position record (made durable by the round's second sync). False when the
@@ -278,6 +296,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// finishing and detaching report on their own).
     func roundMadeDurable(_ record: StreamPositionRecord) {
         guard failure == nil, writer != nil else { return }
+        entriesDurable = true
         let position = DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime)
         if position != durable {
             durable = position
@@ -312,6 +331,7 @@ public final class StreamWriter: @unchecked Sendable {
             fail(.writeFailed(error.description))
             return
         }
+        guard synchronizeEntries() else { return }
         // Audio first, then the position record that describes it.
         do throws(DurableFileError) {
             try positionLog.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount))

@@ -216,7 +216,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DurabilityTests",
-            dependencies: ["CaptureSender", "CaptureReceiver", "CaptureCore", "CaptureCodecs", "CAF", "TestSupport"]
+            dependencies: ["CaptureSender", "CaptureReceiver", "CaptureCore", "CaptureCodecs", "CaptureWire", "CAF", "TestSupport"]
         ),
         .testTarget(
             name: "EndToEndTests",

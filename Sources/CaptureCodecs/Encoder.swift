@@ -51,15 +51,20 @@ public protocol AudioEncoder: AnyObject {
     /// The largest packet the encoder can produce, in bytes.
     var maximumPacketSize: Int { get }
 
+    /// Whether the packets themselves cover frames lost in an overrun (as encoded silence), so that
+    /// the caller must not record a gap for them: a gap would cover the same frames again and the
+    /// receiver would refuse the stream. True for Opus, false for PCM.
+    var fillsLostFrames: Bool { get }
+
     /// Encodes one captured buffer; returns the whole packets it completed (possibly none, when the
-    /// buffer did not complete a frame). Frames lost before the buffer (an overrun) must be accounted
-    /// for by the caller as a gap.
+    /// buffer did not complete a frame).
     ///
-    /// How a gap shows in the packets depends on the format: `PCMEncoder` returns each buffer at its
-    /// own `startTime.sampleTime`, so `firstSampleTime` jumps over the lost frames; `OpusEncoder`
-    /// encodes the lost stretch as silence so that its packets stay contiguous on the capture
-    /// timeline (an Opus packet stream has no way to skip time). Either way the caller still records
-    /// the gap from `framesLostBefore`.
+    /// How frames lost before the buffer (an overrun, `framesLostBefore`) show depends on the format:
+    /// `PCMEncoder` returns each buffer at its own `startTime.sampleTime`, so `firstSampleTime` jumps
+    /// over the lost frames and the caller records a gap of exactly those frames there;
+    /// `OpusEncoder` encodes the lost stretch as silence (`fillsLostFrames`) so that its packets stay
+    /// contiguous on the capture timeline (an Opus packet stream has no way to skip time), and the
+    /// caller records no gap.
     func encode(_ buffer: CapturedBuffer) throws(EncoderError) -> EncodedPackets?
 
     /// Ends the stream: pads and encodes any partial frame and reports the padding.

@@ -13,9 +13,11 @@ import CaptureCore
 /// - Timeline: every count (`firstSampleTime`, `frameCount`, `primingFrames`, `remainderFrames`) is in
 ///   48 kHz frames. Input sample time `s` at rate `r` is 48 kHz time `s * (48000 / r)`, exact because
 ///   48000 / r is an integer (6, 4, 3, 2 or 1). The first packet starts at the first buffer's sample
-///   time so mapped; packet `n` starts `n * framesPerPacket` later. Packets are contiguous: a forward
-///   jump in a buffer's sample time (an overrun) is filled with encoded silence so that the packets
-///   stay on the capture timeline; a backward jump is an error.
+///   time so mapped (less the frames lost before it, `framesLostBefore`, which are encoded as silence);
+///   packet `n` starts `n * framesPerPacket` later. Packets are contiguous: a forward jump in a
+///   buffer's sample time (an overrun) is filled with encoded silence so that the packets stay on the
+///   capture timeline, and the caller records no gap for it (`fillsLostFrames`); a backward jump is
+///   an error.
 /// - Priming: `primingFrames` is libopus's look-ahead (`OPUS_GET_LOOKAHEAD`) at 48 kHz, 312 for the
 ///   `audio` and `voip` applications, 120 for `lowdelay`. The decoded stream is the input delayed by
 ///   exactly that much; it is the RFC 7845 pre-skip and the CAF `mPrimingFrames`.
@@ -41,6 +43,9 @@ public final class OpusEncoder: AudioEncoder {
     public let maximumPacketSize: Int
     /// 48 kHz frames per input frame (48000 / input rate).
     public let timelineScale: Int
+
+    /// Lost frames are encoded as silence: the packets cover the whole capture timeline.
+    public var fillsLostFrames: Bool { true }
 
     /// Gaps (forward jumps in sample time) longer than this many seconds are refused rather than
     /// filled with encoded silence.
@@ -120,22 +125,32 @@ public final class OpusEncoder: AudioEncoder {
         }
         var collector = PacketCollector(firstPacketIndex: packetsEmitted)
         let startTime = buffer.startTime.sampleTime
-        if let expected = nextInputSampleTime {
-            let gap = startTime - expected
-            guard gap >= 0 else {
-                throw .invalidConfiguration(
-                    "a captured buffer starts at sample \(startTime), before the end of the previous one (\(expected)): sample times must not go backward"
-                )
-            }
-            guard gap <= Int64(Self.maximumGapSeconds) * Int64(inputFormat.sampleRate) else {
-                throw .invalidConfiguration(
-                    "a gap of \(gap) frames before sample \(startTime) is longer than \(Self.maximumGapSeconds) s: end this stream and start a new one"
-                )
-            }
-            if gap > 0 { try appendSilence(frames: Int(gap), to: &collector) }
+        let expected: Int64
+        if let nextInputSampleTime {
+            expected = nextInputSampleTime
         } else {
-            firstOutputSampleTime = startTime * Int64(timelineScale)
+            // Frames lost before the first buffer are on the stream's timeline too: the packets
+            // start where they would have, and the lost stretch becomes silence like any other.
+            expected = startTime - Int64(buffer.framesLostBefore)
+            guard expected >= 0 else {
+                throw .invalidConfiguration(
+                    "the first captured buffer starts at sample \(startTime) but says \(buffer.framesLostBefore) frames were lost before it: the capture source and queue disagree on the timeline"
+                )
+            }
+            firstOutputSampleTime = expected * Int64(timelineScale)
         }
+        let gap = startTime - expected
+        guard gap >= 0 else {
+            throw .invalidConfiguration(
+                "a captured buffer starts at sample \(startTime), before the end of the previous one (\(expected)): sample times must not go backward"
+            )
+        }
+        guard gap <= Int64(Self.maximumGapSeconds) * Int64(inputFormat.sampleRate) else {
+            throw .invalidConfiguration(
+                "a gap of \(gap) frames before sample \(startTime) is longer than \(Self.maximumGapSeconds) s: end this stream and start a new one"
+            )
+        }
+        if gap > 0 { try appendSilence(frames: Int(gap), to: &collector) }
         try appendAudio(buffer.bytes, frames: frames, to: &collector)
         nextInputSampleTime = startTime + Int64(frames)
         return packets(from: collector)

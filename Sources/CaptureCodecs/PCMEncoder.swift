@@ -13,6 +13,8 @@ public final class PCMEncoder: AudioEncoder {
     public let outputFormat: StreamFormat
     public var magicCookie: [UInt8] { [] }
     public var primingFrames: Int { 0 }
+    /// PCM skips lost frames: the caller records them as a gap.
+    public var fillsLostFrames: Bool { false }
     /// One frame: a PCM packet is one frame.
     public var maximumPacketSize: Int { Int(outputFormat.bytesPerPacket) }
 

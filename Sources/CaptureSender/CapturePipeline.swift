@@ -5,6 +5,12 @@ import Foundation
 /// The sending side's audio path before the network: a capture queue over a source, whose callback
 /// runs the encoder and appends packets (and gaps, for overruns) to the packet log.
 ///
+/// Overruns: for PCM, frames lost before a buffer become a Gap of exactly those frames at their
+/// position, and a loss at the very end a trailing Gap. For Opus the encoder fills the lost stretch
+/// with encoded silence (`AudioEncoder.fillsLostFrames`), so no Gap is logged: the packets alone
+/// cover the capture timeline, and a loss at the very end leaves nothing to cover (the stream ends
+/// after its last captured frame).
+///
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
 /// may allocate and the log may take its lock there.
 public final class CapturePipeline: @unchecked Sendable {
@@ -61,7 +67,11 @@ public final class CapturePipeline: @unchecked Sendable {
         if buffer.framesLostBefore > 0 {
             let lost = Int64(buffer.framesLostBefore)
             lock.withLock { reportedLost += lost }
-            log.appendGap(sampleTime: buffer.startTime.sampleTime - lost, length: lost, reason: "overrun")
+            // An encoder that fills lost frames (Opus: encoded silence) keeps its packets on the
+            // timeline itself; a gap would cover those frames a second time.
+            if !encoder.fillsLostFrames {
+                log.appendGap(sampleTime: buffer.startTime.sampleTime - lost, length: lost, reason: "overrun")
+            }
         }
         guard lock.withLock({ failure == nil }) else { return }
         do {
@@ -102,7 +112,7 @@ public final class CapturePipeline: @unchecked Sendable {
         let statistics = queue.statistics
         let (capturedEnd, trailingLost) = lock.withLock { (lastEnd, max(0, statistics.framesLost - reportedLost)) }
         let timelineEnd = capturedEnd + trailingLost
-        if outputFormat.isLinearPCM, trailingLost > 0 {
+        if !encoder.fillsLostFrames, trailingLost > 0 {
             log.appendGap(sampleTime: capturedEnd, length: trailingLost, reason: "overrun")
         }
         let reason: String

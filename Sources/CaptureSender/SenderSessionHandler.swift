@@ -237,7 +237,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 } catch {
                     return fail(.protocolViolation(error.description), retry: false)
                 }
-                context.write(wrapOutboundOut(Self.message(for: entry)), promise: nil)
+                context.write(wrapOutboundOut(entry.wireMessage), promise: nil)
                 wrote = true
                 nextToSend = entry.sequence + 1
                 inFlight.append((entry.sequence, entry.byteCount))
@@ -264,27 +264,6 @@ final class SenderSessionHandler: ChannelInboundHandler {
             wrote = true
         }
         if wrote { context.flush() }
-    }
-
-    private static func message(for entry: LoggedPacket) -> WireMessage {
-        switch entry.content {
-        case .audio(let packets):
-            return .audioData(.with {
-                $0.sequence = entry.sequence
-                $0.firstSampleTime = packets.firstSampleTime
-                $0.packetCount = UInt32(packets.packetCount)
-                $0.packetSizes = packets.packetSizes
-                $0.payload = Data(packets.payload)
-                $0.frameCount = UInt32(packets.frameCount)
-            })
-        case .gap(let sampleTime, let length, let reason):
-            return .gap(.with {
-                $0.sequence = entry.sequence
-                $0.sampleTime = sampleTime
-                $0.lengthFrames = UInt64(length)
-                $0.reason = reason
-            })
-        }
     }
 
     private func fail(_ error: SenderError, retry: Bool) {

@@ -153,6 +153,37 @@ final class OpusFrameAccumulationTests: XCTestCase {
         XCTAssertLessThan(gapPeak, 0.01, "the lost stretch decodes as silence")
     }
 
+    func testFramesLostBeforeTheFirstBufferAreSilenceAtTheStartOfTheTimeline() throws {
+        let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .f32)
+        let encoder = try OpusEncoder(inputFormat: format)
+        XCTAssertTrue(encoder.fillsLostFrames, "Opus covers lost frames itself: the caller records no gap")
+        XCTAssertFalse(try PCMEncoder(inputFormat: format).fillsLostFrames, "PCM skips them: the caller records a gap")
+        let tone = OpusTestTools.twoTone(frames: 1_000, channels: 1, sampleRate: 48_000)
+        var stream = OpusTestTools.EncodedStream()
+        try OpusTestTools.bytes(tone, as: .f32).withUnsafeBytes { bytes in
+            // The stream's first 3000 frames were lost before its first buffer.
+            let buffer = CapturedBuffer(
+                bytes: bytes, startTime: CaptureTimestamp(sampleTime: 3_000, hostTime: 0), packetCount: 1_000,
+                framesLostBefore: 3_000
+            )
+            if let packets = try encoder.encode(buffer) { stream.add(packets) }
+        }
+        let tail = try encoder.finish()
+        if let packets = tail.packets { stream.add(packets) }
+        // 4000 timeline frames + 312 priming = 4312 → 5 packets; remainder 4800 - 312 - 4000.
+        XCTAssertEqual(stream.firstSampleTimes, [0, 3_840], "the packets start at sample 0, where the stream began")
+        XCTAssertEqual(stream.packets.count, 5)
+        XCTAssertEqual(tail.remainderFrames, 488)
+
+        let decoded = try OpusTestTools.decode(stream.packets, cookie: encoder.magicCookie, channels: 1)
+        let lostPeak = decoded[312..<(312 + 2_800)].map { abs($0) }.max() ?? 1
+        XCTAssertLessThan(lostPeak, 0.01, "the lost stretch decodes as silence")
+        XCTAssertGreaterThan(
+            OpusTestTools.snr(decoded[(312 + 3_200)..<(312 + 4_000)], tone[200...]), 15,
+            "the first buffer's audio sits at its capture time"
+        )
+    }
+
     func testSampleTimesGoingBackwardAreRefused() throws {
         let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .s16)
         let encoder = try OpusEncoder(inputFormat: format)

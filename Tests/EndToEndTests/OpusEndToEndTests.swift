@@ -76,4 +76,35 @@ final class OpusEndToEndTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(snr, 30, "SNR \(snr) dB at 128 kb/s")
         XCTAssertEqual(receiver.stop(), 0)
     }
+
+    /// A sender whose capture falls behind loses audio in overruns; its Opus stream must still be
+    /// accepted (it was refused: "sample times must continue without holes"), and the file keeps the
+    /// capture timeline, the lost stretch encoded as silence. The sender is stopped (SIGSTOP) for
+    /// 1.5 s mid-stream: when it goes on, the paced tone has 1.5 s to catch up, read faster than the
+    /// encoder takes two 20 ms buffers, so the queue drains the rest as lost frames.
+    func testOpusStreamWithCaptureOverrunsIsAcceptedAndKeepsTheCaptureTimeline() throws {
+        let receiver = try ReceiverUnderTest()
+        let sender = try ChildProcess(Products.send, [
+            receiver.address, "--source", "tone", "--codec", "opus", "--duration", "4", "--buffers", "2",
+            "--buffer-seconds", "0.02", "--no-spool", "--stream-name", "opus-overrun",
+        ])
+        usleep(1_000_000)
+        sender.signal(SIGSTOP)
+        usleep(1_500_000)
+        sender.signal(SIGCONT)
+        let status = sender.wait(seconds: 120)
+        guard sender.standardError.contains("capture overruns") else {
+            throw XCTSkip("the sender caught up without an overrun this time, so there was nothing to check: \(sender.standardError)")
+        }
+        XCTAssertEqual(status, 0, sender.standardError)
+        XCTAssertFalse(sender.standardError.contains("refused"), sender.standardError)
+        let file = try XCTUnwrap(receiver.files().first)
+        let caf = try CAFFile.read(path: file.path)
+        XCTAssertTrue(caf.isFinalized)
+        let table = try XCTUnwrap(caf.packetTable)
+        XCTAssertEqual(table.primingFrames, 312)
+        XCTAssertEqual(table.validFrames, 4 * 48_000, "4 s of capture timeline, lost frames included (as silence)")
+        XCTAssertEqual(table.numberPackets, Int64((4 * 48_000 + 312 + 959) / 960))
+        XCTAssertEqual(receiver.stop(), 0)
+    }
 }

@@ -1,0 +1,26 @@
+import CaptureWire
+import Foundation
+
+extension LoggedPacket {
+    /// The message that carries this entry to the receiver: AudioData for audio, Gap for a gap.
+    public var wireMessage: WireMessage {
+        switch content {
+        case .audio(let packets):
+            return .audioData(.with {
+                $0.sequence = sequence
+                $0.firstSampleTime = packets.firstSampleTime
+                $0.packetCount = UInt32(packets.packetCount)
+                $0.packetSizes = packets.packetSizes
+                $0.payload = Data(packets.payload)
+                $0.frameCount = UInt32(packets.frameCount)
+            })
+        case .gap(let sampleTime, let length, let reason):
+            return .gap(.with {
+                $0.sequence = sequence
+                $0.sampleTime = sampleTime
+                $0.lengthFrames = UInt64(length)
+                $0.reason = reason
+            })
+        }
+    }
+}

@@ -26,6 +26,9 @@ public final class CapturePipeline: @unchecked Sendable {
     public let primingFrames: Int
 
     private let encoder: any AudioEncoder
+    /// The encoder fills frames lost to capture overruns with encoded silence (Opus), instead of
+    /// the pipeline logging Gaps for them (PCM).
+    public var fillsLostFrames: Bool { encoder.fillsLostFrames }
     private let lock = NSLock()
     private var failure: EncoderError?
     /// Sample index just past the last captured buffer (input timeline).

@@ -261,7 +261,10 @@ struct CaptureSend: ParsableCommand {
         status.stop()
         let statistics = pipeline.queue.statistics
         if statistics.overruns > 0 {
-            logger.warning("capture overruns: audio was lost and recorded as gaps", metadata: [
+            let recorded = pipeline.fillsLostFrames
+                ? "encoded as silence in its place (the file keeps the capture's timeline)"
+                : "recorded as marked gaps of silence in the file"
+            logger.warning("capture overruns: audio was lost and \(recorded)", metadata: [
                 "overruns": "\(statistics.overruns)", "frames-lost": "\(statistics.framesLost)",
             ])
         }

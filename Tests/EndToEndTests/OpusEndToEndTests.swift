@@ -98,6 +98,7 @@ final class OpusEndToEndTests: XCTestCase {
         }
         XCTAssertEqual(status, 0, sender.standardError)
         XCTAssertFalse(sender.standardError.contains("refused"), sender.standardError)
+        XCTAssertTrue(sender.standardError.contains("audio was lost and encoded as silence in its place"), "the closing warning says where the lost audio went: \(sender.standardError)")
         let file = try XCTUnwrap(receiver.files().first)
         let caf = try CAFFile.read(path: file.path)
         XCTAssertTrue(caf.isFinalized)

@@ -107,6 +107,7 @@ public final class StreamWriter: @unchecked Sendable {
     ) {
         self.entriesDurable = entriesDurable
         self.path = writer.path
+        self.directory = (writer.path as NSString).deletingLastPathComponent
         self.format = writer.format
         self.lane = lane
         self.pool = pool
@@ -119,8 +120,9 @@ public final class StreamWriter: @unchecked Sendable {
         submitted = start
     }
 
-    /// The directory whose file system holds the file (what a sync round flushes).
-    var directory: String { (path as NSString).deletingLastPathComponent }
+    /// The directory whose file system holds the file (what a sync round flushes); computed once,
+    /// since every round asks every stream for it.
+    let directory: String
 
     /// Appends audio packets for `sequence`, whose frames end at `endSampleTime`.
     public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {

@@ -34,7 +34,6 @@ public final class CAFWriter {
     private var file: PosixFile?
     private var journal: CAFJournalWriter?
     private let layout: CAFDataLayout
-    private var packetSizes: [UInt32]
 
     /// Creates a new CAF file at `path` (never replacing one, never through a symbolic link; mode 0644
     /// less the umask) and its journal, and makes both durable.
@@ -121,7 +120,6 @@ public final class CAFWriter {
         self.dataByteCount = 0
         self.durablePacketCount = 0
         self.markers = []
-        self.packetSizes = []
     }
 
     private init(resuming salvage: CAFSalvage, file: PosixFile, journal: CAFJournalWriter) {
@@ -136,7 +134,6 @@ public final class CAFWriter {
         dataByteCount = salvage.keptDataBytes
         durablePacketCount = salvage.packetCount
         markers = salvage.markers
-        packetSizes = salvage.packetSizes
     }
 
     deinit {
@@ -179,7 +176,6 @@ public final class CAFWriter {
         try file.write(bytes, at: layout.dataOffset + dataByteCount)
         if format.isVariableBitRate {
             try journal.append(CAFJournal.packetSizes(packetSizes))
-            self.packetSizes.append(contentsOf: packetSizes)
         }
         dataByteCount += Int64(bytes.count)
         packetCount += packets
@@ -232,6 +228,17 @@ public final class CAFWriter {
         }
         guard format.isVariableBitRate || remainderFrames == 0 else {
             throw .invalidArgument("remainder frames apply only to variable bit rate formats such as Opus, not to linear PCM")
+        }
+        // The packet sizes come back from the journal, which holds every one of them: kept in memory
+        // they would grow by 4 bytes a packet for as long as the stream records (720 KB an hour
+        // for 20 ms Opus packets, per stream).
+        var packetSizes: [UInt32] = []
+        if format.isVariableBitRate {
+            let journaled = try CAFJournal.read(cafPath: path)?.packetSizes ?? []
+            guard Int64(journaled.count) >= packetCount else {
+                throw .journalCorrupt(path: journalPath, reason: "it lists \(journaled.count) packet sizes but the file holds \(packetCount) packets")
+            }
+            packetSizes = Array(journaled.prefix(Int(packetCount)))
         }
         let trailer = try CAFFinisher.trailer(
             format: format, packetSizes: packetSizes, primingFrames: Int32(primingFrames),

@@ -32,6 +32,33 @@ final class WriterSafetyTests: XCTestCase {
         XCTAssertEqual(try fileBytes(target), [9])
     }
 
+    func testTheFinalPacketTableComesFromTheJournalAndAShortJournalIsRefused() throws {
+        let scratch = try ScratchDirectory()
+        let opus = StreamFormat.opus(channels: 2, framesPerPacket: 960)
+        let path = scratch.file("long.caf")
+        let writer = try CAFWriter(path: path, format: opus, info: [], primingFrames: 312)
+        var sizes: [UInt32] = []
+        for index in 0..<500 {
+            let packet = [UInt32(3 + index % 7), UInt32(5 + index % 3)]
+            sizes += packet
+            try writer.append([UInt8](repeating: UInt8(index % 251), count: Int(packet[0] + packet[1])), packetSizes: packet, frameCount: 1_920)
+        }
+        // The writer keeps no packet table of its own: cut the journal short and finalize must say so.
+        let journal = CAFJournalPath.of(path)
+        let whole = try fileBytes(journal)
+        try writeFile(journal, Array(whole.prefix(whole.count - 60)))
+        assertCAFError(try writer.finalize(remainderFrames: 100)) {
+            if case .journalCorrupt(let journalPath, let reason) = $0 { return journalPath == journal && reason.contains("but the file holds 1000 packets") }
+            return false
+        }
+        // With the journal whole again, the packet table is exactly what was appended.
+        try writeFile(journal, whole)
+        try writer.finalize(remainderFrames: 100)
+        let table = try XCTUnwrap(try CAFFile.read(path: path).packetTable)
+        XCTAssertEqual(table.packetSizes, sizes)
+        XCTAssertEqual(table.validFrames, 1_000 * 960 - 312 - 100)
+    }
+
     func testNewFilesHaveMode0644LessTheUmask() throws {
         let scratch = try ScratchDirectory()
         let path = scratch.file("mode.caf")

@@ -1,3 +1,4 @@
+import CaptureCore
 import ArgumentParser
 import CaptureSecurity
 import Foundation
@@ -125,8 +126,9 @@ struct Run: ParsableCommand {
 
     func run() throws {
         let target = try ReceiverAddress(parsing: address)
-        let limit = OpenFileLimit.raise()
-        let needed = UInt64(shape.streams + OpenFileLimit.reserve)
+        // Descriptors needed besides the streams: event loops, standard streams, files.
+        let limit = UInt64(OpenFileLimit.raiseSoftToHard().now)
+        let needed = UInt64(shape.streams + 64)
         guard limit >= needed else {
             throw LoadFailure("\(shape.streams) streams need about \(needed) open files, but this process may open only \(limit);"
                 + " raise the hard limit (ulimit -Hn \(needed), or prlimit --nofile) or use fewer --streams")

@@ -100,20 +100,3 @@ enum ProcessCPUTime {
     }
 }
 
-/// Raises the soft open-file limit to the hard limit, and says whether a run fits under it.
-enum OpenFileLimit {
-    /// Descriptors the process needs besides its streams (event loops, standard streams, files).
-    static let reserve = 64
-
-    /// Raises the soft limit; returns the limit now in force.
-    static func raise() -> UInt64 {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1_024 }
-        if limit.rlim_cur < limit.rlim_max {
-            var raised = limit
-            raised.rlim_cur = limit.rlim_max
-            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { return UInt64(raised.rlim_max) }
-        }
-        return UInt64(limit.rlim_cur)
-    }
-}

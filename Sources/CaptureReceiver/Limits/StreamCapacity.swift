@@ -1,8 +1,5 @@
+import CaptureCore
 import Foundation
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// How many streams this receiver can hold open at once, from its open-file limit and memory.
 ///
@@ -57,22 +54,9 @@ public struct StreamCapacity: Sendable, Equatable {
     /// Raises this process's soft open-file limit to its hard limit (an unprivileged process may)
     /// and measures what the machine allows.
     public static func raiseAndMeasure() -> StreamCapacity {
-        var limit = rlimit()
-        var before = 1024
-        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
-            before = Self.clamp(limit.rlim_cur)
-            if limit.rlim_cur < limit.rlim_max {
-                var raised = limit
-                raised.rlim_cur = limit.rlim_max
-                if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
-            }
-        }
+        let limit = OpenFileLimit.raiseSoftToHard()
         return StreamCapacity(
-            openFileLimit: Self.clamp(limit.rlim_cur), openFileLimitBefore: before,
+            openFileLimit: limit.now, openFileLimitBefore: limit.before,
             physicalMemory: ProcessInfo.processInfo.physicalMemory)
-    }
-
-    private static func clamp(_ value: rlim_t) -> Int {
-        value > rlim_t(Int32.max) ? Int(Int32.max) : Int(value)
     }
 }

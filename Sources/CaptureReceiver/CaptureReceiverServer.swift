@@ -1,5 +1,6 @@
 import CaptureErrorText
 import CAF
+import CaptureCore
 import CaptureWire
 import CaptureWireNIO
 import Foundation
@@ -35,9 +36,13 @@ public final class CaptureReceiverServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let registry: StreamRegistry
     private let writerPool: WriterPool
+    private let outputDirectory: String
     private let logger: Logger
 
-    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, logger: Logger) throws {
+    private init(
+        channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, outputDirectory: String, logger: Logger
+    ) throws {
+        self.outputDirectory = outputDirectory
         self.channel = channel
         self.group = group
         self.registry = registry
@@ -58,7 +63,7 @@ public final class CaptureReceiverServer: Sendable {
         let storage = PooledStreamStorage(pool: writerPool, configuration: configuration)
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
-        DetachedStreamKeeper.start(configuration: configuration, registry: registry, writerPool: writerPool, eventLoop: group.next(), logger: logger)
+        AbandonedStreamSweeper.start(configuration: configuration, writerPool: writerPool, eventLoop: group.next(), logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -114,7 +119,8 @@ public final class CaptureReceiverServer: Sendable {
             }
         do {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
-            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, writerPool: writerPool, logger: logger)
+            return try CaptureReceiverServer(
+                channel: channel, group: group, registry: registry, writerPool: writerPool, outputDirectory: configuration.outputDirectory, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
             writerPool.shutDown()
@@ -136,6 +142,11 @@ public final class CaptureReceiverServer: Sendable {
         guard FileManager.default.isWritableFile(atPath: path) else {
             throw .outputDirectory("cannot write to the output folder \(path); check its permissions")
         }
+        do throws(DurableFileError) {
+            try StreamIndex(outputDirectory: path).prepare()
+        } catch {
+            throw .outputDirectory("cannot create the stream index in the output folder: \(error.description)")
+        }
     }
 
     /// Streams being recorded now.
@@ -148,17 +159,9 @@ public final class CaptureReceiverServer: Sendable {
         try? channel.close().wait()
         registry.shutDownAll()
         let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
-        // Streams whose connection was lost earlier have unfinished files: finish them too, keeping
-        // their position logs so their senders can still resume them after a restart.
-        for detached in registry.takeDetached(before: .distantFuture) {
-            do throws(CAFError) {
-                _ = try CAFRecovery.recover(path: detached.path)
-            } catch {
-                logger.error("cannot finalize a detached stream's file; run `capture-recv recover` on it", metadata: [
-                    "path": "\(detached.path)", "error": "\(error.description)",
-                ])
-            }
-        }
+        // Streams whose connection was lost earlier have unfinished files: finish those nobody holds
+        // too, keeping their position logs and index entries so their senders can still resume them.
+        AbandonedStreamSweeper.sweep(index: StreamIndex(outputDirectory: outputDirectory), mode: .finalizeResumable, logger: logger)
         // Every queued disk operation runs (its completion still reaches a live event loop), then a
         // last sync round.
         writerPool.shutDown()

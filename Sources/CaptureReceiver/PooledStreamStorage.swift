@@ -7,25 +7,20 @@ extension StreamWriter: StreamFile {
     }
 }
 
-/// The session handlers' storage: stream files created and reopened on the receiver's `WriterPool`.
+/// The session handlers' storage: stream files opened (continued or created) on the receiver's
+/// `WriterPool`, claimed in the output folder's `StreamIndex`.
 struct PooledStreamStorage: StreamStorage {
     let pool: WriterPool
     let configuration: ReceiverConfiguration
 
     func open(
-        _ hello: ValidatedHello, resumingFrom: String?, peer: String, events: StreamWriterEvents,
-        completion: @escaping @Sendable (Result<(any StreamFile, ResumePoint), StorageError>) -> Void
+        _ hello: ValidatedHello, mayCreate: Bool, peer: String, events: StreamWriterEvents,
+        completion: @escaping @Sendable (Result<OpenedStreamFile, StorageError>) -> Void
     ) {
-        if let resumingFrom {
-            pool.reopen(path: resumingFrom, hello: hello, configuration: configuration, events: events) { result in
-                completion(result.map { ($0.0 as any StreamFile, $0.1) })
-            }
-        } else {
-            let start = hello.message.startTimeUnixNs > 0
-                ? Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9) : Date()
-            pool.create(hello: hello, start: start, peer: peer, configuration: configuration, events: events) { result in
-                completion(result.map { ($0 as any StreamFile, ResumePoint.newStream(hello)) })
-            }
+        let start = hello.message.startTimeUnixNs > 0
+            ? Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9) : Date()
+        pool.open(hello: hello, mayCreate: mayCreate, start: start, peer: peer, configuration: configuration, events: events) { result in
+            completion(result.map { OpenedStreamFile(file: $0.writer, resume: $0.resume, resumed: $0.resumed) })
         }
     }
 }

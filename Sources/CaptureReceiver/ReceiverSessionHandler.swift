@@ -166,8 +166,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             logger[metadataKey: "stream"] = "\(hello.message.streamName)"
             logger[metadataKey: "stream-id"] = "\(hello.streamID)"
             handle(.helloDecided(decide(on: hello)))
-        case .openFile(let hello, let resumingFrom):
-            openFile(hello, resumingFrom: resumingFrom)
+        case .openFile(let hello, let mayCreate):
+            openFile(hello, mayCreate: mayCreate)
         case .write(let audio):
             writer?.write(audio)
         case .recordGap(let gap):
@@ -188,8 +188,6 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             }
         case .forgetStream(let stream):
             registry.release(stream)
-        case .keepStreamResumable(let stream, let path):
-            registry.detach(stream, path: path)
         case .log(let line):
             logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
         }
@@ -202,9 +200,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         }
         switch registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) {
         case .reserved:
-            return .newStream
-        case .resumable(let path):
-            return .resume(path: path)
+            return .accepted
         case .busy:
             return .refused(.streamBusy, "stream \(hello.streamID) is already being received on another connection")
         case .full:
@@ -237,19 +233,19 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         return refusal
     }
 
-    /// Creates or reopens the stream's file off the event loop, then reports back on it.
-    private func openFile(_ hello: ValidatedHello, resumingFrom: String?) {
+    /// Opens (continues or creates) the stream's file off the event loop, then reports back on it.
+    private func openFile(_ hello: ValidatedHello, mayCreate: Bool) {
         guard let loopBound else { return }
         let peer = logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer"
         let events = StreamWriterEvents(
             durable: { position in loopBound.run { $0.handle(.durable(position)) } },
             failed: { error in loopBound.run { $0.handle(.storageFailed(error)) } })
-        storage.open(hello, resumingFrom: resumingFrom, peer: peer, events: events) { result in
+        storage.open(hello, mayCreate: mayCreate, peer: peer, events: events) { result in
             loopBound.run { handler in
                 switch result {
-                case .success(let (file, resume)):
-                    handler.writer = file
-                    handler.handle(.fileOpened(path: file.path, resume: resume))
+                case .success(let opened):
+                    handler.writer = opened.file
+                    handler.handle(.fileOpened(path: opened.file.path, resume: opened.resume, resumed: opened.resumed))
                 case .failure(let error):
                     handler.handle(.fileOpenFailed(error))
                 }

@@ -3,13 +3,71 @@ import CaptureCore
 import CaptureWire
 import Foundation
 
-/// Creates the file for a newly accepted stream (a unique name in the output folder and a CAF file
-/// with the stream's format, magic cookie and `info` entries, plus its position log), or reopens
-/// the unfinalized file of a stream that resumes. Runs on a `WriterPool` lane, the one the stream's
-/// writer is bound to.
+/// A stream's file, open for writing, and where its sender continues.
+struct OpenedStream {
+    var writer: StreamWriter
+    var resume: ResumePoint
+    /// The file was an earlier connection's (or another receiver's), continued.
+    var resumed: Bool
+}
+
+/// Opens the file of an accepted stream: claims the stream in the `StreamIndex` (so no other
+/// receiver or connection writes it), then reopens the unfinished file its entry names, or, for a
+/// stream the index does not know, creates its file (a unique name in the output folder and a CAF
+/// file with the stream's format, magic cookie and `info` entries, plus its position log). Runs on a
+/// `WriterPool` lane, the one the stream's writer is bound to.
 enum StreamFiles {
-    static func create(
-        hello: ValidatedHello, start: Date, peer: String, configuration: ReceiverConfiguration,
+    /// Opens the stream's file. `mayCreate` is false when the sender resumes audio a new file could
+    /// not hold (it no longer has the stream's beginning): then an unknown stream is `.notResumable`.
+    static func open(
+        hello: ValidatedHello, mayCreate: Bool, start: Date, peer: String, configuration: ReceiverConfiguration,
+        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
+    ) -> Result<OpenedStream, StorageError> {
+        let index = StreamIndex(outputDirectory: configuration.outputDirectory)
+        let stream = hello.streamID
+        // A few rounds: another receiver may create or finish the stream between two steps.
+        for _ in 0..<4 {
+            switch index.claimExisting(stream) {
+            case .success(let claim):
+                let relative: String
+                do throws(DurableFileError) {
+                    relative = try claim.contents()
+                } catch {
+                    claim.release(removingEntry: false)
+                    return .failure(.cannotCreate("cannot read the stream index entry \(claim.entryPath): \(error.description)"))
+                }
+                guard let path = index.absolutePath(relative: relative), ResumableFiles.isUnfinished(path) else {
+                    // The entry outlived its file's recording (a crash between finishing the file and
+                    // removing the entry, or before the file was named): the stream is unknown.
+                    claim.release(removingEntry: true)
+                    continue
+                }
+                return reopen(path: path, claim: claim, hello: hello, configuration: configuration, events: events, lane: lane, pool: pool)
+                    .map { OpenedStream(writer: $0.0, resume: $0.1, resumed: true) }
+            case .failure(.held):
+                return .failure(.streamBusy("stream \(stream) is being recorded on another connection or by another receiver sharing \(configuration.outputDirectory)"))
+            case .failure(.missing), .failure(.exists):
+                guard mayCreate else { return .failure(.notResumable) }
+                switch index.claimNew(stream) {
+                case .success(let claim):
+                    return create(hello: hello, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                        .map { OpenedStream(writer: $0, resume: .newStream(hello), resumed: false) }
+                case .failure(.failed(let error)):
+                    return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
+                case .failure:
+                    // Another receiver entered the stream a moment ago: continue with its entry.
+                    continue
+                }
+            case .failure(.failed(let error)):
+                return .failure(.cannotCreate("cannot claim stream \(stream) in the stream index: \(error.description)"))
+            }
+        }
+        return .failure(.streamBusy("stream \(stream) is being entered by another receiver sharing \(configuration.outputDirectory)"))
+    }
+
+    /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
+    private static func create(
+        hello: ValidatedHello, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<StreamWriter, StorageError> {
         let formatter = ISO8601DateFormatter()
@@ -36,6 +94,7 @@ enum StreamFiles {
             } catch .fileExists {
                 continue
             } catch {
+                claim.release(removingEntry: true)
                 return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
             }
             let origin = StreamPositionRecord(sequence: 0, sampleTime: message.startSampleTime, packets: 0)
@@ -43,8 +102,9 @@ enum StreamFiles {
                 // No fsync here: the pool's next sync round (syncfs) makes the new files and their
                 // folder entries durable before anything written to them is acknowledged.
                 let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
+                try claim.record(relativePath: index.relativePath(of: path))
                 return .success(StreamWriter(
-                    writer: caf, positionLog: positionLog,
+                    writer: caf, positionLog: positionLog, claim: claim,
                     start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
                     lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
                 ))
@@ -53,9 +113,12 @@ enum StreamFiles {
                 caf.close()
                 try? DurableFile.remove(path)
                 try? DurableFile.remove(path + ".pakt-journal")
+                try? StreamPositionLog.remove(cafPath: path)
+                claim.release(removingEntry: true)
                 return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
             }
         }
+        claim.release(removingEntry: true)
         return .failure(.cannotCreate("cannot find a free file name for stream \(message.streamName) in \(configuration.outputDirectory)"))
     }
 
@@ -67,12 +130,13 @@ enum StreamFiles {
         return Array(hello.message.magicCookie)
     }
 
-    /// Reopens the unfinalized file of a stream that is coming back (after a lost connection or a
-    /// receiver restart) at exactly what its position log says is durable, and returns the writer and
-    /// where the sender must resume. Audio written after that point (never acknowledged) is cut off;
-    /// the sender still holds it and resends it.
-    static func reopen(
-        path: String, hello: ValidatedHello, configuration: ReceiverConfiguration,
+    /// Reopens the unfinalized file of a stream that is coming back (after a lost connection, a
+    /// receiver restart, or from another receiver sharing the folder) at exactly what its position log
+    /// says is durable, and returns the writer and where the sender must resume. Audio written after
+    /// that point (never acknowledged) is cut off; the sender still holds it and resends it. On
+    /// failure the claim is released and the file left as it was.
+    private static func reopen(
+        path: String, claim: StreamClaim, hello: ValidatedHello, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<(StreamWriter, ResumePoint), StorageError> {
         let record: StreamPositionRecord
@@ -80,28 +144,32 @@ enum StreamFiles {
             record = try StreamPositionLog.lastRecord(cafPath: path)
                 ?? StreamPositionRecord(sequence: 0, sampleTime: hello.message.startSampleTime, packets: 0)
         } catch {
+            claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
         }
         let caf: CAFWriter
         do throws(CAFError) {
             caf = try CAFWriter.resume(path: path, keepingPackets: record.packets)
         } catch {
+            claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot reopen \(path) to resume the stream: \(error.description)"))
         }
         guard caf.format == hello.format else {
             caf.close()
+            claim.release(removingEntry: false)
             return .failure(.formatChanged("stream \(hello.streamID) was recorded as \(caf.format) in \(path) but now sends \(hello.format); a resumed stream must keep its format (start a new stream)"))
         }
         do throws(DurableFileError) {
             let positionLog = try StreamPositionLog.create(cafPath: path, initial: record)
             let writer = StreamWriter(
-                writer: caf, positionLog: positionLog,
+                writer: caf, positionLog: positionLog, claim: claim,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime),
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))
         } catch {
             caf.close()
+            claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot reopen \(path) to resume the stream: \(error.description)"))
         }
     }

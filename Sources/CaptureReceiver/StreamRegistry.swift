@@ -1,28 +1,22 @@
 import Foundation
 
 /// The receiver's table of live connections and streams: enforces the stream limit, refuses a
-/// second connection for a stream that is already being received, keeps the **detached** streams
-/// (unfinalized files whose connection was lost, or found at start-up) so their senders can resume
-/// them, and lets shutdown reach every connection and wait until every file is closed.
+/// second connection for a stream that is already being received here, and lets shutdown reach
+/// every connection and wait until every file is closed. Streams waiting for their sender to
+/// resume them are not kept here but on disk, in the output folder's `StreamIndex`, where every
+/// receiver sharing the folder finds them.
 final class StreamRegistry: @unchecked Sendable {
     enum Reservation: Equatable {
-        /// A new stream.
+        /// The stream may be recorded here (new, or resumed).
         case reserved
-        /// A detached stream comes back: continue the file at `path`.
-        case resumable(path: String)
+        /// Another connection of this receiver records it.
         case busy
+        /// The stream limit is reached.
         case full
-    }
-
-    /// An unfinalized file waiting for its sender.
-    struct DetachedStream: Equatable {
-        var path: String
-        var since: Date
     }
 
     private let condition = NSCondition()
     private var streams: Set<UUID> = []
-    private var detached: [UUID: DetachedStream] = [:]
     private var connections: [ObjectIdentifier: @Sendable () -> Void] = [:]
 
     /// Records a live connection and how to shut it down; false (and nothing recorded) when
@@ -50,36 +44,12 @@ final class StreamRegistry: @unchecked Sendable {
             // Resumed streams count against the limit like new ones: a resume is a stream recording.
             if streams.count >= maximumStreams { return .full }
             streams.insert(stream)
-            if let resumable = detached.removeValue(forKey: stream) {
-                return .resumable(path: resumable.path)
-            }
             return .reserved
         }
     }
 
-    /// The stream's connection is gone but its file stays open for a resume: records it as detached
-    /// (since `since`) and frees the stream for the next connection.
-    func detach(_ stream: UUID, path: String, since: Date = Date()) {
-        condition.withLock {
-            streams.remove(stream)
-            detached[stream] = DetachedStream(path: path, since: since)
-            condition.broadcast()
-        }
-    }
-
-    /// Removes and returns the detached streams detached before `cutoff` (for finalizing).
-    func takeDetached(before cutoff: Date) -> [(stream: UUID, path: String)] {
-        condition.withLock {
-            let expired = detached.filter { $0.value.since < cutoff }
-            for key in expired.keys { detached[key] = nil }
-            return expired.map { ($0.key, $0.value.path) }
-        }
-    }
-
-    /// The detached streams now.
-    var detachedStreams: [UUID: DetachedStream] { condition.withLock { detached } }
-
-    /// The stream's file is finished (or abandoned); another connection may take the stream.
+    /// The stream's file is closed here (finished, released for a resume, or never opened); another
+    /// connection may take the stream.
     func release(_ stream: UUID) {
         condition.withLock {
             streams.remove(stream)

@@ -43,10 +43,17 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     case writeFailed(String)
     /// A resumed stream announced another format than its file has: it cannot continue that file.
     case formatChanged(String)
+    /// Another connection, or another receiver sharing the output folder, holds the stream: the
+    /// sender tries again later (and gets it once the holder lets go or dies).
+    case streamBusy(String)
+    /// The stream has no unfinished file here and the sender no longer holds its beginning, so a
+    /// new file could not hold it.
+    case notResumable
 
     public var description: String {
         switch self {
-        case .cannotCreate(let message), .writeFailed(let message), .formatChanged(let message): return message
+        case .cannotCreate(let message), .writeFailed(let message), .formatChanged(let message), .streamBusy(let message): return message
+        case .notResumable: return "the stream has no unfinished file in this receiver's output folder"
         }
     }
 }
@@ -84,6 +91,8 @@ public final class StreamWriter: @unchecked Sendable {
     // State below is touched on `lane` only.
     private var writer: CAFWriter?
     private var positionLog: StreamPositionLog?
+    /// The stream's claim in the `StreamIndex`: held while the file is open here.
+    private var claim: StreamClaim?
     private var written: DurablePosition
     private var durable: DurablePosition
     /// The position the last sync round took (recorded, or being recorded, in the position log).
@@ -102,9 +111,10 @@ public final class StreamWriter: @unchecked Sendable {
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
-        writer: CAFWriter, positionLog: StreamPositionLog, start: DurablePosition, lane: WriterLane, pool: WriterPool,
+        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, lane: WriterLane, pool: WriterPool,
         events: StreamWriterEvents, metrics: ReceiverMetrics?, entriesDurable: Bool = true
     ) {
+        self.claim = claim
         self.entriesDurable = entriesDurable
         self.path = writer.path
         self.directory = (writer.path as NSString).deletingLastPathComponent
@@ -187,6 +197,9 @@ public final class StreamWriter: @unchecked Sendable {
             self.writer = nil
             positionLog = nil
             try? StreamPositionLog.remove(cafPath: path)
+            // Finished: the stream leaves the index (a resume of it is a new stream from now on).
+            claim?.release(removingEntry: true)
+            claim = nil
             durable = written
             events.durable(durable)
             completion(.success(FinishedFile(path: path, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)))
@@ -228,6 +241,9 @@ public final class StreamWriter: @unchecked Sendable {
         writer?.close()
         writer = nil
         positionLog = nil
+        // Resumable: the entry stays, and any receiver sharing the folder may now claim the stream.
+        claim?.release(removingEntry: false)
+        claim = nil
         completion()
     }
 
@@ -261,6 +277,7 @@ public final class StreamWriter: @unchecked Sendable {
         guard !entriesDurable else { return true }
         do throws(DurableFileError) {
             try DurableFile.synchronizeDirectory(directory)
+            if let claim { try DurableFile.synchronizeDirectory(DurableFile.folder(of: claim.entryPath)) }
         } catch {
             fail(.writeFailed(CAFError.io(operation: "making durable the folder of", path: path, errno: error.code).description))
             return false

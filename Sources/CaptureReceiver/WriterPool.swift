@@ -64,33 +64,22 @@ public final class WriterPool: @unchecked Sendable {
 
     // MARK: - Operations
 
-    /// Creates a new stream's file (unique name, CAF with format/cookie/info, position log).
-    func create(
-        hello: ValidatedHello, start: Date, peer: String, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, completion: @escaping @Sendable (Result<StreamWriter, StorageError>) -> Void
+    /// Opens an accepted stream's file: claims the stream, then continues its unfinished file or
+    /// (when the stream is unknown and `mayCreate`) creates one (`StreamFiles.open`).
+    func open(
+        hello: ValidatedHello, mayCreate: Bool, start: Date, peer: String, configuration: ReceiverConfiguration,
+        events: StreamWriterEvents, completion: @escaping @Sendable (Result<OpenedStream, StorageError>) -> Void
     ) {
         let lane = takeLane()
         lane.submit { [self] in
-            completion(StreamFiles.create(
-                hello: hello, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: self))
+            completion(StreamFiles.open(
+                hello: hello, mayCreate: mayCreate, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: self))
         }
     }
 
-    /// Reopens a detached stream's file at its durable position.
-    func reopen(
-        path: String, hello: ValidatedHello, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, completion: @escaping @Sendable (Result<(StreamWriter, ResumePoint), StorageError>) -> Void
-    ) {
-        let lane = takeLane()
-        lane.submit { [self] in
-            completion(StreamFiles.reopen(path: path, hello: hello, configuration: configuration, events: events, lane: lane, pool: self))
-        }
-    }
-
-    /// Finalizes a file whose sender did not come back (keeping everything it holds) and removes its
-    /// position log.
-    func finalizeAbandoned(path: String, logger: Logger) {
-        takeLane().submit { ResumableFiles.finalizeAbandoned(path: path, logger: logger) }
+    /// Runs `work` on one of the pool's lanes (sweeping the stream index for abandoned streams).
+    func submit(_ work: @escaping @Sendable () -> Void) {
+        takeLane().submit(work)
     }
 
     /// Drains every queued operation, runs a last sync round, stops the threads. Operations submitted

@@ -46,27 +46,32 @@ final class ReceiverSessionHandlerTests: XCTestCase {
     final class ScriptedStorage: StreamStorage, @unchecked Sendable {
         struct Request {
             var hello: ValidatedHello
-            var resumingFrom: String?
+            var mayCreate: Bool
             var events: StreamWriterEvents
-            var completion: @Sendable (Result<(any StreamFile, ResumePoint), StorageError>) -> Void
+            var completion: @Sendable (Result<OpenedStreamFile, StorageError>) -> Void
         }
         private let lock = NSLock()
         private var _requests: [Request] = []
         var requests: [Request] { lock.withLock { _requests } }
 
         func open(
-            _ hello: ValidatedHello, resumingFrom: String?, peer: String, events: StreamWriterEvents,
-            completion: @escaping @Sendable (Result<(any StreamFile, ResumePoint), StorageError>) -> Void
+            _ hello: ValidatedHello, mayCreate: Bool, peer: String, events: StreamWriterEvents,
+            completion: @escaping @Sendable (Result<OpenedStreamFile, StorageError>) -> Void
         ) {
-            lock.withLock { _requests.append(Request(hello: hello, resumingFrom: resumingFrom, events: events, completion: completion)) }
+            lock.withLock { _requests.append(Request(hello: hello, mayCreate: mayCreate, events: events, completion: completion)) }
         }
 
-        /// Completes the last open with a scripted file at `path`.
-        func completeOpen(path: String, resume: ResumePoint) -> ScriptedFile? {
+        /// Completes the last open with a scripted file at `path` (an unfinished one continued when `resumed`).
+        func completeOpen(path: String, resume: ResumePoint, resumed: Bool = false) -> ScriptedFile? {
             guard let request = requests.last else { return nil }
             let file = ScriptedFile(path: path, events: request.events)
-            request.completion(.success((file, resume)))
+            request.completion(.success(OpenedStreamFile(file: file, resume: resume, resumed: resumed)))
             return file
+        }
+
+        /// Fails the last open.
+        func failOpen(_ error: StorageError) {
+            requests.last?.completion(.failure(error))
         }
     }
 
@@ -169,8 +174,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         XCTAssertEqual(registry.activeStreamCount, 1, "still the session's until the file is closed")
         detach.completion()
         channel.embeddedEventLoop.run()
-        XCTAssertEqual(registry.activeStreamCount, 0)
-        XCTAssertEqual(registry.detachedStreams[Self.stream]?.path, Self.path, "its sender can resume it")
+        XCTAssertEqual(registry.activeStreamCount, 0, "released: its sender can resume it on any connection")
         XCTAssertEqual(handler?.sessionState, .done)
     }
 
@@ -186,9 +190,10 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         channel.embeddedEventLoop.run()
         let detach = try XCTUnwrap(file.pendingDetach, "a failed finish lets go of the file, resumable")
         XCTAssertFalse(detach.finalizing)
+        XCTAssertEqual(registry.activeStreamCount, 1, "the stream stays this connection's until its file is closed")
         detach.completion()
         channel.embeddedEventLoop.run()
-        XCTAssertEqual(registry.detachedStreams[Self.stream]?.path, Self.path)
+        XCTAssertEqual(registry.activeStreamCount, 0)
     }
 
     func testAFinishedStreamIsAcceptedAndForgotten() throws {
@@ -200,27 +205,39 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         XCTAssertEqual(types(try sent(channel)), [.endAccepted])
         XCTAssertFalse(channel.isActive, "closed after EndAccepted")
         XCTAssertEqual(registry.activeStreamCount, 0)
-        XCTAssertNil(registry.detachedStreams[Self.stream])
+        XCTAssertNil(file.pendingDetach, "finished, not released for a resume")
     }
 
     func testAShutdownDuringAResumeFinalizesTheFileAndKeepsItResumable() throws {
-        registry.detach(Self.stream, path: Self.path)
         let channel = try makeChannel()
         try send(channel, try hello())
-        XCTAssertEqual(storage.requests.last?.resumingFrom, Self.path, "the waiting file is reopened")
+        XCTAssertEqual(storage.requests.last?.mayCreate, true, "a sender that holds the stream's beginning may start it anew")
         handler?.shutDown()
         channel.embeddedEventLoop.run()
         let refusal = try sent(channel)
         guard case .error(let error)? = refusal.first else { return XCTFail("an Error frame: \(refusal)") }
         XCTAssertEqual(error.code, .shuttingDown)
-        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: ResumePoint(nextSequence: 9, nextSampleTime: 99)))
+        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: ResumePoint(nextSequence: 9, nextSampleTime: 99), resumed: true))
         channel.embeddedEventLoop.run()
         let detach = try XCTUnwrap(file.pendingDetach)
         XCTAssertTrue(detach.finalizing, "finalized for readers while the receiver is down")
+        XCTAssertEqual(registry.activeStreamCount, 1)
         detach.completion()
         channel.embeddedEventLoop.run()
-        XCTAssertEqual(registry.detachedStreams[Self.stream]?.path, Self.path)
         XCTAssertEqual(registry.activeStreamCount, 0)
+    }
+
+    func testAStreamHeldElsewhereIsRefusedAsBusyAndGivenBack() throws {
+        let channel = try makeChannel()
+        try send(channel, try hello())
+        storage.failOpen(.streamBusy("stream is being recorded by another receiver sharing /srv/rec"))
+        channel.embeddedEventLoop.run()
+        let refusal = try sent(channel)
+        guard case .error(let error)? = refusal.first else { return XCTFail("an Error frame: \(refusal)") }
+        XCTAssertEqual(error.code, .streamBusy, "a code the sender retries")
+        XCTAssertTrue(error.message.contains("another receiver"), error.message)
+        XCTAssertFalse(channel.isActive)
+        XCTAssertEqual(registry.activeStreamCount, 0, "nothing of the stream stays reserved here")
     }
 
     func testReadsAreHeldBackWhileTheDiskIsBehindAndResumeOnceDurable() throws {
@@ -255,8 +272,10 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         guard case .error(let error)? = refusal.first else { return XCTFail("an Error frame: \(refusal)") }
         XCTAssertEqual(error.code, .storageFailed)
         XCTAssertFalse(channel.isActive)
-        try XCTUnwrap(file.pendingDetach).completion()
+        let detach = try XCTUnwrap(file.pendingDetach)
+        XCTAssertFalse(detach.finalizing, "kept resumable at its last durable position")
+        detach.completion()
         channel.embeddedEventLoop.run()
-        XCTAssertEqual(registry.detachedStreams[Self.stream]?.path, Self.path)
+        XCTAssertEqual(registry.activeStreamCount, 0)
     }
 }

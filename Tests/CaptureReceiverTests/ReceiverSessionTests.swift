@@ -69,8 +69,8 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession(settings: settings)
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.newStream))
-        _ = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)))
+        _ = session.handle(.helloDecided(.accepted))
+        _ = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false))
         XCTAssertEqual(session.state, .streaming(readingPaused: false))
         return session
     }
@@ -87,8 +87,8 @@ final class ReceiverSessionTests: XCTestCase {
         run(&session, [
             (.preambleReceived(version: 1), []),
             (.messageReceived(.hello(Self.helloMessage)), [.decide(hello)]),
-            (.helloDecided(.newStream), [.openFile(hello, resumingFrom: nil)]),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [
+            (.helloDecided(.accepted), [.openFile(hello, mayCreate: true)]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [
                 .cancelHandshakeTimeout,
                 .send(.helloAccepted(.with {
                     $0.nextSequence = 1
@@ -124,8 +124,8 @@ final class ReceiverSessionTests: XCTestCase {
         let hello = try Self.hello
         _ = session.handle(.preambleReceived(version: 1))
         XCTAssertEqual(session.handle(.messageReceived(.hello(Self.helloMessage))), [.decide(hello)])
-        XCTAssertEqual(session.handle(.helloDecided(.resume(path: Self.path))), [.openFile(hello, resumingFrom: Self.path)])
-        let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 41, nextSampleTime: 600)))
+        XCTAssertEqual(session.handle(.helloDecided(.accepted)), [.openFile(hello, mayCreate: true)])
+        let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 41, nextSampleTime: 600), resumed: true))
         guard case .send(.helloAccepted(let accepted)) = actions[1] else { return XCTFail("HelloAccepted expected: \(actions)") }
         XCTAssertEqual([accepted.nextSequence, UInt64(accepted.nextSampleTime)], [41, 600])
         XCTAssertTrue(accepted.resumed)
@@ -140,11 +140,11 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession()
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.newStream))
+        _ = session.handle(.helloDecided(.accepted))
         run(&session, [
             (.connectionClosed, []),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [.releaseFile(.keepResumable)]),
-            (.fileReleased(.success(nil)), [Self.keptResumableLog, .keepStreamResumable(Self.stream, path: Self.path)]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [.releaseFile(.keepResumable)]),
+            (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),
         ])
         XCTAssertTrue(session.isFinished)
     }
@@ -153,10 +153,10 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession(settings: .init(keepsInterruptedStreams: false, resumeWindowSeconds: 0))
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.newStream))
+        _ = session.handle(.helloDecided(.accepted))
         run(&session, [
             (.connectionClosed, []),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [
                 .log(.init(.warning, "connection lost before end of stream; finalizing the file with what arrived", ["file": Self.path])),
                 .releaseFile(.finalizeIncomplete),
             ]),
@@ -174,7 +174,7 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
             (.connectionClosed, [.releaseFile(.keepResumable)]),
             (.durable(DurablePosition(sequence: 1, sampleTime: 15)), []),
-            (.fileReleased(.success(nil)), [Self.keptResumableLog, .keepStreamResumable(Self.stream, path: Self.path)]),
+            (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),
         ])
         XCTAssertTrue(session.isFinished)
     }
@@ -185,7 +185,7 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(remainderFrames: 0)]),
             (.connectionClosed, []),
             (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
-            (.fileReleased(.success(nil)), [Self.keptResumableLog, .keepStreamResumable(Self.stream, path: Self.path)]),
+            (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),
         ])
         XCTAssertTrue(session.isFinished)
     }
@@ -219,7 +219,7 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession()
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.resume(path: Self.path)))
+        _ = session.handle(.helloDecided(.accepted))
         let message = "the receiver is shutting down; reconnect later"
         run(&session, [
             (.shutdownRequested, [
@@ -227,13 +227,13 @@ final class ReceiverSessionTests: XCTestCase {
                 Self.error(.shuttingDown, message),
                 .close,
             ]),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 5, nextSampleTime: 60)), [.releaseFile(.finalizeResumable)]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 5, nextSampleTime: 60), resumed: true), [.releaseFile(.finalizeResumable)]),
             (.connectionClosed, []),
             (.fileReleased(.success(nil)), [
                 .log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
                     "file": Self.path, "resume-window-s": "86400",
                 ])),
-                .keepStreamResumable(Self.stream, path: Self.path),
+                .forgetStream(Self.stream),
             ]),
         ])
         XCTAssertTrue(session.isFinished)
@@ -270,24 +270,19 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
         XCTAssertEqual(session.handle(.connectionClosed), [])
-        XCTAssertEqual(session.handle(.helloDecided(.newStream)), [.forgetStream(Self.stream)])
+        XCTAssertEqual(session.handle(.helloDecided(.accepted)), [.forgetStream(Self.stream)])
         XCTAssertTrue(session.isFinished)
-
-        var resuming = ReceiverSession()
-        _ = resuming.handle(.preambleReceived(version: 1))
-        _ = resuming.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = resuming.handle(.connectionClosed)
-        XCTAssertEqual(resuming.handle(.helloDecided(.resume(path: Self.path))), [.keepStreamResumable(Self.stream, path: Self.path)])
     }
 
-    func testAResumeOfAStreamThisReceiverDoesNotHoldMakesNoFile() throws {
+    func testAResumeOfAStreamTheFolderDoesNotHoldMakesNoFile() throws {
         var session = ReceiverSession()
         var message = Self.helloMessage
         message.resumeFromSequence = 41
         _ = session.handle(.preambleReceived(version: 1))
+        let hello = try ValidatedHello(message)
         _ = session.handle(.messageReceived(.hello(message)))
-        let actions = session.handle(.helloDecided(.newStream))
-        XCTAssertFalse(actions.contains { if case .openFile = $0 { return true } else { return false } }, "no file: \(actions)")
+        XCTAssertEqual(session.handle(.helloDecided(.accepted)), [.openFile(hello, mayCreate: false)], "only an unfinished file may take it")
+        let actions = session.handle(.fileOpenFailed(.notResumable))
         XCTAssertEqual(actions.first, .forgetStream(Self.stream))
         guard case .send(.error(let frame)) = actions.dropLast().last else { return XCTFail("an Error frame: \(actions)") }
         XCTAssertEqual(frame.code, WireError.cannotResume(requested: 1, oldestHeld: 41).code)
@@ -299,11 +294,11 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession()
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.resume(path: Self.path)))
+        _ = session.handle(.helloDecided(.accepted))
         let actions = session.handle(.fileOpenFailed(.cannotCreate("cannot reopen \(Self.path): permission denied")))
         let message = "the receiver cannot store the stream now: cannot reopen \(Self.path): permission denied; the sender keeps the audio and retries"
         XCTAssertEqual(actions, [
-            .keepStreamResumable(Self.stream, path: Self.path),
+            .forgetStream(Self.stream),
             .log(.init(.error, "cannot store the stream; the sender keeps its audio and retries", ["error": "cannot reopen \(Self.path): permission denied"])),
             .log(.init(.warning, "refused: \(message)", ["code": "storageFailed"])),
             Self.error(.storageFailed, message),
@@ -315,10 +310,25 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession()
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.newStream))
+        _ = session.handle(.helloDecided(.accepted))
         let actions = session.handle(.fileOpenFailed(.formatChanged("recorded as A but now sends B")))
         XCTAssertEqual(actions.first, .forgetStream(Self.stream))
         XCTAssertTrue(actions.contains(Self.error(.badFormat, "recorded as A but now sends B")))
+    }
+
+    func testAStreamAnotherReceiverHoldsIsRefusedAsBusy() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.accepted))
+        let message = "stream X is being recorded by another receiver; try again later"
+        XCTAssertEqual(session.handle(.fileOpenFailed(.streamBusy("stream X is being recorded by another receiver"))), [
+            .forgetStream(Self.stream),
+            .log(.init(.warning, "refused: \(message)", ["code": "streamBusy"])),
+            Self.error(.streamBusy, message),
+            .close,
+        ])
+        XCTAssertEqual(session.state, .done)
     }
 
     func testAStorageFailureRefusesAndKeepsWhatIsDurable() throws {
@@ -345,7 +355,7 @@ final class ReceiverSessionTests: XCTestCase {
         var session = ReceiverSession(settings: .init(handshakeTimeoutText: "10 s"))
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
-        _ = session.handle(.helloDecided(.newStream))
+        _ = session.handle(.helloDecided(.accepted))
         let message = "the handshake did not complete within 10 s"
         run(&session, [
             (.handshakeTimedOut, [
@@ -353,7 +363,7 @@ final class ReceiverSessionTests: XCTestCase {
                 .send(.error(.with { $0.code = .timeout; $0.message = message; $0.fatal = true })),
                 .close,
             ]),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)), [.releaseFile(.keepResumable)]),
+            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [.releaseFile(.keepResumable)]),
         ])
     }
 

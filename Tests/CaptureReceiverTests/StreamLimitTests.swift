@@ -7,16 +7,16 @@ import XCTest
 final class StreamLimitTests: XCTestCase {
     func testTheDefaultLimitIsWhatTheOpenFilesAndTheMemoryAllow() {
         let fieldServer = StreamCapacity(openFileLimit: 20_000, openFileLimitBefore: 1_024, physicalMemory: 24 << 30)
-        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, (20_000 - 128 - 64) / 3)
+        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, (20_000 - 128 - 64) / 4)
         XCTAssertEqual(fieldServer.streamsAllowedByMemory, 24_576)
-        XCTAssertEqual(fieldServer.defaultMaximumStreams, 6_602)
+        XCTAssertEqual(fieldServer.defaultMaximumStreams, 4_952)
 
         let systemdUnit = StreamCapacity(openFileLimit: 524_288, openFileLimitBefore: 1_024, physicalMemory: 2 << 30)
         XCTAssertEqual(systemdUnit.defaultMaximumStreams, 2_048, "a small box is bounded by its memory")
 
         let starved = StreamCapacity(openFileLimit: 100, openFileLimitBefore: 100, physicalMemory: 1 << 30)
         XCTAssertEqual(starved.defaultMaximumStreams, 1, "never below one stream")
-        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 30_192)
+        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 40_192)
     }
 
     func testRaisingTheLimitReachesTheHardLimit() {
@@ -31,13 +31,12 @@ final class StreamLimitTests: XCTestCase {
         let registry = StreamRegistry()
         let live = UUID(), interrupted = UUID()
         XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .reserved)
-        registry.detach(interrupted, path: "/srv/rec/b.caf")
+        registry.release(interrupted)
         XCTAssertEqual(registry.reserve(live, maximumStreams: 1), .reserved)
         XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .full, "a resume is one more stream recording")
-        XCTAssertEqual(registry.detachedStreams[interrupted]?.path, "/srv/rec/b.caf", "still resumable later")
         registry.release(live)
-        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .resumable(path: "/srv/rec/b.caf"))
-        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 2), .busy)
+        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 1), .reserved)
+        XCTAssertEqual(registry.reserve(interrupted, maximumStreams: 2), .busy, "one connection per stream")
     }
 
     func testConnectionsBeyondTheLimitAreNotRecorded() {

@@ -173,15 +173,10 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 5, sampleTime: 20))
         XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 5, sampleTime: 20, packets: 20))
 
-        let reopened = expectation(description: "reopened")
-        let result = ResultBox<Result<(StreamWriter, ResumePoint), StorageError>>()
-        pool.reopen(path: stream.writer.path, hello: hello, configuration: configuration(), events: EventLog().events) {
-            result.value = $0
-            reopened.fulfill()
-        }
-        wait(for: [reopened], timeout: 30)
-        let (_, resume) = try XCTUnwrap(result.value).get()
-        XCTAssertEqual(resume, ResumePoint(nextSequence: 6, nextSampleTime: 20))
+        let reopened = try openStream(pool, hello: hello, mayCreate: false).get()
+        XCTAssertTrue(reopened.resumed)
+        XCTAssertEqual(reopened.writer.path, stream.writer.path, "the same file continues")
+        XCTAssertEqual(reopened.resume, ResumePoint(nextSequence: 6, nextSampleTime: 20))
         pool.shutDown()
     }
 
@@ -238,12 +233,20 @@ final class WriterPoolTests: XCTestCase {
         let detached = expectation(description: "detached")
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
-        pool.finalizeAbandoned(path: stream.writer.path, logger: Logger(label: "test"))
+        let index = StreamIndex(outputDirectory: folder)
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-3_600)), logger: Logger(label: "test")), 0, "within its resume window")
+        let swept = expectation(description: "swept")
+        pool.submit {
+            XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Logger(label: "test")), 1)
+            swept.fulfill()
+        }
+        wait(for: [swept], timeout: 30)
         pool.shutDown()
         let file = try CAFFile.read(path: stream.writer.path)
         XCTAssertTrue(file.isFinalized)
         XCTAssertEqual(file.totalFrames, 4)
         XCTAssertFalse(FileManager.default.fileExists(atPath: StreamPositionLog.path(for: stream.writer.path)))
+        XCTAssertEqual(index.streams(), [], "gone from the index: the stream is finished")
     }
 
     // MARK: - Helpers
@@ -259,15 +262,22 @@ final class WriterPoolTests: XCTestCase {
 
     private func open(_ pool: WriterPool, name: String, folder: String? = nil, hello: ValidatedHello? = nil) throws -> OpenStream {
         let events = EventLog()
-        let created = ResultBox<Result<StreamWriter, StorageError>>()
+        let opened = try openStream(pool, hello: try hello ?? Self.hello(name: name), folder: folder, events: events).get()
+        XCTAssertFalse(opened.resumed)
+        return OpenStream(writer: opened.writer, events: events)
+    }
+
+    private func openStream(
+        _ pool: WriterPool, hello: ValidatedHello, mayCreate: Bool = true, folder: String? = nil, events: EventLog = EventLog()
+    ) throws -> Result<OpenedStream, StorageError> {
+        let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.create(hello: try hello ?? Self.hello(name: name), start: Date(), peer: "127.0.0.1", configuration: configuration(folder: folder),
-                    events: events.events) {
-            created.value = $0
+        pool.open(hello: hello, mayCreate: mayCreate, start: Date(), peer: "127.0.0.1", configuration: configuration(folder: folder), events: events.events) {
+            opened.value = $0
             done.signal()
         }
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
-        return OpenStream(writer: try XCTUnwrap(created.value).get(), events: events)
+        return try XCTUnwrap(opened.value)
     }
 
     private func finish(_ writer: StreamWriter) throws -> FinishedFile {

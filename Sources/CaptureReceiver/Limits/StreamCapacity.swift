@@ -3,14 +3,15 @@ import Foundation
 
 /// How many streams this receiver can hold open at once, from its open-file limit and memory.
 ///
-/// Each recording stream holds three file descriptors: its connection, its CAF file and the packet
-/// journal beside it (its position log is opened only to write a record). `reservedDescriptors` are kept for everything else
+/// Each recording stream holds four file descriptors: its connection, its CAF file, the packet
+/// journal beside it and its claim in the stream index (its position log is opened only to write a
+/// record). `reservedDescriptors` are kept for everything else
 /// (listening sockets, the metrics endpoint, logs, files being recovered, connections still in
 /// their handshake). Memory bounds the default too: a stream's audio that is not yet durable may
 /// reach a few MiB before its connection stops being read, so one stream per `memoryPerStream`.
 public struct StreamCapacity: Sendable, Equatable {
     /// Descriptors one recording stream holds.
-    public static let descriptorsPerStream = 3
+    public static let descriptorsPerStream = 4
     /// Descriptors kept aside for everything but recording streams.
     public static let reservedDescriptors = 128
     /// Connections beyond the stream limit that may be in their handshake at once.

@@ -95,7 +95,8 @@ public struct ReceiverSession: Sendable {
     private let settings: Settings
     private var protocolState: ReceiverStreamState
     private var hello: ValidatedHello?
-    private var resumingFrom: String?
+    /// The open file continues an unfinished one.
+    private var resumed = false
     private var shuttingDown = false
     private var endOfStream: Capture_V1_EndOfStream?
     /// Audio handed to the file and not yet durable: (sequence, bytes handed over up to and
@@ -135,8 +136,8 @@ public struct ReceiverSession: Sendable {
             fail(.wire(error), &actions)
         case .helloDecided(let decision):
             decided(decision, &actions)
-        case .fileOpened(let path, let resume):
-            opened(path: path, resume: resume, &actions)
+        case .fileOpened(let path, let resume, let resumed):
+            opened(path: path, resume: resume, resumed: resumed, &actions)
         case .fileOpenFailed(let error):
             openFailed(error, &actions)
         case .durable(let position):
@@ -243,42 +244,29 @@ public struct ReceiverSession: Sendable {
             protocolState.reject()
             state = .done
             fail(.refused(code, message), &actions)
-        case .newStream, .resume:
+        case .accepted:
             streamID = hello.streamID
-            if case .resume(let path) = decision { resumingFrom = path }
-            if decision == .newStream, connection == .open {
-                // A sender resuming a stream this receiver does not hold: refused before any file
-                // is made, since the new file could never be continued.
-                var probe = protocolState
-                do {
-                    try probe.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: hello.message.startSampleTime))
-                } catch {
-                    protocolState.reject()
-                    state = .done
-                    actions.append(.forgetStream(hello.streamID))
-                    return fail(.wire(error), &actions)
-                }
-            }
             guard connection == .open else {
                 // The connection closed while the decision was made: give the stream back.
                 state = .done
-                actions.append(giveBack(hello.streamID))
+                actions.append(.forgetStream(hello.streamID))
                 return
             }
+            // A new file can hold the stream only if the sender still holds its beginning; if it
+            // does not, only an unfinished file of the stream can take it (else it is refused
+            // before any file is made).
+            var probe = protocolState
+            let mayCreate = (try? probe.accept(resumingAt: ResumePoint(
+                nextSequence: WireProtocol.firstSequence, nextSampleTime: hello.message.startSampleTime))) != nil
             state = .opening
-            actions.append(.openFile(hello, resumingFrom: resumingFrom))
+            actions.append(.openFile(hello, mayCreate: mayCreate))
         }
     }
 
-    /// The stream table's entry for a stream whose file this session never had open.
-    private func giveBack(_ stream: UUID) -> ReceiverSessionAction {
-        if let resumingFrom { return .keepStreamResumable(stream, path: resumingFrom) }
-        return .forgetStream(stream)
-    }
-
-    private mutating func opened(path: String, resume: ResumePoint, _ actions: inout [ReceiverSessionAction]) {
+    private mutating func opened(path: String, resume: ResumePoint, resumed: Bool, _ actions: inout [ReceiverSessionAction]) {
         guard state == .opening, let hello else { return }
         filePath = path
+        self.resumed = resumed
         lastDurable = DurablePosition(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime)
         guard connection == .open else {
             return release(&actions)
@@ -298,9 +286,9 @@ public struct ReceiverSession: Sendable {
             $0.heartbeatIntervalMs = settings.heartbeatIntervalMilliseconds
             $0.maxFrameBytes = UInt32(settings.maximumFrameBytes)
             $0.fileName = fileName
-            $0.resumed = resumingFrom != nil
+            $0.resumed = resumed
         })))
-        actions.append(.log(.init(.info, resumingFrom != nil ? "stream resumed" : "stream opened", [
+        actions.append(.log(.init(.info, resumed ? "stream resumed" : "stream opened", [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
             "next-sequence": "\(resume.nextSequence)",
         ])))
@@ -309,8 +297,25 @@ public struct ReceiverSession: Sendable {
     private mutating func openFailed(_ error: StorageError, _ actions: inout [ReceiverSessionAction]) {
         guard state == .opening, let streamID else { return }
         state = .done
-        protocolState.reject()
-        actions.append(giveBack(streamID))
+        actions.append(.forgetStream(streamID))
+        switch error {
+        case .notResumable:
+            // The sender resumes a stream no file here holds: its own rules say why (SEQUENCE_GAP).
+            var probe = protocolState
+            protocolState.reject()
+            do {
+                try probe.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: hello?.message.startSampleTime ?? 0))
+                fail(.refused(.sequenceGap, "stream \(streamID) has no unfinished file in this receiver's output folder"), &actions)
+            } catch {
+                fail(.wire(error), &actions)
+            }
+            return
+        case .streamBusy(let message):
+            protocolState.reject()
+            return fail(.refused(.streamBusy, message + "; try again later"), &actions)
+        default:
+            protocolState.reject()
+        }
         if case .formatChanged = error {
             fail(.refused(.badFormat, error.description), &actions)
         } else {
@@ -416,12 +421,12 @@ public struct ReceiverSession: Sendable {
             actions.append(.log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
                 "file": path, "resume-window-s": window,
             ])))
-            actions.append(.keepStreamResumable(streamID, path: path))
+            actions.append(.forgetStream(streamID))
         case .keepResumable:
             actions.append(.log(.init(.warning, "connection lost before end of stream; the file stays open for the sender to resume", [
                 "file": path, "resume-window-s": window,
             ])))
-            actions.append(.keepStreamResumable(streamID, path: path))
+            actions.append(.forgetStream(streamID))
         }
     }
 

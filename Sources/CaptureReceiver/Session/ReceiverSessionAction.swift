@@ -52,9 +52,10 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     /// Authenticate the Hello and consult the stream table (limit, busy, resumable); answer with
     /// `.helloDecided`.
     case decide(ValidatedHello)
-    /// Create the stream's file, or reopen the file at `resumingFrom`, off the event loop; answer
-    /// with `.fileOpened` or `.fileOpenFailed`.
-    case openFile(ValidatedHello, resumingFrom: String?)
+    /// Open the stream's file off the event loop: claim the stream and continue its unfinished file,
+    /// or, for a stream the output folder does not know, create one when `mayCreate` (false when the
+    /// sender no longer holds the stream's beginning). Answer with `.fileOpened` or `.fileOpenFailed`.
+    case openFile(ValidatedHello, mayCreate: Bool)
     /// Append audio to the stream's file; durability is reported with `.durable`.
     case write(AudioWrite)
     /// Record a gap in the stream's file.
@@ -65,10 +66,9 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     case releaseFile(FileRelease)
     /// Stop (false) or resume (true) reading from the connection: backpressure while the disk is behind.
     case setReading(Bool)
-    /// The stream table forgets the stream: it finished, or its new file was never made.
+    /// This receiver's stream table lets go of the stream: its file is finished, released for a
+    /// resume (by any receiver sharing the folder), or was never opened.
     case forgetStream(UUID)
-    /// The stream table keeps the stream's file at `path` for its sender to resume.
-    case keepStreamResumable(UUID, path: String)
     /// Write a log line.
     case log(SessionLogLine)
 }

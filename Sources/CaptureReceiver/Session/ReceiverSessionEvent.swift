@@ -3,11 +3,9 @@ import Foundation
 
 /// What the receiver decided about a valid Hello, after authentication and the stream table.
 public enum HelloDecision: Sendable, Equatable {
-    /// A new stream: create its file.
-    case newStream
-    /// A stream whose file is waiting at `path` (its connection was lost, or a restart found it):
-    /// reopen that file and continue it.
-    case resume(path: String)
+    /// Accepted by this receiver (authenticated, within the stream limit, not on another of its
+    /// connections): open the stream's file, which continues it or creates it.
+    case accepted
     /// Refused: send an Error with `code` and `message`, and close.
     case refused(Capture_V1_Error.Code, String)
 }
@@ -24,9 +22,9 @@ public enum ReceiverSessionEvent: Sendable, Equatable {
     case inputFailed(WireError)
     /// The answer to `.decide`: carries on the handshake or refuses it.
     case helloDecided(HelloDecision)
-    /// The stream's file is open (created, or reopened for a resume) at `path`; the sender
-    /// continues at `resume`.
-    case fileOpened(path: String, resume: ResumePoint)
+    /// The stream's file is open at `path` (an unfinished file continued when `resumed`, else
+    /// created); the sender continues at `resume`.
+    case fileOpened(path: String, resume: ResumePoint, resumed: Bool)
     /// The stream's file could not be created or reopened.
     case fileOpenFailed(StorageError)
     /// Audio up to `position` is durably on disk.

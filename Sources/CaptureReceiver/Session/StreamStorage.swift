@@ -16,11 +16,20 @@ protocol StreamFile: AnyObject, Sendable {
     func detach(finalizing: Bool, completion: @escaping @Sendable () -> Void)
 }
 
-/// Where the session handler's stream files are created and reopened: the receiver's writer pool,
-/// or a scripted stand-in in the handler's tests.
+/// A stream file the storage opened, and where the sender continues.
+struct OpenedStreamFile: Sendable {
+    var file: any StreamFile
+    var resume: ResumePoint
+    /// An unfinished file was continued (not created).
+    var resumed: Bool
+}
+
+/// Where the session handler's stream files are opened: the receiver's writer pool, or a scripted
+/// stand-in in the handler's tests.
 protocol StreamStorage: Sendable {
-    /// Creates a new stream's file, or reopens the file at `resumingFrom`, off the event loop.
+    /// Continues the stream's unfinished file, or creates one for an unknown stream when
+    /// `mayCreate`, off the event loop.
     func open(
-        _ hello: ValidatedHello, resumingFrom: String?, peer: String, events: StreamWriterEvents,
-        completion: @escaping @Sendable (Result<(any StreamFile, ResumePoint), StorageError>) -> Void)
+        _ hello: ValidatedHello, mayCreate: Bool, peer: String, events: StreamWriterEvents,
+        completion: @escaping @Sendable (Result<OpenedStreamFile, StorageError>) -> Void)
 }

@@ -3,9 +3,22 @@ import CaptureCore
 import Foundation
 import Logging
 
-/// The receiver's unfinalized stream files on disk: found at start-up so their senders can resume
-/// them, and finalized once their resume window has passed.
+/// The receiver's unfinalized stream files on disk: found at start-up (so that files without an
+/// entry in the `StreamIndex` get one), and finalized once their resume window has passed.
 enum ResumableFiles {
+    /// The file at `path` can still be continued: it is unfinished (a packet journal beside it), or
+    /// was finalized at a shutdown and kept its position log.
+    static func isUnfinished(_ path: String) -> Bool {
+        FileManager.default.fileExists(atPath: path + ".pakt-journal") || FileManager.default.fileExists(atPath: StreamPositionLog.path(for: path))
+    }
+
+    /// When the file was last made durable (its position log's modification time, else the file's).
+    static func lastDurable(_ path: String) -> Date? {
+        let attributes = (try? FileManager.default.attributesOfItem(atPath: StreamPositionLog.path(for: path)))
+            ?? (try? FileManager.default.attributesOfItem(atPath: path))
+        return attributes?[.modificationDate] as? Date
+    }
+
     /// A file a stream can resume.
     struct Found: Equatable {
         var stream: UUID
@@ -23,11 +36,8 @@ enum ResumableFiles {
         var found: [UUID: Found] = [:]
         for name in names.sorted() where name.hasSuffix(".caf") {
             let path = (directory as NSString).appendingPathComponent(name)
-            let positionPath = StreamPositionLog.path(for: path)
             // Unfinished files have a journal; files finalized at a shutdown keep their position log.
-            guard FileManager.default.fileExists(atPath: path + ".pakt-journal") || FileManager.default.fileExists(atPath: positionPath) else {
-                continue
-            }
+            guard isUnfinished(path) else { continue }
             let file: CAFFile
             do throws(CAFError) {
                 file = try CAFFile.read(path: path)
@@ -41,9 +51,7 @@ enum ResumableFiles {
                 logger.warning("an unfinished file has no stream id; it cannot be resumed; finish it with `capture-recv recover`", metadata: ["path": "\(path)"])
                 continue
             }
-            let attributes = (try? FileManager.default.attributesOfItem(atPath: positionPath))
-                ?? (try? FileManager.default.attributesOfItem(atPath: path))
-            let since = attributes?[.modificationDate] as? Date ?? Date()
+            let since = lastDurable(path) ?? Date()
             let candidate = Found(stream: stream, path: path, since: since)
             if let earlier = found[stream], earlier.since > since {
                 logger.warning("two unfinished files belong to one stream; the newer one will be resumed", metadata: [
@@ -57,18 +65,22 @@ enum ResumableFiles {
     }
 
     /// Finalizes the file of a stream whose sender did not come back within the resume window:
-    /// everything the file holds is kept (`CAFRecovery`), and its position log is removed.
-    static func finalizeAbandoned(path: String, logger: Logger) {
+    /// everything the file holds is kept (`CAFRecovery`), and its position log is removed. False
+    /// when it could not be finalized (the file stays as it is).
+    @discardableResult
+    static func finalizeAbandoned(path: String, logger: Logger) -> Bool {
         do throws(CAFError) {
             let report = try CAFRecovery.recover(path: path)
             try? StreamPositionLog.remove(cafPath: path)
             logger.notice("the stream's sender did not come back within the resume window; file finalized", metadata: [
                 "path": "\(path)", "frames": "\(report.frameCount)", "packets": "\(report.packetCount)",
             ])
+            return true
         } catch {
             logger.error("cannot finalize an abandoned stream file; run `capture-recv recover` on it", metadata: [
                 "path": "\(path)", "error": "\(error.description)",
             ])
+            return false
         }
     }
 }

@@ -1,0 +1,100 @@
+import CAF
+import Foundation
+import Logging
+import NIOCore
+
+/// Keeps the receiver's promise to streams whose connection was lost: their files stay unfinished
+/// and claimable in the `StreamIndex` for `ReceiverConfiguration.resumeWindow`, so their senders can
+/// resume them here or on any receiver sharing the output folder; after that, whichever receiver
+/// sweeps first finalizes them. A stream some receiver holds (its claim is locked) is never touched,
+/// so receivers sharing a folder sweep it side by side, and the streams of a receiver that crashed
+/// are finalized by the others.
+enum AbandonedStreamSweeper {
+    /// What a sweep does with an unclaimed, unfinished stream.
+    enum Mode {
+        /// Finalize the streams last made durable before the date (their resume window has passed),
+        /// and remove them from the index.
+        case expire(before: Date)
+        /// Finalize every unclaimed unfinished file so readers open it complete while the receiver is
+        /// down, keeping its position log and index entry: its sender can still resume it.
+        case finalizeResumable
+    }
+
+    /// At start-up: enters into the index the unfinished files of the output folder that have no
+    /// entry (files recorded before the index existed), logs the streams waiting for their sender,
+    /// and sweeps every `min(window, 60 s)` on the writer pool.
+    static func start(configuration: ReceiverConfiguration, writerPool: WriterPool, eventLoop: any EventLoop, logger: Logger) {
+        let index = StreamIndex(outputDirectory: configuration.outputDirectory)
+        for (stream, path) in enterUnindexedFiles(index: index, logger: logger) {
+            logger.notice("an unfinished stream is waiting for its sender to resume it", metadata: [
+                "path": "\(path)", "stream-id": "\(stream)",
+            ])
+        }
+        let window = configuration.resumeWindow
+        let sweepNow: @Sendable () -> Void = {
+            writerPool.submit { sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-window)), logger: logger) }
+        }
+        sweepNow()
+        let period = TimeAmount.milliseconds(Int64(max(1, min(window, 60)) * 1_000))
+        eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in sweepNow() }
+    }
+
+    /// Enters the output folder's unfinished files that have no index entry into the index, and
+    /// returns every stream waiting for its sender (unfinished, and held by no receiver now).
+    static func enterUnindexedFiles(index: StreamIndex, logger: Logger) -> [(stream: UUID, path: String)] {
+        for found in ResumableFiles.scan(directory: index.outputDirectory, logger: logger) {
+            if case .success(let claim) = index.claimNew(found.stream, relativePath: index.relativePath(of: found.path)) {
+                claim.release(removingEntry: false)
+            }
+        }
+        var waiting: [(stream: UUID, path: String)] = []
+        for stream in index.streams() {
+            guard case .success(let claim) = index.claimExisting(stream) else { continue }
+            let path = (try? claim.contents()).flatMap { index.absolutePath(relative: $0) }
+            claim.release(removingEntry: false)
+            if let path, ResumableFiles.isUnfinished(path) { waiting.append((stream, path)) }
+        }
+        return waiting.sorted { $0.path < $1.path }
+    }
+
+    /// Goes through the index once: every stream nobody holds is claimed for a moment and dealt with
+    /// as `mode` says; entries whose file is finished or missing are removed. Returns the number of
+    /// files finalized.
+    @discardableResult
+    static func sweep(index: StreamIndex, mode: Mode, logger: Logger) -> Int {
+        var finalized = 0
+        for stream in index.streams() {
+            guard case .success(let claim) = index.claimExisting(stream) else { continue }
+            guard let path = (try? claim.contents()).flatMap({ index.absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else {
+                // Finished (a crash between finishing the file and removing its entry) or never named.
+                claim.release(removingEntry: true)
+                continue
+            }
+            switch mode {
+            case .expire(let cutoff):
+                guard let since = ResumableFiles.lastDurable(path), since < cutoff else {
+                    claim.release(removingEntry: false)
+                    continue
+                }
+                let done = ResumableFiles.finalizeAbandoned(path: path, logger: logger)
+                claim.release(removingEntry: done)
+                if done { finalized += 1 }
+            case .finalizeResumable:
+                guard FileManager.default.fileExists(atPath: path + ".pakt-journal") else {
+                    claim.release(removingEntry: false)
+                    continue
+                }
+                do throws(CAFError) {
+                    _ = try CAFRecovery.recover(path: path)
+                    finalized += 1
+                } catch {
+                    logger.error("cannot finalize a detached stream's file; run `capture-recv recover` on it", metadata: [
+                        "path": "\(path)", "error": "\(error.description)",
+                    ])
+                }
+                claim.release(removingEntry: false)
+            }
+        }
+        return finalized
+    }
+}

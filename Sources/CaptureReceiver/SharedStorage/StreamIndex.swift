@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CaptureCore
+import Foundation
+
+/// The index of unfinished streams on the output volume: `OUT/.streams/<stream id>` names the
+/// stream's CAF file by its path relative to `OUT`. Every receiver writing to the same folder (one
+/// server, or several behind a load balancer on shared storage) finds any stream it is asked to
+/// resume through it, without scanning, and claims the stream by locking its entry (`StreamClaim`).
+///
+/// An entry exists from the moment a stream is accepted until its file is finished (or finalized
+/// after its resume window); a stream without an entry is unknown. Entries appear atomically:
+/// created under a temporary name, locked, then linked into place (`link(2)` fails if the name is
+/// taken, so of two receivers offered one new stream at once exactly one gets it, and the entry is
+/// locked the instant it is visible). Its contents are read only under the claim.
+public struct StreamIndex: Sendable {
+    /// The index's folder name inside the output folder.
+    public static let folderName = ".streams"
+
+    /// The output folder the relative paths start from.
+    public let outputDirectory: String
+    /// `OUT/.streams`.
+    public let directory: String
+
+    public init(outputDirectory: String) {
+        self.outputDirectory = outputDirectory
+        directory = (outputDirectory as NSString).appendingPathComponent(Self.folderName)
+    }
+
+    /// Creates the index folder if needed.
+    public func prepare() throws(DurableFileError) {
+        guard mkdir(directory, 0o755) == 0 || errno == EEXIST else {
+            throw DurableFileError(operation: "creating the stream index folder", path: directory, code: errno)
+        }
+    }
+
+    /// The entry of `stream`.
+    func entryPath(_ stream: UUID) -> String {
+        (directory as NSString).appendingPathComponent(stream.uuidString.lowercased())
+    }
+
+    /// The absolute path of a file named relative to the output folder; nil for a path that would
+    /// leave it (an entry is trusted no further than the folder).
+    func absolutePath(relative: String) -> String? {
+        guard !relative.isEmpty, !relative.hasPrefix("/"), !relative.split(separator: "/").contains("..") else { return nil }
+        return (outputDirectory as NSString).appendingPathComponent(relative)
+    }
+
+    /// The path of `absolute` relative to the output folder.
+    func relativePath(of absolute: String) -> String {
+        let prefix = outputDirectory.hasSuffix("/") ? outputDirectory : outputDirectory + "/"
+        return absolute.hasPrefix(prefix) ? String(absolute.dropFirst(prefix.count)) : absolute
+    }
+
+    /// Claims a stream that has no entry yet: the entry appears, claimed, naming `relativePath`
+    /// (empty: named later with `StreamClaim.record`). `.exists` when the stream has an entry.
+    func claimNew(_ stream: UUID, relativePath: String = "") -> Result<StreamClaim, StreamClaim.Failure> {
+        let entry = entryPath(stream)
+        let temporary = (directory as NSString).appendingPathComponent(".new-\(stream.uuidString.lowercased())-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        var descriptor = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o644))
+        if descriptor < 0, errno == ENOENT, (try? prepare()) != nil {
+            // The index folder was removed (or never made, for an output folder prepared by hand).
+            descriptor = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o644))
+        }
+        guard descriptor >= 0 else { return .failure(.failed(DurableFileError(operation: "creating", path: temporary, code: errno))) }
+        defer { _ = unlink(temporary) }
+        if !relativePath.isEmpty {
+            let bytes = Array(relativePath.utf8)
+            guard bytes.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, $0.count, 0) }) == bytes.count else {
+                let code = errno
+                _ = close(descriptor)
+                return .failure(.failed(DurableFileError(operation: "writing", path: temporary, code: code)))
+            }
+        }
+        // Locked under the temporary name, so the entry is claimed the moment it appears.
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        guard fcntl(descriptor, StreamClaim.setOFDLock, &lock) == 0 else {
+            let code = errno
+            _ = close(descriptor)
+            return .failure(.failed(DurableFileError(operation: "locking", path: temporary, code: code)))
+        }
+        guard link(temporary, entry) == 0 else {
+            let code = errno
+            _ = close(descriptor)
+            return .failure(code == EEXIST ? .exists : .failed(DurableFileError(operation: "creating", path: entry, code: code)))
+        }
+        return .success(StreamClaim(entryPath: entry, descriptor: descriptor))
+    }
+
+    /// Claims a stream that has an entry. `.missing` when it has none (or it went away while being
+    /// claimed: the stream finished), `.held` when another receiver or connection holds it.
+    func claimExisting(_ stream: UUID) -> Result<StreamClaim, StreamClaim.Failure> {
+        let entry = entryPath(stream)
+        let descriptor = open(entry, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return errno == ENOENT ? .failure(.missing) : .failure(.failed(DurableFileError(operation: "opening", path: entry, code: errno)))
+        }
+        return StreamClaim.lock(descriptor: descriptor, entryPath: entry)
+    }
+
+    /// The streams that have an entry.
+    func streams() -> [UUID] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.compactMap { UUID(uuidString: $0) }
+    }
+}

@@ -1,0 +1,214 @@
+import CAF
+import CaptureCore
+@testable import CaptureReceiver
+import CaptureWire
+import Foundation
+import Logging
+import XCTest
+
+/// Receivers sharing one output folder: a stream is found by id through the index, claimed by one
+/// receiver at a time (an OFD lock on its entry), taken over once its holder lets go, and left alone
+/// by sweeps while held. Two writer pools on one folder stand in for two receivers: OFD locks
+/// belong to open file descriptions, so they exclude each other within one process as across hosts.
+final class SharedStreamIndexTests: XCTestCase {
+    private var folder = ""
+    private static let noTimer = SyncPolicy(interval: .seconds(3_600), bytes: 1 << 30)
+    private static let logger = Logger(label: "test")
+
+    override func setUpWithError() throws {
+        folder = NSTemporaryDirectory() + "shared-index-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try StreamIndex(outputDirectory: folder).prepare()
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    func testOfTwoReceiversOfferedOneNewStreamAtOnceExactlyOneWritesIt() throws {
+        for _ in 0..<20 {
+            let hello = try Self.hello()
+            let first = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+            let second = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+            let results = ResultBox<[Result<OpenedStream, StorageError>]>()
+            results.value = []
+            let group = DispatchGroup()
+            for pool in [first, second] {
+                group.enter()
+                pool.open(hello: hello, mayCreate: true, start: Date(), peer: "peer", configuration: configuration(), events: Self.events) {
+                    results.append($0)
+                    group.leave()
+                }
+            }
+            XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
+            let outcomes = try XCTUnwrap(results.value)
+            let opened = outcomes.compactMap { try? $0.get() }
+            XCTAssertEqual(opened.count, 1, "exactly one receiver takes the stream: \(outcomes)")
+            let refusals = outcomes.compactMap { if case .failure(let error) = $0 { return error } else { return nil } }
+            guard case .streamBusy(let message)? = refusals.first else { return XCTFail("the other is told the stream is busy: \(outcomes)") }
+            XCTAssertTrue(message.contains(hello.streamID.uuidString), message)
+            XCTAssertEqual(try files(for: hello).count, 1, "one file for the stream")
+            opened.first?.writer.detach {}
+            first.shutDown()
+            second.shutDown()
+        }
+    }
+
+    func testAStreamHeldByOneReceiverIsBusyForAnotherUntilItLetsGoThenContinuesInTheSameFile() throws {
+        let hello = try Self.hello()
+        let first = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let second = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let stream = try open(first, hello).get()
+        XCTAssertFalse(stream.resumed)
+        stream.writer.write(sequence: 1, payload: Data(repeating: 7, count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        guard case .failure(.streamBusy) = try open(second, hello) else { return XCTFail("held by the first receiver") }
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+
+        let taken = try open(second, hello, mayCreate: false).get()
+        XCTAssertTrue(taken.resumed, "the second receiver continues the stream")
+        XCTAssertEqual(taken.writer.path, stream.writer.path, "in the same file")
+        XCTAssertEqual(taken.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4), "where the first made it durable")
+        guard case .failure(.streamBusy) = try open(first, hello) else { return XCTFail("now held by the second") }
+        first.shutDown()
+        second.shutDown()
+    }
+
+    func testAFinishedStreamLeavesTheIndexAndCannotBeResumed() throws {
+        let hello = try Self.hello()
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, hello).get()
+        let index = StreamIndex(outputDirectory: folder)
+        XCTAssertEqual(index.streams(), [hello.streamID])
+        let finished = expectation(description: "finished")
+        stream.writer.finish(remainderFrames: 0) { _ in finished.fulfill() }
+        wait(for: [finished], timeout: 30)
+        XCTAssertEqual(index.streams(), [], "a finished stream has no entry")
+        guard case .failure(.notResumable) = try open(pool, hello, mayCreate: false) else {
+            return XCTFail("a sender that lost the stream's beginning cannot resume a finished stream")
+        }
+        XCTAssertEqual(try files(for: hello).count, 1, "and no file is made for it")
+        pool.shutDown()
+    }
+
+    func testAnEntryNamingAFileOutsideTheOutputFolderIsNotFollowed() throws {
+        let hello = try Self.hello()
+        let index = StreamIndex(outputDirectory: folder)
+        let outside = NSTemporaryDirectory() + "outside-\(UUID().uuidString).caf"
+        FileManager.default.createFile(atPath: outside + ".pakt-journal", contents: Data())
+        defer { try? FileManager.default.removeItem(atPath: outside + ".pakt-journal") }
+        let claim = try index.claimNew(hello.streamID, relativePath: "../" + (outside as NSString).lastPathComponent).get()
+        claim.release(removingEntry: false)
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let opened = try open(pool, hello).get()
+        XCTAssertFalse(opened.resumed, "a forged entry is dropped, and the stream starts anew inside the folder")
+        XCTAssertTrue(opened.writer.path.hasPrefix(folder + "/"), opened.writer.path)
+        opened.writer.detach {}
+        pool.shutDown()
+    }
+
+    func testSweepsLeaveHeldStreamsAloneAndFinalizeAbandonedOnes() throws {
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let held = try open(pool, try Self.hello()).get()
+        let abandonedHello = try Self.hello()
+        let abandoned = try open(pool, abandonedHello).get()
+        abandoned.writer.write(sequence: 1, payload: Data(repeating: 1, count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        let detached = expectation(description: "detached")
+        abandoned.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        let index = StreamIndex(outputDirectory: folder)
+
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .finalizeResumable, logger: Self.logger), 1, "only the unheld file")
+        XCTAssertTrue(try CAFFile.read(path: abandoned.writer.path).isFinalized, "readers open it complete")
+        XCTAssertEqual(Set(index.streams()), [held.writer.streamIDForTests, abandonedHello.streamID], "and it stays resumable")
+        XCTAssertNotNil(try StreamPositionLog.lastRecord(cafPath: abandoned.writer.path))
+
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Self.logger), 1)
+        XCTAssertEqual(index.streams(), [held.writer.streamIDForTests], "the expired stream is finished; the held one untouched")
+        XCTAssertEqual(try CAFFile.read(path: abandoned.writer.path).totalFrames, 4)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: held.writer.path + ".pakt-journal"), "still recording")
+        held.writer.detach {}
+        pool.shutDown()
+    }
+
+    func testUnfinishedFilesWithoutAnEntryAreEnteredAtStartUp() throws {
+        let hello = try Self.hello()
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let stream = try open(pool, hello).get()
+        stream.writer.write(sequence: 1, payload: Data(repeating: 3, count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        let index = StreamIndex(outputDirectory: folder)
+        // A file recorded before the index existed: no entry.
+        try FileManager.default.removeItem(atPath: index.entryPath(hello.streamID))
+        XCTAssertEqual(index.streams(), [])
+
+        let waiting = AbandonedStreamSweeper.enterUnindexedFiles(index: index, logger: Self.logger)
+        XCTAssertEqual(waiting.map(\.stream), [hello.streamID])
+        XCTAssertEqual(waiting.map(\.path), [stream.writer.path])
+        let resumed = try open(pool, hello, mayCreate: false).get()
+        XCTAssertTrue(resumed.resumed)
+        XCTAssertEqual(resumed.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4))
+        resumed.writer.detach {}
+        pool.shutDown()
+    }
+
+    // MARK: - Helpers
+
+    private static let events = StreamWriterEvents(durable: { _ in }, failed: { _ in })
+
+    private func configuration() -> ReceiverConfiguration {
+        ReceiverConfiguration(outputDirectory: folder)
+    }
+
+    private func open(_ pool: WriterPool, _ hello: ValidatedHello, mayCreate: Bool = true) throws -> Result<OpenedStream, StorageError> {
+        let opened = ResultBox<Result<OpenedStream, StorageError>>()
+        let done = DispatchSemaphore(value: 0)
+        pool.open(hello: hello, mayCreate: mayCreate, start: Date(), peer: "127.0.0.1", configuration: configuration(), events: Self.events) {
+            opened.value = $0
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        return try XCTUnwrap(opened.value)
+    }
+
+    /// The CAF files in the folder that belong to `hello`'s stream (by name).
+    private func files(for hello: ValidatedHello) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: folder).filter {
+            $0.hasPrefix(hello.message.streamName) && $0.hasSuffix(".caf")
+        }
+    }
+
+    private static func hello() throws -> ValidatedHello {
+        let id = UUID()
+        var message = Capture_V1_Hello()
+        message.protocolVersion = 1
+        message.streamID = id.wireBytes
+        message.streamName = "unit-" + id.uuidString.prefix(8)
+        message.format = Capture_V1_StreamFormat(StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .s16))
+        message.startTimeUnixNs = 1_767_225_600_000_000_000
+        return try ValidatedHello(message)
+    }
+}
+
+private final class ResultBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value: Value?
+    var value: Value? {
+        get { lock.withLock { _value } }
+        set { lock.withLock { _value = newValue } }
+    }
+
+    func append<Element>(_ element: Element) where Value == [Element] {
+        lock.withLock { _value = (_value ?? []) + [element] }
+    }
+}
+
+private extension StreamWriter {
+    /// The stream id the file's `info` chunk records.
+    var streamIDForTests: UUID? {
+        (try? CAFFile.read(path: path))?.info.first { $0.key == "stream id" }.flatMap { UUID(uuidString: $0.value) }
+    }
+}

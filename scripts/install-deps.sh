@@ -13,6 +13,7 @@ test_packages=(
   ffmpeg sox opus-tools alsa-utils openssl socat time     # independent tools the tests and benchmarks use
   protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
   strace                                                  # shows the socket options the executables really set
+  haproxy                                                 # the load balancer the scale-out tests put in front of two receivers
 )
 build_only=false
 list=false

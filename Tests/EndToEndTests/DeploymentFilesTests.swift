@@ -54,6 +54,60 @@ final class DeploymentFilesTests: XCTestCase {
         XCTAssertEqual(Double(stream["duration"] as? String ?? "") ?? -1, 1.0, accuracy: 0.001)
     }
 
+    func testScaleOutComposeRunsTwoReceiversOnOneVolumeBehindItsHAProxyConfiguration() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/haproxy") else {
+            throw XCTSkip("haproxy is not installed (scripts/install-deps.sh installs it)")
+        }
+        let compose = try text("docker/compose.scale.yaml")
+        let commands = try DeploymentFiles.composeCommands(compose)
+        let environments = DeploymentFiles.composeEnvironment(compose)
+        let volumes = DeploymentFiles.composeVolumes(compose)
+        XCTAssertEqual(volumes["receiver-1"], ["recordings:/recordings"])
+        XCTAssertEqual(volumes["receiver-2"], volumes["receiver-1"], "both receivers write to one volume")
+        XCTAssertEqual(volumes["balancer"], ["./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"])
+        var senderEnvironment = try XCTUnwrap(environments["sender"])
+        XCTAssertEqual(senderEnvironment["CAPTURE_SEND_RECEIVER"], "balancer:7373", "senders connect to the balancer")
+        let configuration = try text("docker/haproxy.cfg")
+        let checked = try ToolRunner.run("/usr/sbin/haproxy", ["-c", "-f", Self.root.appendingPathComponent("docker/haproxy.cfg").path])
+        XCTAssertTrue(checked.succeeded, "HAProxy accepts the configuration: \(checked.errorText)")
+
+        // The receivers as compose runs them, on one folder; HAProxy with their loopback addresses.
+        let recordings = temporaryFolder()
+        let receivers = try ["receiver-1", "receiver-2"].map { name in
+            let command = try XCTUnwrap(commands[name])
+            XCTAssertEqual(command.first, "capture-recv")
+            let environment = try XCTUnwrap(environments[name])
+            XCTAssertEqual(environment["CAPTURE_RECV_OUT"], "/recordings")
+            XCTAssertEqual(environment["CAPTURE_RECV_LISTEN"], "0.0.0.0:7373")
+            return try DeployedReceiver(arguments: Array(command.dropFirst()), environment: environment, recordings: recordings)
+        }
+        let port = try ScaleOutTests.freePort()
+        let local = configuration
+            .replacingOccurrences(of: "bind :7373", with: "bind 127.0.0.1:\(port)")
+            .replacingOccurrences(of: "receiver-1:7373", with: receivers[0].address)
+            .replacingOccurrences(of: "receiver-2:7373", with: receivers[1].address)
+        XCTAssertNotEqual(local, configuration)
+        let balancer = try HAProxyUnderTest(configuration: local, port: port, folder: recordings.deletingLastPathComponent())
+        // Let a round of health checks reach both receivers.
+        usleep(2_500_000)
+
+        let spool = try Unprivileged.makeDirectory(temporaryFolder())
+        senderEnvironment["CAPTURE_SEND_RECEIVER"] = "127.0.0.1:\(port)"
+        senderEnvironment["CAPTURE_SEND_SPOOL"] = spool.path
+        let senderCommand = try XCTUnwrap(commands["sender"])
+        let sender = try ChildProcess(Products.send, Array(senderCommand.dropFirst()) + ["--duration", "1", "--no-pace"], environment: senderEnvironment)
+        XCTAssertEqual(sender.wait(seconds: 120), 0, sender.standardError)
+        for receiver in receivers {
+            XCTAssertFalse(receiver.child.standardError.contains("refused"), "health checks are not refused handshakes: \(receiver.child.standardError)")
+            XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+        }
+        balancer.stop()
+        let files = try FileManager.default.contentsOfDirectory(atPath: recordings.path).filter { $0.hasPrefix("scale-tone_") && $0.hasSuffix(".caf") }
+        XCTAssertEqual(files.count, 1, "\(files)")
+        let stream = try ffprobeStream(recordings.appendingPathComponent(try XCTUnwrap(files.first)).path)
+        XCTAssertEqual(Double(stream["duration"] as? String ?? "") ?? -1, 1.0, accuracy: 0.001)
+    }
+
     func testDockerfileDefaultCommandStartsTheReceiverAndStopsCleanly() throws {
         let dockerfile = try text("docker/Dockerfile")
         let command = try XCTUnwrap(DeploymentFiles.dockerfileCommand(dockerfile))

@@ -163,8 +163,21 @@ final class HAProxyUnderTest {
     let port: Int
     private let child: ChildProcess
 
-    init(backends: [Int], folder: URL) throws {
-        port = try ScaleOutTests.freePort()
+    /// HAProxy running `configuration`, whose frontend listens on 127.0.0.1:`port`.
+    init(configuration: String, port: Int, folder: URL) throws {
+        self.port = port
+        let path = folder.appendingPathComponent("haproxy-\(port).cfg")
+        try configuration.write(to: path, atomically: true, encoding: .utf8)
+        child = try ChildProcess("/usr/sbin/haproxy", ["-db", "-f", path.path], unprivileged: false)
+        guard waitFor(10, { Self.accepts(port: port) }) else {
+            child.signal(SIGKILL)
+            throw TestFailure("haproxy did not start: \(child.standardError)")
+        }
+    }
+
+    /// HAProxy in front of the receivers on 127.0.0.1 at `backends`.
+    convenience init(backends: [Int], folder: URL) throws {
+        let port = try ScaleOutTests.freePort()
         let servers = backends.enumerated().map { "    server receiver\($0.offset + 1) 127.0.0.1:\($0.element) check inter 250ms fall 1 rise 1" }
         let configuration = """
             global
@@ -184,14 +197,11 @@ final class HAProxyUnderTest {
             \(servers.joined(separator: "\n"))
 
             """
-        let path = folder.appendingPathComponent("haproxy.cfg")
-        try configuration.write(to: path, atomically: true, encoding: .utf8)
-        child = try ChildProcess("/usr/sbin/haproxy", ["-db", "-f", path.path], unprivileged: false)
-        guard waitFor(10, { Self.accepts(port: self.port) }) else {
-            child.signal(SIGKILL)
-            throw TestFailure("haproxy did not start: \(child.standardError)")
-        }
+        try self.init(configuration: configuration, port: port, folder: folder)
     }
+
+    /// What HAProxy printed (warnings, alerts).
+    var standardError: String { child.standardError }
 
     private static func accepts(port: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

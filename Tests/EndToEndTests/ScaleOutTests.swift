@@ -1,5 +1,6 @@
 import CAF
 import CaptureCore
+import CaptureWire
 import Foundation
 import TestSupport
 import XCTest
@@ -139,6 +140,63 @@ final class ScaleOutTests: XCTestCase {
         XCTAssertEqual(restarted.files().filter { $0.lastPathComponent.hasPrefix("finished_") }.count, 1)
         XCTAssertEqual(restarted.stop(), 0)
         XCTAssertEqual(second.stop(), 0)
+    }
+
+    func testTwoReceiversOfferedTheSameStreamAtOnceExactlyOneWritesIt() throws {
+        let out = work.appendingPathComponent("shared")
+        let receivers = try (0..<2).map { _ in try ReceiverUnderTest(outputDirectory: out) }
+        for round in 0..<10 {
+            let id = UUID()
+            let hello = WirePreamble.bytes() + (try WireMessage.hello(.with {
+                $0.protocolVersion = 1
+                $0.streamID = withUnsafeBytes(of: id.uuid) { Data($0) }
+                $0.streamName = "contested-\(round)"
+                $0.format = Capture_V1_StreamFormat(StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16))
+            }).encode())
+            // Both connections are open before either Hello is sent, then the Hellos go out together.
+            let sockets = try receivers.map { try Self.connect(port: $0.port) }
+            defer { sockets.forEach { close($0) } }
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                _ = hello.withUnsafeBytes { send(sockets[index], $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            let answers = try sockets.map { try Self.firstMessage(from: $0) }
+            let accepted = answers.filter { if case .helloAccepted = $0 { return true } else { return false } }
+            let busy = answers.compactMap { if case .error(let error) = $0, error.code == .streamBusy { return error } else { return nil } }
+            XCTAssertEqual(accepted.count, 1, "round \(round): exactly one receiver takes the stream: \(answers)")
+            XCTAssertEqual(busy.count, 1, "round \(round): the other answers STREAM_BUSY: \(answers)")
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: out.path).filter { $0.hasPrefix("contested-") && $0.hasSuffix(".caf") }
+        XCTAssertEqual(files.count, 10, "one file per stream, never two: \(files.sorted())")
+        for receiver in receivers { XCTAssertEqual(receiver.stop(), 0) }
+    }
+
+    private static func connect(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw TestFailure("cannot connect to port \(port): \(errno)")
+        }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return descriptor
+    }
+
+    /// The first message the receiver sends on `socket`.
+    private static func firstMessage(from socket: Int32) throws -> WireMessage {
+        var decoder = FrameDecoder(role: .sender)
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { throw TestFailure("the receiver sent no message") }
+            if let message = try decoder.decode(chunk[0..<count]).first { return message }
+        }
     }
 
     /// A TCP port free on 127.0.0.1 now (the kernel's choice; bound and released).

@@ -5,9 +5,13 @@ over, and how fast it then catches up. Reference, in the same invocation: the sa
 HAProxy, but the link is cut by restarting HAProxy while the receiver stays up (a plain reconnect
 and resume on the same receiver). Default reconnect settings (--reconnect-min 0.5 s, full jitter).
 
+A third scenario measures catch-up after a handover: the receiver is killed while the other is
+not yet up, and OUTAGE_S later the other one starts; the time is then counted from its start.
+
 usage: handover.py BIN WORK TRIALS OUTAGE_S
-Prints a Markdown table: per scenario, the time from the cut to the first Ack after it (min /
-median / max over the trials), the audio backlog then, and the catch-up speed (x real time).
+Prints a Markdown table: per scenario, the time from the cut (or from the second receiver's start)
+to the first Ack after it (min / median / max over the trials), the audio backlog then, and the
+catch-up speed (seconds of backlog delivered per second, x real time).
 """
 import json, os, signal, socket, statistics, subprocess, sys, time
 from datetime import datetime
@@ -77,13 +81,18 @@ def trial(scenario, index):
     first = receiver(out, ports[0])
     balancer = haproxy(os.path.join(folder, "haproxy.cfg"), front, ports)
     log = open(os.path.join(folder, "sender.log"), "w+")
-    sender = subprocess.Popen([f"{BIN}/capture-send", f"127.0.0.1:{front}", "--source", "tone", "--duration", str(OUTAGE + 8),
+    sender = subprocess.Popen([f"{BIN}/capture-send", f"127.0.0.1:{front}", "--source", "tone", "--duration", str(OUTAGE + 20 if scenario == "outage" else 8),
                                "--stream-name", "handover", "--spool", os.path.join(folder, "spool"), "--log-format", "json",
                                "--status-interval", "0.02"], stdout=subprocess.DEVNULL, stderr=log)
-    second = receiver(out, ports[1])
+    second = receiver(out, ports[1]) if scenario != "outage" else None
     time.sleep(3)
     if scenario == "handover":
         first.send_signal(signal.SIGKILL); first.wait()
+        cut = time.time()
+    elif scenario == "outage":
+        first.send_signal(signal.SIGKILL); first.wait()
+        time.sleep(OUTAGE)
+        second = receiver(out, ports[1])
         cut = time.time()
     else:
         balancer.send_signal(signal.SIGKILL); balancer.wait()
@@ -101,24 +110,32 @@ def trial(scenario, index):
     acked_at_cut = before[-1][1] if before else 0
     after = [l for l in lines if l[0] > cut]
     first_ack = next(l for l in after if l[1] > acked_at_cut)
-    caught_up = next((l for l in after if l[0] >= first_ack[0] and l[2] <= 0.5), None)
-    backlog = first_ack[2]
-    catch_up_s = (caught_up[0] - first_ack[0]) if caught_up else float("nan")
-    speed = backlog / catch_up_s if catch_up_s and catch_up_s > 0 else float("nan")
+    # The audio to catch up: captured but not acknowledged when the first Ack after the cut came.
+    backlog = first_ack[3] - acked_at_cut
+    caught_up = next((l for l in after if l[0] >= first_ack[0] and l[3] - l[1] <= 0.5), None)
+    if caught_up is None:
+        speed = float("nan")
+    elif caught_up[0] - first_ack[0] < 0.05:
+        speed = float("inf")  # everything was acknowledged with the first Ack
+    else:
+        speed = (caught_up[1] - acked_at_cut) / (caught_up[0] - first_ack[0] + 0.02)
     return first_ack[0] - cut, backlog, speed
 
 
 def main():
     results = {}
-    for scenario in ("reference", "handover"):
+    for scenario in ("reference", "handover", "outage"):
         results[scenario] = [trial(scenario, i) for i in range(TRIALS)]
-    print("| scenario | trials | cut → first Ack: min | median | max | backlog at first Ack (s of audio) | catch-up (× real time, median) |")
+    print("| scenario | trials | → first Ack: min | median | max | audio to catch up (s, median) | catch-up (× real time, median) |")
     print("|---|---|---|---|---|---|---|")
-    for scenario, label in (("reference", "link cut, same receiver (HAProxy restarted)"), ("handover", "receiver SIGKILLed, other receiver takes over")):
+    for scenario, label in (("reference", "link cut, same receiver (HAProxy restarted)"),
+                            ("handover", "receiver SIGKILLed, the other one takes over"),
+                            (f"outage", f"receiver SIGKILLed, the other one starts {OUTAGE:g} s later (from its start)")):
         rows = results[scenario]
         gaps = [r[0] for r in rows]
         speeds = [r[2] for r in rows if r[2] == r[2]]
-        speed = f"{statistics.median(speeds):.0f}×" if speeds else "n/a"
+        middle = statistics.median(speeds) if speeds else float("nan")
+        speed = "with the first Ack" if middle == float("inf") else f"{middle:.0f}×" if middle == middle else "n/a"
         print(f"| {label} | {len(rows)} | {min(gaps):.2f} s | {statistics.median(gaps):.2f} s | {max(gaps):.2f} s | "
               f"{statistics.median(r[1] for r in rows):.2f} | {speed} |")
     ratio = statistics.median(r[0] for r in results["handover"]) / statistics.median(r[0] for r in results["reference"])

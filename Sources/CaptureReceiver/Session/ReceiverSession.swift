@@ -94,7 +94,8 @@ public struct ReceiverSession: Sendable {
 
     private let settings: Settings
     private var protocolState: ReceiverStreamState
-    private var hello: ValidatedHello?
+    /// The stream's Hello, once it arrived valid.
+    public private(set) var hello: ValidatedHello?
     private var resumingFrom: String?
     private var shuttingDown = false
     private var endOfStream: Capture_V1_EndOfStream?
@@ -103,6 +104,8 @@ public struct ReceiverSession: Sendable {
     private var notDurable: [(sequence: UInt64, cumulativeBytes: Int)] = []
     private var bytesHandedOver = 0
     private var bytesDurable = 0
+    /// Invalid levels were logged once already.
+    private var reportedInvalidLevels = false
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
@@ -202,9 +205,10 @@ public struct ReceiverSession: Sendable {
         case .writeAudio(let audio):
             guard case .streaming(let paused) = state else { return }
             let frames = Int(audio.frameCount)
+            let measured = levels(of: audio, &actions)
             actions.append(.write(AudioWrite(
                 sequence: audio.sequence, payload: audio.payload, packetSizes: audio.packetSizes,
-                frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames))))
+                frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames), levels: measured)))
             bytesHandedOver += audio.payload.count
             notDurable.append((audio.sequence, bytesHandedOver))
             if !paused, bytesNotDurable > settings.pauseReadingAbove {
@@ -231,6 +235,25 @@ public struct ReceiverSession: Sendable {
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
             if error.fatal { close(&actions) }
+        }
+    }
+
+    /// The valid levels an AudioData carries, or nil. Invalid levels are ignored (the audio is
+    /// kept: levels are for display) and logged once per connection.
+    private mutating func levels(of audio: Capture_V1_AudioData, _ actions: inout [ReceiverSessionAction]) -> AudioLevels? {
+        switch AudioLevels.check(audio, channelCount: hello?.format.channelCount ?? 0) {
+        case .absent:
+            return nil
+        case .valid(let levels):
+            return levels
+        case .invalid(let reason):
+            if !reportedInvalidLevels {
+                reportedInvalidLevels = true
+                actions.append(.log(.init(.warning, "ignoring the levels the sender sends with its audio: they break the protocol's rules; the audio is recorded", [
+                    "reason": reason, "sequence": "\(audio.sequence)",
+                ])))
+            }
+            return nil
         }
     }
 

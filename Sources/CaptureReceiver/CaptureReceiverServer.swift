@@ -36,9 +36,14 @@ public final class CaptureReceiverServer: Sendable {
     private let registry: StreamRegistry
     private let writerPool: WriterPool
     private let logger: Logger
+    /// The streams this receiver has seen, with their state and levels, for the console and API.
+    public let directory: StreamDirectory
 
-    private init(channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, logger: Logger) throws {
+    private init(
+        channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory, logger: Logger
+    ) throws {
         self.channel = channel
+        self.directory = directory
         self.group = group
         self.registry = registry
         self.writerPool = writerPool
@@ -59,6 +64,8 @@ public final class CaptureReceiverServer: Sendable {
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
         DetachedStreamKeeper.start(configuration: configuration, registry: registry, writerPool: writerPool, eventLoop: group.next(), logger: logger)
+        let directory = StreamDirectory(settings: StreamDirectory.Settings(resumeWindow: configuration.resumeWindow))
+        group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -74,7 +81,7 @@ public final class CaptureReceiverServer: Sendable {
                     let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
                     let session = ReceiverSessionHandler(
                         configuration: configuration, registry: registry, storage: storage, logger: logger, rateLimiter: rateLimiter,
-                        tlsReport: report, usesTLS: tls != nil
+                        tlsReport: report, usesTLS: tls != nil, directory: directory
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                     let eventLoop = channel.eventLoop
@@ -114,7 +121,8 @@ public final class CaptureReceiverServer: Sendable {
             }
         do {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
-            return try CaptureReceiverServer(channel: channel, group: group, registry: registry, writerPool: writerPool, logger: logger)
+            return try CaptureReceiverServer(
+                channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
             writerPool.shutDown()

@@ -233,7 +233,9 @@ final class StreamEntry: @unchecked Sendable {
         lock.withLock {
             guard caller == epoch else { return }
             gapCount += 1
-            gapFrames += lengthFrames
+            // The protocol keeps gaps within the sample timeline; saturate anyway rather than trap.
+            let (sum, overflow) = gapFrames.addingReportingOverflow(max(0, lengthFrames))
+            gapFrames = overflow ? .max : sum
             hub.publish(.gap(StreamGap(
                 id: opening.id, atSeconds: seconds(sampleTime - opening.startSampleTime), seconds: seconds(lengthFrames), reason: reason,
                 gapCount: gapCount)))

@@ -15,6 +15,12 @@ public struct LevelMeter: Sendable {
         /// Whether any sample reached full scale (clipping).
         public var clipped: Bool
 
+        public init(peak: Double, rms: Double, clipped: Bool) {
+            self.peak = peak
+            self.rms = rms
+            self.clipped = clipped
+        }
+
         /// Peak in dBFS (-infinity for silence).
         public var peakDBFS: Double { 20 * log10(peak) }
         /// RMS in dBFS (-infinity for silence).
@@ -25,6 +31,11 @@ public struct LevelMeter: Sendable {
     public struct Reading: Sendable, Equatable {
         public var channels: [ChannelLevel]
         public var frames: Int
+
+        public init(channels: [ChannelLevel], frames: Int) {
+            self.channels = channels
+            self.frames = frames
+        }
     }
 
     private let sample: PCMSampleFormat?
@@ -140,6 +151,18 @@ public struct LevelMeter: Sendable {
             pointer += stride
         }
         return (Double(peak), sumOfSquares, peak >= 1)
+    }
+
+    /// Adds an earlier reading of the same channels to the measurement, as if its buffers had been
+    /// measured here (a reading of other channels is ignored).
+    public mutating func add(_ reading: Reading) {
+        guard reading.channels.count == channelCount, reading.frames > 0 else { return }
+        for (channel, level) in reading.channels.enumerated() {
+            if level.peak > peaks[channel] { peaks[channel] = level.peak }
+            sumsOfSquares[channel] += level.rms * level.rms * Double(reading.frames)
+            if level.clipped { clipped[channel] = true }
+        }
+        frames += reading.frames
     }
 
     /// Returns the levels since the last call and starts a new measurement.

@@ -38,12 +38,16 @@ public final class CaptureReceiverServer: Sendable {
     private let writerPool: WriterPool
     private let outputDirectory: String
     private let logger: Logger
+    /// The streams this receiver has seen, with their state and levels, for the console and API.
+    public let directory: StreamDirectory
 
     private init(
-        channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, outputDirectory: String, logger: Logger
+        channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory,
+        outputDirectory: String, logger: Logger
     ) throws {
         self.outputDirectory = outputDirectory
         self.channel = channel
+        self.directory = directory
         self.group = group
         self.registry = registry
         self.writerPool = writerPool
@@ -64,6 +68,8 @@ public final class CaptureReceiverServer: Sendable {
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
         AbandonedStreamSweeper.start(configuration: configuration, writerPool: writerPool, eventLoop: group.next(), logger: logger)
+        let directory = StreamDirectory(settings: StreamDirectory.Settings(resumeWindow: configuration.resumeWindow))
+        group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -79,7 +85,7 @@ public final class CaptureReceiverServer: Sendable {
                     let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
                     let session = ReceiverSessionHandler(
                         configuration: configuration, registry: registry, storage: storage, logger: logger, rateLimiter: rateLimiter,
-                        tlsReport: report, usesTLS: tls != nil
+                        tlsReport: report, usesTLS: tls != nil, directory: directory
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                     let eventLoop = channel.eventLoop
@@ -120,7 +126,8 @@ public final class CaptureReceiverServer: Sendable {
         do {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
             return try CaptureReceiverServer(
-                channel: channel, group: group, registry: registry, writerPool: writerPool, outputDirectory: configuration.outputDirectory, logger: logger)
+                channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory,
+                outputDirectory: configuration.outputDirectory, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
             writerPool.shutDown()

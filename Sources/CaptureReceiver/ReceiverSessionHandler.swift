@@ -35,11 +35,15 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     /// Reads are held back (backpressure); `readPending` remembers the read asked for meanwhile.
     private var readingPaused = false
     private var readPending = false
+    /// Reports the stream to the receiver's stream directory, when there is one.
+    private let directoryTap: SessionDirectoryTap?
 
     init(
         configuration: ReceiverConfiguration, registry: StreamRegistry, storage: any StreamStorage, logger: Logger,
-        rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false
+        rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false,
+        directory: (any StreamDirectoryFeed)? = nil
     ) {
+        directoryTap = directory.map { SessionDirectoryTap(feed: $0, outputDirectory: configuration.outputDirectory) }
         self.configuration = configuration
         self.registry = registry
         self.storage = storage
@@ -154,6 +158,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     }
 
     private func perform(_ action: ReceiverSessionAction) {
+        directoryTap?.observe(action, session: session, peer: logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer")
         switch action {
         case .send(let message):
             guard let context, context.channel.isActive else { return }

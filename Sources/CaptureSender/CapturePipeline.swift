@@ -1,5 +1,6 @@
 import CaptureCodecs
 import CaptureCore
+import CaptureWire
 import Foundation
 
 /// The sending side's audio path before the network: a capture queue over a source, whose callback
@@ -37,7 +38,11 @@ public final class CapturePipeline: @unchecked Sendable {
     private var lastOutputEnd: Int64 = 0
     /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
     private var reportedLost: Int64 = 0
+    /// The levels for the status display: everything captured since `takeLevels()`.
     private var levels: LevelMeter
+    /// The levels of the audio captured since the last packets were logged, sent with the next
+    /// ones (AudioData `levels`); folded into `levels` when taken.
+    private var packetLevels: LevelMeter
 
     /// Creates the pipeline; nothing runs until `start()`.
     public init(
@@ -49,6 +54,7 @@ public final class CapturePipeline: @unchecked Sendable {
         magicCookie = encoder.magicCookie
         primingFrames = encoder.primingFrames
         levels = LevelMeter(format: source.format)
+        packetLevels = LevelMeter(format: source.format)
         let box = CallbackBox()
         queue = try CaptureQueue(source: source, configuration: configuration) { buffer in box.pipeline?.handle(buffer) }
         box.pipeline = self
@@ -65,8 +71,22 @@ public final class CapturePipeline: @unchecked Sendable {
     /// The levels of the audio seen so far since the last call, and resets them.
     public func takeLevels() -> LevelMeter.Reading { lock.withLock { levels.take() } }
 
+    /// The levels of the audio captured since the last packets were logged, for the packets
+    /// logged now; the status display's meter gets them too.
+    private func takePacketLevels() -> AudioLevels? {
+        let reading = lock.withLock {
+            let reading = packetLevels.take()
+            levels.add(reading)
+            return reading
+        }
+        return AudioLevels(reading)
+    }
+
     private func handle(_ buffer: CapturedBuffer) {
-        lock.withLock { levels.measure(buffer) }
+        // Measured before encoding, so PCM and Opus carry the same levels. An encoder that
+        // accumulates whole frames (Opus) may log nothing for this buffer: its levels then go with
+        // the next packets.
+        lock.withLock { packetLevels.measure(buffer) }
         if buffer.framesLostBefore > 0 {
             let lost = Int64(buffer.framesLostBefore)
             lock.withLock { reportedLost += lost }
@@ -80,7 +100,7 @@ public final class CapturePipeline: @unchecked Sendable {
         do {
             if let packets = try encoder.encode(buffer) {
                 lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
-                log.append(packets)
+                log.append(packets, levels: takePacketLevels())
             }
             lock.withLock { lastEnd = buffer.startTime.sampleTime + Int64(buffer.packetCount) }
         } catch {
@@ -102,7 +122,7 @@ public final class CapturePipeline: @unchecked Sendable {
             let tail = try encoder.finish()
             if let packets = tail.packets {
                 lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
-                log.append(packets)
+                log.append(packets, levels: takePacketLevels())
             }
             remainder = tail.remainderFrames
         } catch {

@@ -2,7 +2,8 @@ import CaptureWire
 import Foundation
 
 extension LoggedPacket {
-    /// The message that carries this entry to the receiver: AudioData for audio, Gap for a gap.
+    /// The message that carries this entry to the receiver: AudioData for audio (with its levels
+    /// when the entry has them), Gap for a gap.
     public var wireMessage: WireMessage {
         switch content {
         case .audio(let packets):
@@ -13,6 +14,7 @@ extension LoggedPacket {
                 $0.packetSizes = packets.packetSizes
                 $0.payload = Data(packets.payload)
                 $0.frameCount = UInt32(packets.frameCount)
+                if let levels { $0.levels = levels.message }
             })
         case .gap(let sampleTime, let length, let reason):
             return .gap(.with {

@@ -1,6 +1,7 @@
 import CAF
 import CaptureCore
 import CaptureCodecs
+import CaptureWire
 import Foundation
 
 /// One entry of the packet log: audio packets or a gap, with its sequence number.
@@ -17,10 +18,14 @@ public struct LoggedPacket: Sendable, Equatable {
     public var sequence: UInt64
     /// The entry.
     public var content: Content
+    /// The levels of the captured audio this entry's packets carry (AudioData `levels`); nil for
+    /// gaps and for entries read back from the spool, which does not keep levels.
+    public var levels: AudioLevels?
 
-    public init(sequence: UInt64, content: Content) {
+    public init(sequence: UInt64, content: Content, levels: AudioLevels? = nil) {
         self.sequence = sequence
         self.content = content
+        self.levels = levels
     }
 
     /// Bytes the entry holds in memory (its payload).
@@ -181,10 +186,11 @@ public final class PacketLog: @unchecked Sendable {
         condition.withLock { listeners.append(listener) }
     }
 
-    /// Appends encoded audio; returns its sequence number, or 0 when the log was full and the
+    /// Appends encoded audio with the levels of the audio it encodes (sent with it while the
+    /// entry is held in memory); returns its sequence number, or 0 when the log was full and the
     /// audio went to the overflow file. A non-real-time producer may wait here.
     @discardableResult
-    public func append(_ packets: EncodedPackets) -> UInt64 {
+    public func append(_ packets: EncodedPackets, levels: AudioLevels? = nil) -> UInt64 {
         if producerIsRealTime {
             let full: Bool = condition.withLock {
                 let needed = heldBytes + packets.payload.count
@@ -196,7 +202,7 @@ public final class PacketLog: @unchecked Sendable {
             }
             endOverflowIfAny()
         }
-        return appendEntry(.audio(packets), bytes: packets.payload.count)
+        return appendEntry(.audio(packets), bytes: packets.payload.count, levels: levels)
     }
 
     /// Appends a gap of `length` frames at `sampleTime`; returns its sequence number (0 when it
@@ -212,14 +218,14 @@ public final class PacketLog: @unchecked Sendable {
         return appendEntry(.gap(sampleTime: sampleTime, length: length, reason: reason), bytes: 0)
     }
 
-    private func appendEntry(_ content: LoggedPacket.Content, bytes: Int) -> UInt64 {
+    private func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil) -> UInt64 {
         condition.lock()
         if !producerIsRealTime {
             while heldBytes > memoryLimit && !closed { condition.wait() }
         }
         let sequence = nextSequence
         nextSequence += 1
-        let entry = LoggedPacket(sequence: sequence, content: content)
+        let entry = LoggedPacket(sequence: sequence, content: content, levels: levels)
         slots.append(Slot(
             sequence: sequence, packet: entry, location: nil, bytes: bytes, endSample: entry.endSampleTime,
             appendedAt: MonotonicClock.nanoseconds()

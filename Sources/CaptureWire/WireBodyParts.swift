@@ -23,11 +23,13 @@ public struct WireBodyParts: Sendable {
     }
 
     /// Splits an AudioData: fields 1–4 serialized by SwiftProtobuf, then field 5 (payload) written
-    /// here, then field 6 (frame_count) and any unknown fields.
+    /// here, then fields 6 (frame_count) and 7 (levels) serialized by SwiftProtobuf, and any
+    /// unknown fields.
     init(audioData message: Capture_V1_AudioData) throws {
         var leading = message
         leading.payload = Data()
         leading.frameCount = 0
+        leading.clearLevels()
         leading.unknownFields = UnknownStorage()
         var head: [UInt8] = try leading.serializedBytes()
         if !message.payload.isEmpty {
@@ -35,9 +37,11 @@ public struct WireBodyParts: Sendable {
             ProtobufVarint.append(UInt64(message.payload.count), to: &head)
         }
         var tail: [UInt8] = []
-        if message.frameCount != 0 {
-            tail.append(0x30)  // field 6, varint
-            ProtobufVarint.append(UInt64(message.frameCount), to: &tail)
+        if message.frameCount != 0 || message.hasLevels {
+            var trailing = Capture_V1_AudioData()
+            trailing.frameCount = message.frameCount
+            if message.hasLevels { trailing.levels = message.levels }
+            tail = try trailing.serializedBytes()
         }
         tail.append(contentsOf: message.unknownFields.data)
         self.init(head: head, payload: message.payload, tail: tail)

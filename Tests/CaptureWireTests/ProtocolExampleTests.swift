@@ -24,7 +24,12 @@ final class ProtocolExampleTests: XCTestCase {
         guard case .decideOnHello(let hello) = try state.receive(messages[0]) else { return XCTFail("no Hello") }
         XCTAssertEqual(hello.message, WireFixtures.hello())
         try state.accept(resumingAt: .newStream(hello))
-        XCTAssertEqual(try state.receive(messages[1]), .writeAudio(WireFixtures.pcmAudio()))
+        XCTAssertEqual(try state.receive(messages[1]), .writeAudio(WireFixtures.pcmAudioWithLevels()))
+        guard case .audioData(let audio) = messages[1], case .valid(let levels) = AudioLevels.check(audio, channelCount: 2) else {
+            return XCTFail("the example's AudioData carries valid levels")
+        }
+        XCTAssertEqual(levels.peakDBFS, [0, 0])
+        XCTAssertEqual(levels.rmsDBFS, [-6, -6])
         guard case .finishStream(let end) = try state.receive(messages[2]) else { return XCTFail("no end") }
         XCTAssertEqual(end.reason, "duration")
         XCTAssertEqual(state.phase, .ended)

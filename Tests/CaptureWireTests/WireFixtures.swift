@@ -56,6 +56,27 @@ enum WireFixtures {
         return audio
     }
 
+    /// `pcmAudio()` with the levels the sender measures for its payload: both channels peak at
+    /// 0 dBFS (32767 and -32768 round to full scale) with an RMS of -6.00 dBFS.
+    static func pcmAudioWithLevels() -> Capture_V1_AudioData {
+        var audio = pcmAudio()
+        audio.levels = .with {
+            $0.peak = [0, 0]
+            $0.rms = [600, 600]
+        }
+        return audio
+    }
+
+    /// `pcmAudio()` with levels a stereo stream's receiver must ignore: one channel's worth.
+    static func pcmAudioWithBadLevels() -> Capture_V1_AudioData {
+        var audio = pcmAudio()
+        audio.levels = .with {
+            $0.peak = [1200]
+            $0.rms = [1500]
+        }
+        return audio
+    }
+
     /// Three Opus packets of 960 frames (20 ms each), 5 + 3 + 4 bytes.
     static func vbrAudio(sequence: UInt64 = 7, firstSampleTime: Int64 = 17_280) -> Capture_V1_AudioData {
         var audio = Capture_V1_AudioData()

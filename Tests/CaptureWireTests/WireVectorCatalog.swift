@@ -64,6 +64,20 @@ enum WireVectorCatalog {
             ],
             content: .frame(.audioData(WireFixtures.pcmAudio()))),
         WireVector(
+            file: "frame-03-audio-data-pcm-levels.hex",
+            comments: [
+                "AudioData (type 3), PCM s16 stereo, as frame-03-audio-data-pcm.hex with levels (field 7):",
+                "peak 0, 0 and RMS 600, 600 hundredths of a dB below full scale (0 dBFS peak, -6.00 dBFS RMS).",
+            ],
+            content: .frame(.audioData(WireFixtures.pcmAudioWithLevels()))),
+        WireVector(
+            file: "frame-03-audio-data-bad-levels.hex",
+            comments: [
+                "AudioData (type 3), PCM s16 stereo, as frame-03-audio-data-pcm.hex with levels for one channel",
+                "only (peak 1200, RMS 1500): a valid frame; the receiver records the audio and ignores the levels.",
+            ],
+            content: .frame(.audioData(WireFixtures.pcmAudioWithBadLevels()))),
+        WireVector(
             file: "frame-03-audio-data-vbr.hex",
             comments: [
                 "AudioData (type 3), VBR (Opus, 960 frames/packet): sequence 7, first sample 17280, 3 packets",

@@ -94,9 +94,12 @@ public struct ReceiverSession: Sendable {
 
     private let settings: Settings
     private var protocolState: ReceiverStreamState
-    private var hello: ValidatedHello?
+    /// The stream's Hello, once it arrived valid.
+    public private(set) var hello: ValidatedHello?
     /// The open file continues an unfinished one.
     private var resumed = false
+    /// The file was let go of unfinished, for its sender to resume (here or at another receiver).
+    public private(set) var leftResumable = false
     private var shuttingDown = false
     private var endOfStream: Capture_V1_EndOfStream?
     /// Audio handed to the file and not yet durable: (sequence, bytes handed over up to and
@@ -104,6 +107,8 @@ public struct ReceiverSession: Sendable {
     private var notDurable: [(sequence: UInt64, cumulativeBytes: Int)] = []
     private var bytesHandedOver = 0
     private var bytesDurable = 0
+    /// Invalid levels were logged once already.
+    private var reportedInvalidLevels = false
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
@@ -203,9 +208,10 @@ public struct ReceiverSession: Sendable {
         case .writeAudio(let audio):
             guard case .streaming(let paused) = state else { return }
             let frames = Int(audio.frameCount)
+            let measured = levels(of: audio, &actions)
             actions.append(.write(AudioWrite(
                 sequence: audio.sequence, payload: audio.payload, packetSizes: audio.packetSizes,
-                frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames))))
+                frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames), levels: measured)))
             bytesHandedOver += audio.payload.count
             notDurable.append((audio.sequence, bytesHandedOver))
             if !paused, bytesNotDurable > settings.pauseReadingAbove {
@@ -232,6 +238,25 @@ public struct ReceiverSession: Sendable {
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
             if error.fatal { close(&actions) }
+        }
+    }
+
+    /// The valid levels an AudioData carries, or nil. Invalid levels are ignored (the audio is
+    /// kept: levels are for display) and logged once per connection.
+    private mutating func levels(of audio: Capture_V1_AudioData, _ actions: inout [ReceiverSessionAction]) -> AudioLevels? {
+        switch AudioLevels.check(audio, channelCount: hello?.format.channelCount ?? 0) {
+        case .absent:
+            return nil
+        case .valid(let levels):
+            return levels
+        case .invalid(let reason):
+            if !reportedInvalidLevels {
+                reportedInvalidLevels = true
+                actions.append(.log(.init(.warning, "ignoring the levels the sender sends with its audio: they break the protocol's rules; the audio is recorded", [
+                    "reason": reason, "sequence": "\(audio.sequence)",
+                ])))
+            }
+            return nil
         }
     }
 
@@ -421,11 +446,13 @@ public struct ReceiverSession: Sendable {
             actions.append(.log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
                 "file": path, "resume-window-s": window,
             ])))
+            leftResumable = true
             actions.append(.forgetStream(streamID))
         case .keepResumable:
             actions.append(.log(.init(.warning, "connection lost before end of stream; the file stays open for the sender to resume", [
                 "file": path, "resume-window-s": window,
             ])))
+            leftResumable = true
             actions.append(.forgetStream(streamID))
         }
     }

@@ -25,6 +25,8 @@ public struct AudioWrite: Sendable, Equatable {
     public var frameCount: Int
     /// The sample index just past these frames.
     public var endSampleTime: Int64
+    /// The levels the sender measured for this audio, when it sent valid ones (PROTOCOL.md §6.3.1).
+    public var levels: AudioLevels? = nil
 }
 
 /// A log line the session asks for, with its level and metadata (the handler adds the peer and

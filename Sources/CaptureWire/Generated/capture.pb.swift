@@ -200,6 +200,39 @@ public nonisolated struct Capture_V1_AudioData: Sendable {
   /// frames the payload decodes to
   public var frameCount: UInt32 = 0
 
+  /// optional: the levels of this audio, measured before encoding
+  public var levels: Capture_V1_Levels {
+    get {_levels ?? Capture_V1_Levels()}
+    set {_levels = newValue}
+  }
+  /// Returns true if `levels` has been explicitly set.
+  public var hasLevels: Bool {self._levels != nil}
+  /// Clears the value of `levels`. Subsequent reads from it will return its default value.
+  public mutating func clearLevels() {self._levels = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _levels: Capture_V1_Levels? = nil
+}
+
+/// The levels of one AudioData's audio as the sender captured it (before encoding, so for PCM and
+/// Opus alike), one entry per channel in channel order. Each value is the level in hundredths of a
+/// decibel below full scale: 0 = 0 dBFS (full scale, or above it for float audio: clipping),
+/// 1200 = -12 dBFS, 12000 = -120 dBFS, which also stands for anything quieter, silence included.
+/// Integers, so silence needs no -infinity and no value can be NaN. PROTOCOL.md §6.3.1.
+public nonisolated struct Capture_V1_Levels: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// sample peak, hundredths of a dB below full scale
+  public var peak: [UInt32] = []
+
+  /// root mean square, hundredths of a dB below full scale
+  public var rms: [UInt32] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -684,7 +717,7 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Capture_V1_AudioData: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AudioData"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}first_sample_time\0\u{3}packet_count\0\u{3}packet_sizes\0\u{1}payload\0\u{3}frame_count\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}first_sample_time\0\u{3}packet_count\0\u{3}packet_sizes\0\u{1}payload\0\u{3}frame_count\0\u{1}levels\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -698,12 +731,17 @@ nonisolated extension Capture_V1_AudioData: SwiftProtobuf.Message, SwiftProtobuf
       case 4: try { try decoder.decodeRepeatedUInt32Field(value: &self.packetSizes) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.payload) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.frameCount) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._levels) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.sequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
     }
@@ -722,6 +760,9 @@ nonisolated extension Capture_V1_AudioData: SwiftProtobuf.Message, SwiftProtobuf
     if self.frameCount != 0 {
       try visitor.visitSingularUInt32Field(value: self.frameCount, fieldNumber: 6)
     }
+    try { if let v = self._levels {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -732,6 +773,42 @@ nonisolated extension Capture_V1_AudioData: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.packetSizes != rhs.packetSizes {return false}
     if lhs.payload != rhs.payload {return false}
     if lhs.frameCount != rhs.frameCount {return false}
+    if lhs._levels != rhs._levels {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Capture_V1_Levels: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Levels"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peak\0\u{1}rms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt32Field(value: &self.peak) }()
+      case 2: try { try decoder.decodeRepeatedUInt32Field(value: &self.rms) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.peak.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.peak, fieldNumber: 1)
+    }
+    if !self.rms.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.rms, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Capture_V1_Levels, rhs: Capture_V1_Levels) -> Bool {
+    if lhs.peak != rhs.peak {return false}
+    if lhs.rms != rhs.rms {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

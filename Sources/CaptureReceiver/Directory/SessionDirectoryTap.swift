@@ -1,0 +1,54 @@
+import CaptureCore
+import CaptureWire
+import Foundation
+
+/// The session handler's one hook into the stream directory: it watches the actions a connection's
+/// session returns (HelloAccepted and Acks sent, audio and gaps written, the stream forgotten or
+/// let go of for a resume) and reports them to the directory. It changes nothing it sees. Used on the
+/// connection's event loop only.
+final class SessionDirectoryTap {
+    private let feed: any StreamDirectoryFeed
+    private let outputDirectory: String
+    private var recorder: (any StreamActivityRecorder)?
+
+    init(feed: any StreamDirectoryFeed, outputDirectory: String) {
+        self.feed = feed
+        self.outputDirectory = outputDirectory
+    }
+
+    /// Reports what `action` means for the stream, before the handler performs it.
+    func observe(_ action: ReceiverSessionAction, session: ReceiverSession, peer: @autoclosure () -> String) {
+        switch action {
+        case .write(let audio):
+            recorder?.audioReceived(endSampleTime: audio.endSampleTime, levels: audio.levels)
+        case .send(.ack(let ack)):
+            recorder?.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: ack.durableSampleTime)
+        case .recordGap(let gap):
+            recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
+        case .send(.helloAccepted(let accepted)):
+            guard let hello = session.hello, let path = session.filePath else { return }
+            recorder = feed.streamOpened(StreamOpening(
+                id: hello.streamID, name: hello.message.streamName, peer: peer(), format: hello.format,
+                started: Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9),
+                startSampleTime: hello.message.startSampleTime, file: relativePath(path), resumed: accepted.resumed,
+                durableSampleTime: accepted.nextSampleTime))
+        case .forgetStream:
+            guard let recorder else { return }
+            recorder.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: nil)
+            recorder.connectionEnded(resumable: session.leftResumable)
+            self.recorder = nil
+        default:
+            break
+        }
+    }
+
+    /// `path` relative to the output folder (unchanged when it lies elsewhere).
+    private func relativePath(_ path: String) -> String {
+        let folder = outputDirectory.hasSuffix("/") ? outputDirectory : outputDirectory + "/"
+        if path.hasPrefix(folder) { return String(path.dropFirst(folder.count)) }
+        let standardFolder = (outputDirectory as NSString).standardizingPath + "/"
+        let standardPath = (path as NSString).standardizingPath
+        if standardPath.hasPrefix(standardFolder) { return String(standardPath.dropFirst(standardFolder.count)) }
+        return path
+    }
+}

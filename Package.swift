@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         // FilePath, which swift-configuration's FileProvider takes (already a dependency of swift-configuration).
         .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // C libraries from the system, found by pkg-config.
@@ -98,16 +99,27 @@ let package = Package(
         ),
         // The sender's status line: level bars, link state, backlog; terminal and plain styles.
         .target(name: "CaptureStatus", dependencies: ["CaptureCore"]),
-        // The receiver's Prometheus metrics and the HTTP endpoint that serves them.
+        // The receiver's Prometheus metrics.
         .target(
             name: "CaptureMetrics",
             dependencies: [
-                "CaptureErrorText",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The receiver's HTTP server (Hummingbird): the console page, the streams API and its
+        // Server-Sent Events, live listening, and /metrics, with token access off loopback.
+        .target(
+            name: "CaptureConsole",
+            dependencies: [
+                "CaptureReceiver", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // Graceful shutdown on SIGTERM/SIGINT through swift-service-lifecycle.
@@ -146,7 +158,8 @@ let package = Package(
         .executableTarget(
             name: "capture-recv",
             dependencies: [
-                "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureService", "CaptureSecurity",
+                "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureConsole", "CaptureService", "CaptureSecurity",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -203,8 +216,13 @@ let package = Package(
         .testTarget(name: "CaptureErrorTextTests", dependencies: ["CaptureErrorText", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "CaptureStatusTests", dependencies: ["CaptureStatus", "CaptureCore", "TestSupport"]),
         .testTarget(
-            name: "CaptureMetricsTests",
-            dependencies: ["CaptureMetrics", "TestSupport", .product(name: "Prometheus", package: "swift-prometheus")]
+            name: "CaptureConsoleTests",
+            dependencies: [
+                "CaptureConsole", "CaptureMetrics", "CaptureReceiver", "CaptureSecurity", "CaptureCore", "TestSupport",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         .testTarget(
             name: "CaptureServiceTests",

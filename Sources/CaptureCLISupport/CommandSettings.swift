@@ -96,10 +96,12 @@ public struct CommandSettings: Sendable, Equatable {
                 for name in argument.names ?? [] {
                     spellings[(name.kind == "long" ? "--" : "-") + name.name] = takesValue
                 }
-                guard let long = (argument.names ?? []).first(where: { $0.kind == "long" })?.name,
-                      !Self.builtInKeys.contains(long), long != Self.configKey
-                else { continue }
-                settings.append(Setting(key: long, kind: takesValue ? .option : .flag, isRepeating: argument.isRepeating ?? false))
+                // Every long name is a setting: an option renamed keeps its old variable and key
+                // (`--metrics`, now also `--http`, is still CAPTURE_RECV_METRICS).
+                for long in (argument.names ?? []).filter({ $0.kind == "long" }).map(\.name)
+                where !Self.builtInKeys.contains(long) && long != Self.configKey {
+                    settings.append(Setting(key: long, kind: takesValue ? .option : .flag, isRepeating: argument.isRepeating ?? false))
+                }
             default:
                 continue
             }

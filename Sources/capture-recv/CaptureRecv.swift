@@ -1,6 +1,7 @@
 import ArgumentParser
 import CAF
 import CaptureCLISupport
+import CaptureConsole
 import CaptureMetrics
 import CaptureService
 import CaptureReceiver
@@ -8,6 +9,7 @@ import Dispatch
 import Foundation
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// `capture-recv`: receives audio streams from capture-send and writes each to a CAF file.
 @main
@@ -106,7 +108,8 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: ReceiverSecurityOptions
 
-    @OptionGroup var metricsOptions: MetricsOptions
+    @OptionGroup(title: "Console, API and metrics (docs/HTTP-API.md)")
+    var httpOptions: HTTPOptions
 
     @OptionGroup(title: "Interrupted streams")
     var durability: DurabilityOptions
@@ -147,7 +150,13 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
         try security.apply(to: &configuration, logger: logger)
-        let metrics = metricsOptions.metrics.map { _ in
+        let access: ConsoleAccess?
+        do {
+            access = try httpOptions.access()
+        } catch {
+            throw CLIError("\(error)")
+        }
+        let metrics = httpOptions.http.map { _ in
             ReceiverMetrics(
                 refusalReasons: ["malformedFrame", "unsupportedVersion", "badFormat", "authenticationFailed", "tooManyStreams", "timeout"],
                 errorReasons: ["storageFailed", "sequenceGap", "invalidMessage"]
@@ -166,36 +175,44 @@ struct Serve: AsyncParsableCommand {
         Self.logCapacity(capacity, maximumStreams: configuration.maximumStreams, logger: logger)
         var announcement = "listening on \(server.localAddress.userText)\n"
 
-        var endpoint: MetricsEndpoint?
-        if let address = metricsOptions.metrics, let metrics {
+        var services: [any Service] = []
+        if let address = httpOptions.http, let access {
+            let settings = ConsoleSettings(
+                host: address.host, port: address.port, access: access,
+                tlsCertificatePath: configuration.tls?.certificatePath, tlsKeyPath: configuration.tls?.privateKeyPath)
+            let scheme = configuration.tls == nil ? "http" : "https"
             do {
-                endpoint = try MetricsEndpoint.start(host: address.host, port: address.port, metrics: metrics)
+                services.append(try ConsoleServer.make(
+                    settings: settings, metrics: metrics, directory: server.directory, logger: logger,
+                    onListening: { port in
+                        // Announced once it listens: tests and scripts read the port from here.
+                        FileHandle.standardOutput.write(Data("http on \(address.host):\(port)\nmetrics on \(address.host):\(port)\n".utf8))
+                        logger.info("serving the console, API and metrics", metadata: ["url": "\(scheme)://\(address.host):\(port)/"])
+                    }))
             } catch {
                 _ = server.shutDown(timeout: 10)
                 throw CLIError(error.description)
             }
-            announcement += "metrics on \(address.host):\(endpoint?.port ?? address.port)\n"
-            logger.info("serving metrics", metadata: ["address": "\(address.host):\(endpoint?.port ?? address.port)"])
         }
 
         // SIGTERM or SIGINT: stop accepting, tell senders, finish every open file, exit 0 within a
         // bounded time (swift-service-lifecycle).
-        let stopMetrics = UncheckedEndpoint(endpoint)
         let service = GracefulServerService(
             name: "capture-recv", shutdownDeadline: .seconds(10), logger: logger,
             // Announced once the service group traps SIGTERM and SIGINT, so a signal from then on
             // always shuts down gracefully.
             blockingStart: { [announcement] in FileHandle.standardOutput.write(Data(announcement.utf8)) },
             blockingShutDown: { deadline in
-                let clean = server.shutDown(timeout: Double(deadline.components.seconds))
-                stopMetrics.endpoint?.stop()
-                return clean
+                server.shutDown(timeout: Double(deadline.components.seconds))
             }
         )
         do {
-            try await SignalledServiceRunner.run([service], maximumGracefulShutdownDuration: .seconds(15), logger: logger)
+            try await SignalledServiceRunner.run([service] + services, maximumGracefulShutdownDuration: .seconds(15), logger: logger)
         } catch let error as ShutdownError {
             logger.error("\(error); unfinished files stay readable and can be finished with `capture-recv recover`")
+        } catch let error as ConsoleSetupError {
+            // The console could not listen: the receiver stopped (its files finalized), and says why.
+            throw CLIError(error.description)
         }
         logger.notice("stopped")
     }
@@ -217,11 +234,6 @@ extension Serve {
     }
 }
 
-/// The metrics endpoint, carried into the shutdown closure (it is only stopped there).
-struct UncheckedEndpoint: @unchecked Sendable {
-    let endpoint: MetricsEndpoint?
-    init(_ endpoint: MetricsEndpoint?) { self.endpoint = endpoint }
-}
 
 /// Finalizes CAF files that a crashed receiver left unfinished.
 struct Recover: ParsableCommand {

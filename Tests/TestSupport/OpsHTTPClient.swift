@@ -26,7 +26,25 @@ public struct OpsHTTPError: Error, CustomStringConvertible {
 /// A minimal HTTP client over a raw loopback socket (URLSession needs FoundationNetworking on Linux):
 /// sends one request with `Connection: close` and reads the response to the end.
 public enum OpsHTTPClient {
-    public static func request(method: String = "GET", host: String = "127.0.0.1", port: Int, path: String, timeoutSeconds: Int = 10) throws -> OpsHTTPResponse {
+    public static func request(
+        method: String = "GET", host: String = "127.0.0.1", port: Int, path: String, headers: [String: String] = [:], body: String? = nil,
+        timeoutSeconds: Int = 10
+    ) throws -> OpsHTTPResponse {
+        let received = try exchange(method: method, host: host, port: port, path: path, headers: headers, body: body, timeoutSeconds: timeoutSeconds, readFor: nil)
+        return try parse(received)
+    }
+
+    /// What a streaming response (Server-Sent Events, live audio) sends within `seconds`: the raw
+    /// bytes after the request, headers included.
+    public static func stream(
+        host: String = "127.0.0.1", port: Int, path: String, headers: [String: String] = [:], seconds: Double
+    ) throws -> [UInt8] {
+        try exchange(method: "GET", host: host, port: port, path: path, headers: headers, body: nil, timeoutSeconds: 10, readFor: seconds)
+    }
+
+    private static func exchange(
+        method: String, host: String, port: Int, path: String, headers: [String: String], body: String?, timeoutSeconds: Int, readFor: Double?
+    ) throws -> [UInt8] {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw OpsHTTPError(description: "socket failed: errno \(errno)") }
         defer { close(descriptor) }
@@ -38,9 +56,12 @@ public enum OpsHTTPClient {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else { throw OpsHTTPError(description: "connect to \(host):\(port) failed: errno \(errno)") }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        var timeout = readFor.map { _ in timeval(tv_sec: 0, tv_usec: 100_000) } ?? timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let request = Array("\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n\r\n".utf8)
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
+        if let body { head += "Content-Length: \(body.utf8.count)\r\n" }
+        let request = Array((head + "\r\n" + (body ?? "")).utf8)
         var sent = 0
         while sent < request.count {
             let result = request[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -49,13 +70,19 @@ public enum OpsHTTPClient {
         }
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
+        let deadline = readFor.map { Date().addingTimeInterval($0) }
         while true {
             let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if count < 0 { throw OpsHTTPError(description: "no complete response within \(timeoutSeconds) s") }
-            if count == 0 { break }
+            if let deadline {
+                if count == 0 || Date() >= deadline { break }
+                if count < 0 { continue }
+            } else {
+                if count < 0 { throw OpsHTTPError(description: "no complete response within \(timeoutSeconds) s") }
+                if count == 0 { break }
+            }
             received += chunk[0..<count]
         }
-        return try parse(received)
+        return received
     }
 
     static func parse(_ bytes: [UInt8]) throws -> OpsHTTPResponse {

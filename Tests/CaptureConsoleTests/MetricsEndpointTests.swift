@@ -1,17 +1,19 @@
+import CaptureConsole
 import CaptureMetrics
 import Prometheus
 import TestSupport
 import XCTest
 
-/// What a Prometheus server scraping `capture-recv --metrics` reads.
+/// What a Prometheus server scraping `capture-recv --http` (or its old name `--metrics`) reads at
+/// `/metrics`.
 final class MetricsEndpointTests: XCTestCase {
-    private func startEndpoint(_ metrics: ReceiverMetrics) throws -> MetricsEndpoint {
-        let endpoint = try MetricsEndpoint.start(host: "127.0.0.1", port: 0, metrics: metrics)
-        addTeardownBlock { endpoint.stop() }
-        return endpoint
+    private func startEndpoint(_ metrics: ReceiverMetrics) async throws -> RunningConsole {
+        let console = try await RunningConsole(metrics: metrics)
+        addTeardownBlock { await console.stop() }
+        return console
     }
 
-    func testScrapeShowsEveryRecordedFigureAsExactLines() throws {
+    func testScrapeShowsEveryRecordedFigureAsExactLines() async throws {
         let metrics = ReceiverMetrics(refusalReasons: ["auth", "limit"], errorReasons: ["disk_full"])
         metrics.connectionOpened()
         metrics.connectionOpened()
@@ -32,8 +34,8 @@ final class MetricsEndpointTests: XCTestCase {
         metrics.diskWrite(duration: .milliseconds(40))
         metrics.backlog(stream: "field-1", bytes: 38_400, seconds: 0.2)
 
-        let endpoint = try startEndpoint(metrics)
-        let response = try OpsHTTPClient.request(port: endpoint.port, path: "/metrics")
+        let endpoint = try await startEndpoint(metrics)
+        let response = try await HTTP.get(port: endpoint.port, path: "/metrics")
         XCTAssertEqual(response.status, 200)
         XCTAssertEqual(response.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8")
         XCTAssertEqual(response.headers["content-length"], "\(response.body.utf8.count)")
@@ -92,31 +94,26 @@ final class MetricsEndpointTests: XCTestCase {
         XCTAssertEqual(helps, types, "every family has one HELP line")
     }
 
-    func testOtherPathsAre404AndOtherMethods405() throws {
-        let endpoint = try startEndpoint(ReceiverMetrics())
-        let missing = try OpsHTTPClient.request(port: endpoint.port, path: "/")
+    func testOtherPathsAre404AndAQueryIsIgnored() async throws {
+        let endpoint = try await startEndpoint(ReceiverMetrics())
+        let missing = try await HTTP.get(port: endpoint.port, path: "/metricsx")
         XCTAssertEqual(missing.status, 404)
-        XCTAssertEqual(missing.body, "not found: metrics are at /metrics\n")
-        XCTAssertEqual(try OpsHTTPClient.request(port: endpoint.port, path: "/metricsx").status, 404)
-        let post = try OpsHTTPClient.request(method: "POST", port: endpoint.port, path: "/metrics")
-        XCTAssertEqual(post.status, 405)
-        XCTAssertEqual(post.headers["allow"], "GET, HEAD")
-        let withQuery = try OpsHTTPClient.request(port: endpoint.port, path: "/metrics?x=1")
+        let post = try await HTTP.get(method: "POST", port: endpoint.port, path: "/metrics")
+        XCTAssertNotEqual(post.status, 200)
+        let withQuery = try await HTTP.get(port: endpoint.port, path: "/metrics?x=1")
         XCTAssertEqual(withQuery.status, 200)
         XCTAssertTrue(withQuery.body.contains("capture_active_streams 0.0"), withQuery.body)
-        let head = try OpsHTTPClient.request(method: "HEAD", port: endpoint.port, path: "/metrics")
-        XCTAssertEqual(head.status, 200)
-        XCTAssertEqual(head.body, "")
     }
 
-    func testEachScrapeIsCurrent() throws {
+    func testEachScrapeIsCurrent() async throws {
         let metrics = ReceiverMetrics()
-        let endpoint = try startEndpoint(metrics)
+        let endpoint = try await startEndpoint(metrics)
         metrics.streamOpened()
-        XCTAssertTrue(try OpsHTTPClient.request(port: endpoint.port, path: "/metrics").lines.contains("capture_active_streams 1.0"))
+        let first = try await HTTP.get(port: endpoint.port, path: "/metrics")
+        XCTAssertTrue(first.lines.contains("capture_active_streams 1.0"))
         metrics.streamOpened()
         metrics.bytesReceived(10)
-        let second = try OpsHTTPClient.request(port: endpoint.port, path: "/metrics").lines
+        let second = try await HTTP.get(port: endpoint.port, path: "/metrics").lines
         XCTAssertTrue(second.contains("capture_active_streams 2.0"), "\(second)")
         XCTAssertTrue(second.contains("capture_received_bytes_total 10"), "\(second)")
     }
@@ -159,20 +156,30 @@ final class MetricsEndpointTests: XCTestCase {
         XCTAssertTrue(lines.contains(#"capture_disk_write_seconds_bucket{le="+Inf"} 2"#), "\(lines)")
     }
 
-    func testBusyPortGivesAnErrorThatSaysWhatToDo() throws {
-        let first = try startEndpoint(ReceiverMetrics())
-        XCTAssertThrowsError(try MetricsEndpoint.start(host: "127.0.0.1", port: first.port, metrics: ReceiverMetrics())) { error in
+    func testBusyPortGivesAnErrorThatSaysWhatToDo() async throws {
+        let first = try await startEndpoint(ReceiverMetrics())
+        let service = try ConsoleServer.make(
+            settings: ConsoleSettings(host: "127.0.0.1", port: first.port, access: try ConsoleAccess(host: "127.0.0.1", tokens: nil)),
+            metrics: ReceiverMetrics(), directory: nil, logger: .init(label: "test"))
+        do {
+            try await service.run()
+            XCTFail("a second server on a busy port must not run")
+        } catch {
             let message = "\(error)"
-            XCTAssertTrue(message.hasPrefix("cannot serve metrics on 127.0.0.1:\(first.port): "), message)
-            XCTAssertTrue(message.hasSuffix("choose a free port or an address of this machine for --metrics"), message)
+            XCTAssertTrue(message.hasPrefix("cannot serve the console and metrics on 127.0.0.1:\(first.port): port \(first.port) is already in use"), message)
+            XCTAssertTrue(message.hasSuffix("choose another address with --http HOST:PORT"), message)
         }
     }
 
-    func testStoppedEndpointRefusesConnections() throws {
-        let endpoint = try MetricsEndpoint.start(host: "127.0.0.1", port: 0, metrics: ReceiverMetrics())
-        let port = endpoint.port
-        XCTAssertEqual(try OpsHTTPClient.request(port: port, path: "/metrics").status, 200)
-        endpoint.stop()
-        XCTAssertThrowsError(try OpsHTTPClient.request(port: port, path: "/metrics"))
+    func testStoppedServerRefusesConnections() async throws {
+        let console = try await RunningConsole(metrics: ReceiverMetrics())
+        let port = console.port
+        let before = try await HTTP.get(port: port, path: "/metrics")
+        XCTAssertEqual(before.status, 200)
+        await console.stop()
+        do {
+            _ = try await HTTP.get(port: port, path: "/metrics")
+            XCTFail("nothing listens any more")
+        } catch {}
     }
 }

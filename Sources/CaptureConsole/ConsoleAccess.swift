@@ -1,0 +1,84 @@
+import CaptureSecurity
+import Crypto
+import Foundation
+
+/// Who may use the receiver's HTTP server. On a loopback address (127.0.0.0/8, ::1, `localhost`)
+/// anyone who can reach it may: they are on the receiver's machine already. On any other address
+/// the console plays live audio and lists every field unit, so every request needs one of the
+/// tokens of `--http-token-file`, as `Authorization: Bearer TOKEN` (scripts, Prometheus) or as the
+/// session cookie the login form sets (browsers). A pure decision, tested by table.
+public struct ConsoleAccess: Sendable {
+    /// The cookie a successful login sets.
+    public static let cookieName = "capture_console"
+
+    /// Tokens that open the server; nil: no token needed (loopback only).
+    public let tokens: AuthTokens?
+
+    /// The access for a server bound to `host`: open on loopback unless tokens are given; elsewhere
+    /// tokens are required.
+    public init(host: String, tokens: AuthTokens?) throws(ConsoleSetupError) {
+        if tokens == nil, !Self.isLoopback(host) {
+            throw .tokensRequired(host: host)
+        }
+        self.tokens = tokens
+    }
+
+    /// True for addresses only this machine can reach.
+    public static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".")
+        return parts.count == 4 && parts.first == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// Whether a request with these headers may proceed.
+    public func allows(authorization: String?, cookieHeader: String?) -> Bool {
+        guard let tokens else { return true }
+        if let authorization, authorization.lowercased().hasPrefix("bearer ") {
+            let presented = String(authorization.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
+            if tokens.accepts(presented) { return true }
+        }
+        if let session = Self.cookie(named: Self.cookieName, in: cookieHeader) {
+            let expected = tokens.tokens.map(Self.sessionValue(for:))
+            // Compare with every valid value, in constant time each, so timing tells nothing.
+            return expected.reduce(false) { found, value in ConstantTime.tokenEquals(session, value) || found }
+        }
+        return false
+    }
+
+    /// The session cookie's value for a token: a hash, so the token itself is never stored in the
+    /// browser, and a stolen cookie cannot be turned back into a token for the audio protocol.
+    public static func sessionValue(for token: String) -> String {
+        SHA256.hash(data: Data("capture-console-session\u{0}\(token)".utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The value of cookie `name` in a `Cookie:` header.
+    static func cookie(named name: String, in header: String?) -> String? {
+        guard let header else { return nil }
+        for pair in header.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            if parts.count == 2, parts[0] == name { return parts[1] }
+        }
+        return nil
+    }
+}
+
+/// Why the receiver's HTTP server cannot start.
+public enum ConsoleSetupError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A non-loopback address without `--http-token-file`.
+    case tokensRequired(host: String)
+    /// The TLS certificate or key cannot be used.
+    case tls(String)
+    /// The address cannot be listened on.
+    case cannotListen(host: String, port: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .tokensRequired(let host):
+            return "--http \(host) is reachable from other machines, and the console plays live audio: give --http-token-file FILE (the tokens that may use it), or listen on 127.0.0.1"
+        case .tls(let message):
+            return "cannot serve the console over TLS: \(message)"
+        case .cannotListen(let host, let port, let reason):
+            return "cannot serve the console and metrics on \(host):\(port): \(reason); choose another address with --http HOST:PORT"
+        }
+    }
+}

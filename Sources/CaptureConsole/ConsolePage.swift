@@ -1,0 +1,200 @@
+/// The console page the receiver serves at `/`: plain HTML, CSS and a small script, no build step,
+/// nothing fetched from elsewhere. It lists every stream with live meters (peak and RMS per channel,
+/// a clip marker), its state, how far its durable audio trails the live edge, its gaps, and a play
+/// button that points the browser's own `<audio>` element at the stream's listen URL.
+enum ConsolePage {
+    static let html = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>capture-recv console</title>
+        <link rel="stylesheet" href="/console.css">
+        </head>
+        <body>
+        <header><h1>capture-recv</h1><span id="link" class="link">connecting…</span></header>
+        <main>
+        <p id="empty" class="empty">No streams yet. Field units appear here as soon as they connect.</p>
+        <table id="streams" hidden>
+        <thead><tr><th>Stream</th><th>State</th><th>Levels</th><th>On disk</th><th>Gaps</th><th>Listen</th></tr></thead>
+        <tbody></tbody>
+        </table>
+        </main>
+        <audio id="player" preload="none"></audio>
+        <script src="/console.js"></script>
+        </body>
+        </html>
+        """
+
+    static let css = """
+        :root { color-scheme: light dark; --ok: #2e9e4f; --warn: #d08a00; --bad: #c62828; --bar: #2e9e4f; }
+        body { font: 15px/1.4 system-ui, sans-serif; margin: 0; }
+        header { display: flex; align-items: baseline; gap: 1em; padding: .6em 1em; border-bottom: 1px solid #8884; }
+        h1 { font-size: 1.2em; margin: 0; }
+        .link { font-size: .85em; opacity: .8; }
+        main { padding: .5em 1em; }
+        table { border-collapse: collapse; width: 100%; }
+        th, td { text-align: left; padding: .45em .5em; border-bottom: 1px solid #8883; vertical-align: middle; }
+        .name { font-weight: 600; }
+        .sub { font-size: .8em; opacity: .75; }
+        .state-live { color: var(--ok); } .state-reconnecting { color: var(--warn); } .state-finished { opacity: .6; }
+        .meters { display: grid; gap: 3px; min-width: 10em; }
+        .meter { position: relative; height: 10px; background: #8882; border-radius: 2px; overflow: hidden; }
+        .meter .rms { position: absolute; inset: 0 auto 0 0; background: var(--bar); }
+        .meter .peak { position: absolute; top: 0; bottom: 0; width: 2px; background: currentColor; }
+        .meter.clip { outline: 2px solid var(--bad); }
+        .meter.clip .rms { background: var(--bad); }
+        button.play { font: inherit; padding: .3em .8em; border-radius: 4px; border: 1px solid #8886; background: none; cursor: pointer; }
+        button.play.playing { background: var(--ok); color: white; }
+        .empty { opacity: .7; }
+        @media (max-width: 640px) {
+          thead { display: none; }
+          table, tbody, tr, td { display: block; width: auto; }
+          tr { border-bottom: 1px solid #8885; padding: .4em 0; }
+          td { border: 0; padding: .2em 0; }
+          td[data-label]::before { content: attr(data-label) ": "; opacity: .6; font-size: .85em; }
+        }
+        """
+
+    static let script = """
+        "use strict";
+        // The console: rows from /api/streams, kept current by /api/events (docs/HTTP-API.md).
+        const rows = new Map();
+        const tbody = document.querySelector("#streams tbody");
+        const player = document.getElementById("player");
+        let playing = null;
+
+        function percent(dbfs) { return Math.max(0, Math.min(100, (dbfs + 60) / 60 * 100)); }
+        function seconds(s) { return s < 60 ? s.toFixed(1) + " s" : (s / 60).toFixed(1) + " min"; }
+
+        function meters(cell, levels) {
+          const count = levels ? levels.peak_dbfs.length : 0;
+          let box = cell.querySelector(".meters");
+          if (!box || box.children.length !== count) {
+            cell.textContent = "";
+            box = document.createElement("div");
+            box.className = "meters";
+            for (let i = 0; i < count; i++) {
+              const meter = document.createElement("div");
+              meter.className = "meter";
+              meter.innerHTML = '<div class="rms"></div><div class="peak"></div>';
+              box.appendChild(meter);
+            }
+            cell.appendChild(box);
+            if (count === 0) { cell.textContent = "—"; return; }
+          }
+          for (let i = 0; i < count; i++) {
+            const meter = box.children[i];
+            const peak = levels.peak_dbfs[i], rms = levels.rms_dbfs[i];
+            meter.querySelector(".rms").style.width = percent(rms) + "%";
+            meter.querySelector(".peak").style.left = "calc(" + percent(peak) + "% - 2px)";
+            meter.classList.toggle("clip", peak >= -0.1);
+            meter.title = "peak " + peak.toFixed(1) + " dBFS, RMS " + rms.toFixed(1) + " dBFS";
+          }
+        }
+
+        function render(stream) {
+          let row = rows.get(stream.id);
+          if (!row) {
+            row = document.createElement("tr");
+            row.dataset.id = stream.id;
+            row.innerHTML = '<td data-label="Stream"><div class="name"></div><div class="sub peer"></div><div class="sub format"></div></td>' +
+              '<td data-label="State" class="state"></td><td data-label="Levels" class="levels"></td>' +
+              '<td data-label="On disk" class="disk"></td><td data-label="Gaps" class="gaps"></td>' +
+              '<td><button class="play" type="button">Play</button></td>';
+            row.querySelector("button").addEventListener("click", () => toggle(stream.id));
+            rows.set(stream.id, row);
+            tbody.appendChild(row);
+          }
+          row.stream = stream;
+          row.querySelector(".name").textContent = stream.name;
+          row.querySelector(".peer").textContent = stream.peer + " · " + stream.file;
+          row.querySelector(".format").textContent = stream.format;
+          const state = row.querySelector(".state");
+          state.textContent = stream.state;
+          state.className = "state state-" + stream.state;
+          const elapsed = (Date.now() - Date.parse(stream.started)) / 1000;
+          const lag = Math.max(0, elapsed - stream.seconds_on_disk);
+          row.querySelector(".disk").textContent = seconds(stream.seconds_on_disk) +
+            (stream.state === "live" ? " (" + lag.toFixed(1) + " s behind)" : "");
+          row.querySelector(".gaps").textContent = stream.gap_count === 0 ? "none" : stream.gap_count + " (" + seconds(stream.gap_seconds) + ")";
+          row.querySelector("button").disabled = stream.state !== "live";
+          meters(row.querySelector(".levels"), stream.levels);
+          document.getElementById("streams").hidden = rows.size === 0;
+          document.getElementById("empty").hidden = rows.size !== 0;
+        }
+
+        function toggle(id) {
+          const button = rows.get(id).querySelector("button");
+          if (playing === id) {
+            player.pause();
+            player.removeAttribute("src");
+            player.load();
+            playing = null;
+            button.classList.remove("playing");
+            button.textContent = "Play";
+            return;
+          }
+          if (playing) toggle(playing);
+          player.src = "/api/streams/" + id + "/listen";
+          player.play().catch(() => {});
+          playing = id;
+          button.classList.add("playing");
+          button.textContent = "Stop";
+        }
+
+        async function refresh() {
+          try {
+            const response = await fetch("/api/streams", { cache: "no-store" });
+            if (response.ok) for (const stream of await response.json()) render(stream);
+          } catch (e) { /* shown by the event link */ }
+        }
+
+        function connect() {
+          const link = document.getElementById("link");
+          const events = new EventSource("/api/events");
+          events.onopen = () => { link.textContent = "live"; refresh(); };
+          events.onerror = () => { link.textContent = "reconnecting…"; };
+          for (const name of ["opened", "resumed", "closed"]) {
+            events.addEventListener(name, (e) => render(JSON.parse(e.data)));
+          }
+          events.addEventListener("levels", (e) => {
+            const update = JSON.parse(e.data);
+            const row = rows.get(update.id);
+            if (row) meters(row.querySelector(".levels"), { peak_dbfs: update.peak_dbfs, rms_dbfs: update.rms_dbfs });
+          });
+          events.addEventListener("gap", (e) => {
+            const gap = JSON.parse(e.data);
+            const row = rows.get(gap.id);
+            if (row) { row.stream.gap_count = gap.gap_count; row.stream.gap_seconds += gap.seconds; render(row.stream); }
+          });
+        }
+
+        refresh();
+        connect();
+        setInterval(refresh, 2000);
+        """
+
+    /// The login form (a token of `--http-token-file` sets the session cookie); `message` says why
+    /// the last attempt failed.
+    static func login(message: String?) -> String {
+        let note = message.map { "<p class=\"error\">\(escape($0))</p>" } ?? ""
+        return """
+            <!doctype html>
+            <html lang="en">
+            <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>capture-recv console: log in</title><link rel="stylesheet" href="/console.css"></head>
+            <body><header><h1>capture-recv</h1></header><main>
+            <p>This receiver's console plays live audio; it needs one of the tokens of its <code>--http-token-file</code>.</p>
+            \(note)
+            <form method="post" action="/login"><label>Token <input name="token" type="password" autocomplete="current-password" required autofocus></label>
+            <button type="submit">Log in</button></form>
+            </main></body></html>
+            """
+    }
+
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+    }
+}

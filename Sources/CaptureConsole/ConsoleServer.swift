@@ -1,0 +1,143 @@
+import CaptureErrorText
+import CaptureMetrics
+import CaptureReceiver
+import CaptureSecurity
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+
+/// What the receiver's HTTP server serves and how (`capture-recv --http HOST:PORT`).
+public struct ConsoleSettings: Sendable {
+    /// The address to listen on (port 0 picks a free one).
+    public var host: String
+    public var port: Int
+    /// Who may use it.
+    public var access: ConsoleAccess
+    /// Serve HTTPS with this certificate chain and key (the receiver's own, with `--tls-cert`).
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+    /// A connection that sends no request for this long is closed (bounded resources per client).
+    public var idleTimeout: Duration
+
+    public init(host: String, port: Int, access: ConsoleAccess, tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil, idleTimeout: Duration = .seconds(30)) {
+        self.host = host
+        self.port = port
+        self.access = access
+        self.tlsCertificatePath = tlsCertificatePath
+        self.tlsKeyPath = tlsKeyPath
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// The receiver's one HTTP server, on Hummingbird: the console page at `/`, the streams API and its
+/// events under `/api`, live listening, and Prometheus metrics at `/metrics`. Requests are answered
+/// one at a time per connection (so pipelined requests wait in the socket, not in memory), idle
+/// connections are closed, and access is as `ConsoleAccess` says. It runs as a `ConsoleService`
+/// in the receiver's service group and stops with it.
+public enum ConsoleServer {
+    /// The server as a service. `onListening` is called with the port once it listens.
+    public static func make(
+        settings: ConsoleSettings, metrics: ReceiverMetrics?, directory: StreamDirectory?, listening: (any LiveListening)? = nil,
+        logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    ) throws(ConsoleSetupError) -> ConsoleService {
+        let router = Router()
+        router.add(middleware: AccessMiddleware(access: settings.access, secure: settings.tlsCertificatePath != nil))
+        ConsoleRoutes(metrics: metrics, directory: directory, listening: listening, access: settings.access, secure: settings.tlsCertificatePath != nil)
+            .register(on: router)
+        let http1 = HTTPServerBuilder.http1(configuration: .init(idleTimeout: .init(settings.idleTimeout)))
+        let server: HTTPServerBuilder
+        if let certificate = settings.tlsCertificatePath, let key = settings.tlsKeyPath {
+            server = try tls(base: http1, certificate: certificate, key: key)
+        } else {
+            server = http1
+        }
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        let listening = ListeningFlag()
+        let application = Application(
+            router: router, server: server,
+            configuration: ApplicationConfiguration(address: .hostname(settings.host, port: settings.port), serverName: "capture-recv"),
+            onServerRunning: { channel in
+                listening.set()
+                onListening(channel.localAddress?.port ?? settings.port)
+            },
+            logger: quiet
+        )
+        return ConsoleService(application: application, host: settings.host, port: settings.port, listening: listening)
+    }
+
+    private static func tls(base: HTTPServerBuilder, certificate: String, key: String) throws(ConsoleSetupError) -> HTTPServerBuilder {
+        do {
+            let chain = try PEMFiles.certificates(at: certificate)
+            let privateKey = try PEMFiles.privateKey(at: key)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+            configuration.minimumTLSVersion = .tlsv12
+            return try .tls(base, tlsConfiguration: configuration)
+        } catch let error as SecurityError {
+            throw .tls(error.description)
+        } catch {
+            throw .tls(TLSErrorText.reason(of: error))
+        }
+    }
+}
+
+/// Refuses requests `ConsoleAccess` does not allow: 401, with a login form for a browser and a
+/// JSON error (and `WWW-Authenticate: Bearer`) for everything else. The login form itself is open.
+struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
+    let access: ConsoleAccess
+    let secure: Bool
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // The login form and its style sheet are open: they reveal nothing.
+        if request.uri.path == "/login" || request.uri.path == "/console.css" { return try await next(request, context) }
+        let allowed = access.allows(authorization: request.headers[.authorization], cookieHeader: request.headers[.cookie])
+        guard allowed else { return Self.refusal(for: request) }
+        return try await next(request, context)
+    }
+
+    static func refusal(for request: Request) -> Response {
+        let wantsPage = request.headers[.accept]?.contains("text/html") ?? false
+        if wantsPage {
+            return ConsoleRoutes.page(ConsolePage.login(message: nil), status: .unauthorized)
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.wwwAuthenticate] = #"Bearer realm="capture-recv""#
+        let body = #"{"error":"this receiver's console needs a token: send Authorization: Bearer TOKEN (a token of its --http-token-file), or log in at /login"}"#
+        return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// The running HTTP server, as a service of the receiver's service group. A failure to listen (a
+/// port in use, an address not on this machine) ends it with a `ConsoleSetupError` that says what to
+/// do.
+public struct ConsoleService: Service {
+    let application: any ApplicationProtocol
+    let host: String
+    let port: Int
+    let listening: ListeningFlag
+
+    public func run() async throws {
+        do {
+            try await application.runService()
+        } catch {
+            guard listening.isSet else {
+                throw ConsoleSetupError.cannotListen(host: host, port: port, reason: ListenErrorText.reason(error, host: host, port: port))
+            }
+            throw error
+        }
+    }
+}
+
+/// Whether the server got to listen (set once, from its start-up callback).
+final class ListeningFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
+}

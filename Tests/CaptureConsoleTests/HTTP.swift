@@ -14,11 +14,11 @@ enum HTTP {
     }
 
     /// The text a streaming response sends within `seconds`.
-    static func stream(port: Int, path: String, headers: [String: String] = [:], seconds: Double) async throws -> String {
+    static func stream(port: Int, path: String, headers: [String: String] = [:], seconds: Double, sendNothing: Bool = false) async throws -> String {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(with: Result {
-                    String(decoding: try OpsHTTPClient.stream(port: port, path: path, headers: headers, seconds: seconds), as: UTF8.self)
+                    String(decoding: try OpsHTTPClient.stream(port: port, path: path, headers: headers, seconds: seconds, sendNothing: sendNothing), as: UTF8.self)
                 })
             }
         }

@@ -36,14 +36,16 @@ public enum OpsHTTPClient {
 
     /// What a streaming response (Server-Sent Events, live audio) sends within `seconds`: the raw
     /// bytes after the request, headers included.
+    /// With `sendNothing` it connects and sends no request at all (an idle client).
     public static func stream(
-        host: String = "127.0.0.1", port: Int, path: String, headers: [String: String] = [:], seconds: Double
+        host: String = "127.0.0.1", port: Int, path: String, headers: [String: String] = [:], seconds: Double, sendNothing: Bool = false
     ) throws -> [UInt8] {
-        try exchange(method: "GET", host: host, port: port, path: path, headers: headers, body: nil, timeoutSeconds: 10, readFor: seconds)
+        try exchange(method: "GET", host: host, port: port, path: path, headers: headers, body: nil, timeoutSeconds: 10, readFor: seconds, sendNothing: sendNothing)
     }
 
     private static func exchange(
-        method: String, host: String, port: Int, path: String, headers: [String: String], body: String?, timeoutSeconds: Int, readFor: Double?
+        method: String, host: String, port: Int, path: String, headers: [String: String], body: String?, timeoutSeconds: Int, readFor: Double?,
+        sendNothing: Bool = false
     ) throws -> [UInt8] {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw OpsHTTPError(description: "socket failed: errno \(errno)") }
@@ -61,7 +63,7 @@ public enum OpsHTTPClient {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
         if let body { head += "Content-Length: \(body.utf8.count)\r\n" }
-        let request = Array((head + "\r\n" + (body ?? "")).utf8)
+        let request = sendNothing ? [] : Array((head + "\r\n" + (body ?? "")).utf8)
         var sent = 0
         while sent < request.count {
             let result = request[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -16,18 +16,13 @@ struct HTTPOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The tokens (one per line) that may use the console, API and metrics: as `Authorization: Bearer TOKEN`, or through the console's login form. Needed for any --http address but loopback, where nothing is needed (the console plays live audio).", valueName: "FILE"))
     var httpTokenFile: String?
 
-    func validate() throws {
-        if httpTokenFile != nil, http == nil {
-            throw ValidationError("--http-token-file needs --http HOST:PORT (where the console is served)")
-        }
-        if let http, httpTokenFile == nil, !ConsoleAccess.isLoopback(http.host) {
-            throw ValidationError(ConsoleSetupError.tokensRequired(host: http.host).description)
-        }
-    }
-
-    /// Who may use the server.
+    /// Who may use the server; nil without --http. Throws (one line for the user) for a token file
+    /// without --http, an unreadable token file, or an address beyond loopback without tokens.
     func access() throws -> ConsoleAccess? {
-        guard let http else { return nil }
+        guard let http else {
+            if httpTokenFile != nil { throw CLIError("--http-token-file needs --http HOST:PORT (where the console is served)") }
+            return nil
+        }
         let tokens = try httpTokenFile.map { path throws(SecurityError) in try AuthTokens.load(path: path) }
         return try ConsoleAccess(host: http.host, tokens: tokens)
     }

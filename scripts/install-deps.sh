@@ -14,6 +14,10 @@ test_packages=(
   protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
   strace                                                  # shows the socket options the executables really set
   haproxy                                                 # the load balancer the scale-out tests put in front of two receivers
+  chromium chromium-driver                                # a real browser, driven over WebDriver, for the console's test
+)
+python_packages=(
+  selenium                                                # the WebDriver client the console's browser test uses
 )
 build_only=false
 list=false
@@ -30,21 +34,26 @@ if [ "$build_only" = false ]; then
 fi
 if [ "$list" = true ]; then
   printf '%s\n' "${packages[@]}"
+  [ "$build_only" = true ] || printf 'python:%s\n' "${python_packages[@]}"
   exit 0
 fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "install-deps: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  sudo=sudo
+if [ "$build_only" = false ]; then
+  for module in "${python_packages[@]}"; do
+    python3 -c "import $module" 2>/dev/null || { echo "install-deps: installing the Python package $module"; python3 -m pip install --quiet "$module"; }
+  done
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -52,6 +52,9 @@ public final class ListenHub: Sendable {
         self.pipeline = ListenPipeline(source: source, limits: limits, counters: counters)
     }
 
+    /// A hub let go without `finish()` still ends its listeners' audio.
+    deinit { finish() }
+
     /// What the hub has done so far.
     public var statistics: ListenHubStatistics { counters.snapshot }
 

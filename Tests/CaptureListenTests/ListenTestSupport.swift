@@ -80,15 +80,15 @@ enum ListenTestSupport {
 
     /// An Opus stream of a 440 Hz stereo tone made by the sender's encoder: its magic cookie and
     /// offers of `packetsPerOffer` 20 ms packets each.
-    static func opusStream(seconds: Double, packetsPerOffer: Int = 5) throws -> (cookie: [UInt8], format: StreamFormat, offers: [Offer]) {
-        let input = StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)
+    static func opusStream(seconds: Double, packetsPerOffer: Int = 5, channels: Int = 2) throws -> (cookie: [UInt8], format: StreamFormat, offers: [Offer]) {
+        let input = StreamFormat.linearPCM(sampleRate: 48_000, channels: channels, sample: .s16)
         let encoder = try OpusEncoder(inputFormat: input, settings: OpusEncoderSettings(bitrate: 96_000))
         let framesPerOffer = 960 * packetsPerOffer
         let total = Int(seconds * 48_000)
         var offers: [Offer] = []
         var start = 0
         while start < total {
-            let samples = tone(frames: framesPerOffer, channels: 2, sampleRate: 48_000, startFrame: start)
+            let samples = tone(frames: framesPerOffer, channels: channels, sampleRate: 48_000, startFrame: start)
             let bytes = pcmBytes(samples, bits: 16)
             let encoded = try bytes.withUnsafeBytes { raw in
                 try encoder.encode(CapturedBuffer(

@@ -11,10 +11,14 @@ final class OpusRemuxTests: XCTestCase {
         let stream = try ListenTestSupport.opusStream(seconds: 2)
         let hub = try ListenHub(format: stream.format, magicCookie: stream.cookie)
         let listener = try hub.listen()
+        let reading = Task { try await ListenTestSupport.collect(listener) }
         await hub.waitUntilIdle()
-        for offer in stream.offers { hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount) }
+        for offer in stream.offers {
+            hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount)
+            await hub.waitUntilIdle()
+        }
         hub.finish()
-        let bytes = try await ListenTestSupport.collect(listener)
+        let bytes = try await reading.value
         XCTAssertEqual(listener.endReason, .streamEnded)
 
         let sent = ListenTestSupport.packets(of: stream.offers)
@@ -22,6 +26,7 @@ final class OpusRemuxTests: XCTestCase {
         let ogg = try OggTestReader(bytes)
         let packets = ogg.packets
         XCTAssertEqual(packets.count, sent.count + 2, "OpusHead, OpusTags, then every packet")
+        guard packets.count > 2, ogg.pages.count > 2 else { return }
         XCTAssertEqual(Array(packets[0].prefix(8)), Array("OpusHead".utf8))
         XCTAssertEqual(Array(packets[1].prefix(8)), Array("OpusTags".utf8))
         XCTAssertEqual(Array(packets.dropFirst(2)), sent, "the audio packets are the stream's, unchanged and in order")
@@ -79,17 +84,23 @@ final class OpusRemuxTests: XCTestCase {
         let offers = stream.offers
         // Nobody listens for the first second; the first listener joins, a second one a second later.
         for offer in offers[0..<10] { hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount) }
+        // Both read as they go, so neither comes near the 2 s bound.
         let first = try hub.listen()
+        let firstBytes = Task { try await ListenTestSupport.collect(first) }
         await hub.waitUntilIdle()
         for offer in offers[10..<20] { hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount) }
         await hub.waitUntilIdle()
         let second = try hub.listen()
+        let secondBytes = Task { try await ListenTestSupport.collect(second) }
         await hub.waitUntilIdle()
-        for offer in offers[20...] { hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount) }
+        for offer in offers[20...] {
+            hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount)
+            await hub.waitUntilIdle()
+        }
         hub.finish()
-        async let firstBytes = ListenTestSupport.collect(first)
-        async let secondBytes = ListenTestSupport.collect(second)
-        let (one, two) = try await (firstBytes, secondBytes)
+        let (one, two) = try await (firstBytes.value, secondBytes.value)
+        XCTAssertEqual(first.endReason, .streamEnded)
+        XCTAssertEqual(second.endReason, .streamEnded)
 
         let sent = ListenTestSupport.packets(of: offers)
         let firstPackets = Array(try OggTestReader(one).packets.dropFirst(2))
@@ -107,6 +118,30 @@ final class OpusRemuxTests: XCTestCase {
             // The pre-skip hides the decoder's warm-up: the first audible samples are the tone at full level.
             XCTAssertEqual(ListenTestSupport.rms(decoded[0..<960]), 0.5 / 2.squareRoot(), accuracy: 0.05)
         }
+    }
+
+    func testASurroundStreamIsRemuxedWithItsChannelMappingAndFFmpegDecodesAllSixChannels() async throws {
+        let stream = try ListenTestSupport.opusStream(seconds: 1, channels: 6)
+        let hub = try ListenHub(format: stream.format, magicCookie: stream.cookie)
+        let listener = try hub.listen()
+        for offer in stream.offers { hub.offer(payload: offer.payload, packetSizes: offer.packetSizes, frameCount: offer.frameCount) }
+        hub.finish()
+        let bytes = try await ListenTestSupport.collect(listener)
+        let packets = try OggTestReader(bytes).packets
+        guard packets.count > 2 else { return XCTFail("no Ogg packets") }
+        XCTAssertEqual(packets[0].count, 27, "an OpusHead of mapping family 1 with its six-entry table")
+        XCTAssertEqual(packets[0][18], 1)
+        XCTAssertEqual(Array(packets[0][19...]), Array(stream.cookie[19...]), "stream counts and mapping as the sender declared them")
+        XCTAssertEqual(Array(packets.dropFirst(2)), ListenTestSupport.packets(of: stream.offers))
+
+        let path = try ListenTestSupport.temporaryFile(bytes)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let probe = try ToolRunner.run("ffprobe", ["-v", "error", "-show_streams", "-of", "json", path])
+        XCTAssertEqual((probe.jsonObject?["streams"] as? [[String: Any]])?.first?["channels"] as? Int, 6)
+        let decoded = try ListenTestSupport.decodeWithFFmpeg(path)
+        XCTAssertEqual(decoded.count, 48_000 - 3_840)
+        XCTAssertEqual(ListenTestSupport.zeroCrossingFrequency(decoded, start: 0), 0, "less than a second left after the pre-skip")
+        XCTAssertEqual(ListenTestSupport.rms(decoded[4_800..<40_000]), 0.5 / 2.squareRoot(), accuracy: 0.05)
     }
 
     func testAStreamWhoseCookieIsNoOpusHeaderIsRefusedWithAReason() {

@@ -26,16 +26,17 @@ final class PCMListenTests: XCTestCase {
         for testCase in cases {
             let hub = try ListenHub(format: testCase.format, magicCookie: [])
             let listener = try hub.listen()
+            let reading = Task { try await ListenTestSupport.collect(listener) }
             for offer in ListenTestSupport.pcmOffers(format: testCase.format, seconds: 2, framesPerOffer: testCase.framesPerOffer) {
                 hub.offer(payload: offer.payload, packetSizes: [], frameCount: offer.frameCount)
                 await hub.waitUntilIdle()
             }
             hub.finish()
-            let bytes = try await ListenTestSupport.collect(listener)
+            let bytes = try await reading.value
             XCTAssertEqual(listener.endReason, .streamEnded, testCase.name)
 
             let ogg = try OggTestReader(bytes)
-            let head = ogg.packets[0]
+            let head = try XCTUnwrap(ogg.packets.first, testCase.name)
             XCTAssertEqual(Array(head.prefix(8)), Array("OpusHead".utf8), testCase.name)
             XCTAssertEqual(Int(head[9]), min(testCase.format.channelCount, 2), "\(testCase.name): more than two channels are downmixed to stereo")
             let path = try ListenTestSupport.temporaryFile(bytes)
@@ -75,6 +76,40 @@ final class PCMListenTests: XCTestCase {
         await hub.waitUntilIdle()
         XCTAssertEqual(hub.statistics.encodersCreated, 2, "a new listener after a pause gets a fresh encoder")
         third.cancel()
+    }
+
+    func testAListenerJoiningAPCMStreamMidStreamGetsAValidStreamOfTheTone() async throws {
+        let format = ListenTestSupport.pcmFormat(sampleRate: 44_100, channels: 2, bits: 16)
+        let hub = try ListenHub(format: format, magicCookie: [])
+        let offers = ListenTestSupport.pcmOffers(format: format, seconds: 3, framesPerOffer: 2_205)
+        // Both listeners read as they go (3 s unread would pass the 2 s bound and drop them).
+        let first = try hub.listen()
+        let firstBytes = Task { try await ListenTestSupport.collect(first) }
+        for offer in offers[0..<20] {
+            hub.offer(payload: offer.payload, packetSizes: [], frameCount: offer.frameCount)
+            await hub.waitUntilIdle()
+        }
+        let second = try hub.listen()
+        let secondBytes = Task { try await ListenTestSupport.collect(second) }
+        for offer in offers[20...] {
+            hub.offer(payload: offer.payload, packetSizes: [], frameCount: offer.frameCount)
+            await hub.waitUntilIdle()
+        }
+        hub.finish()
+        let (one, two) = try await (firstBytes.value, secondBytes.value)
+        XCTAssertEqual(first.endReason, .streamEnded)
+        XCTAssertEqual(second.endReason, .streamEnded)
+        XCTAssertEqual(hub.statistics.encodersCreated, 1)
+
+        let firstPackets = try OggTestReader(one).packets.dropFirst(2)
+        let secondPackets = try OggTestReader(two).packets.dropFirst(2)
+        XCTAssertEqual(Array(firstPackets.suffix(secondPackets.count)), Array(secondPackets), "the joiner gets the shared encoder's packets from its pre-roll on")
+        XCTAssertEqual(Double(secondPackets.count), 100 + 4, accuracy: 2, "the last two seconds and the 80 ms pre-roll")
+        let path = try ListenTestSupport.temporaryFile(two)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let decoded = try ListenTestSupport.decodeWithFFmpeg(path)
+        XCTAssertEqual(ListenTestSupport.zeroCrossingFrequency(decoded, start: 0), 440, accuracy: 2)
+        XCTAssertEqual(ListenTestSupport.rms(decoded[0..<960]), 0.5 / 2.squareRoot(), accuracy: 0.05, "clean from the first sample heard")
     }
 
     func testOfferingAudioWithNobodyListeningEncodesNothing() async throws {

@@ -35,6 +35,8 @@ let package = Package(
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
+        .systemLibrary(name: "COgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
+        .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
 
         // Sound I/O and the queue: no network, no C library but libc.
         .target(name: "CaptureCore"),
@@ -97,6 +99,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Live listening: Opus streams remuxed, PCM streams encoded while someone listens, into Ogg Opus per listener.
+        .target(name: "CaptureListen", dependencies: ["CaptureCore", "CaptureCodecs", "COpus", "COgg", "CSoxr"]),
         // The sender's status line: level bars, link state, backlog; terminal and plain styles.
         .target(name: "CaptureStatus", dependencies: ["CaptureCore"]),
         // The receiver's Prometheus metrics.
@@ -240,6 +244,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv", "capture-load"]
         ),
+        .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
     ],
     swiftLanguageModes: [.v6]

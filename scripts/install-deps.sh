@@ -8,6 +8,7 @@
 set -euo pipefail
 build_packages=(
   pkg-config libasound2-dev libopus-dev libsndfile1-dev   # C libraries we link
+  libogg-dev libsoxr-dev                                  # Ogg pages and resampling for live listening
 )
 test_packages=(
   ffmpeg sox opus-tools alsa-utils openssl socat time     # independent tools the tests and benchmarks use

@@ -92,6 +92,7 @@ let package = Package(
         .target(
             name: "CaptureReceiver",
             dependencies: [
+                "CaptureListen",
                 "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -117,7 +118,7 @@ let package = Package(
         .target(
             name: "CaptureConsole",
             dependencies: [
-                "CaptureReceiver", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText",
+                "CaptureReceiver", "CaptureListen", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -40,14 +40,18 @@ public final class CaptureReceiverServer: Sendable {
     private let logger: Logger
     /// The streams this receiver has seen, with their state and levels, for the console and API.
     public let directory: StreamDirectory
+    /// The live streams listeners can hear (the console's play buttons).
+    public let listening: LiveListeningRegistry
 
     private init(
         channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory,
+        listening: LiveListeningRegistry,
         outputDirectory: String, logger: Logger
     ) throws {
         self.outputDirectory = outputDirectory
         self.channel = channel
         self.directory = directory
+        self.listening = listening
         self.group = group
         self.registry = registry
         self.writerPool = writerPool
@@ -70,6 +74,7 @@ public final class CaptureReceiverServer: Sendable {
         AbandonedStreamSweeper.start(configuration: configuration, writerPool: writerPool, eventLoop: group.next(), logger: logger)
         let directory = StreamDirectory(settings: StreamDirectory.Settings(resumeWindow: configuration.resumeWindow))
         group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
+        let listening = LiveListeningRegistry()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -85,7 +90,7 @@ public final class CaptureReceiverServer: Sendable {
                     let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
                     let session = ReceiverSessionHandler(
                         configuration: configuration, registry: registry, storage: storage, logger: logger, rateLimiter: rateLimiter,
-                        tlsReport: report, usesTLS: tls != nil, directory: directory
+                        tlsReport: report, usesTLS: tls != nil, directory: directory, listening: listening
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                     let eventLoop = channel.eventLoop
@@ -126,7 +131,7 @@ public final class CaptureReceiverServer: Sendable {
         do {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
             return try CaptureReceiverServer(
-                channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory,
+                channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory, listening: listening,
                 outputDirectory: configuration.outputDirectory, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()

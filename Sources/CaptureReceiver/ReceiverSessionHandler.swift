@@ -37,13 +37,16 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private var readPending = false
     /// Reports the stream to the receiver's stream directory, when there is one.
     private let directoryTap: SessionDirectoryTap?
+    /// Offers the stream's audio to its live listeners, when the receiver serves listening.
+    private let listenTap: SessionListenTap?
 
     init(
         configuration: ReceiverConfiguration, registry: StreamRegistry, storage: any StreamStorage, logger: Logger,
         rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false,
-        directory: (any StreamDirectoryFeed)? = nil
+        directory: (any StreamDirectoryFeed)? = nil, listening: LiveListeningRegistry? = nil
     ) {
         directoryTap = directory.map { SessionDirectoryTap(feed: $0, outputDirectory: configuration.outputDirectory) }
+        listenTap = listening.map { SessionListenTap(registry: $0) }
         self.configuration = configuration
         self.registry = registry
         self.storage = storage
@@ -159,6 +162,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
 
     private func perform(_ action: ReceiverSessionAction) {
         directoryTap?.observe(action, session: session, peer: logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer")
+        listenTap?.observe(action, session: session)
         switch action {
         case .send(let message):
             guard let context, context.channel.isActive else { return }

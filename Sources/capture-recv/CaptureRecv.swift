@@ -183,7 +183,7 @@ struct Serve: AsyncParsableCommand {
             let scheme = configuration.tls == nil ? "http" : "https"
             do {
                 services.append(try ConsoleServer.make(
-                    settings: settings, metrics: metrics, directory: server.directory, logger: logger,
+                    settings: settings, metrics: metrics, directory: server.directory, listening: server.listening, logger: logger,
                     onListening: { port in
                         // Announced once it listens: tests and scripts read the port from here.
                         FileHandle.standardOutput.write(Data("http on \(address.host):\(port)\nmetrics on \(address.host):\(port)\n".utf8))

@@ -53,11 +53,11 @@ final class ListenHubBoundsTests: XCTestCase {
             "dropped with the packet that took its unread audio past 2 s (100 packets of 20 ms)")
         XCTAssertEqual(hub.statistics.listenersDropped, 1)
         XCTAssertEqual(hub.statistics.listeners, 1)
+
+        hub.finish()
         var slowChunks = 0
         for await _ in slow { slowChunks += 1 }
         XCTAssertEqual(slowChunks, 0, "a dropped listener's unread audio is discarded, not kept")
-
-        hub.finish()
         let bytes = await readerTask.value
         XCTAssertEqual(reader.endReason, .streamEnded)
         XCTAssertEqual(Array(try OggTestReader(bytes).packets.dropFirst(2)), ListenTestSupport.packets(of: offers), "everything, in order")

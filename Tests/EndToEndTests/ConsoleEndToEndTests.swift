@@ -1,3 +1,5 @@
+import CAF
+import CSndFile
 import Foundation
 import TestSupport
 import XCTest
@@ -67,6 +69,123 @@ final class ConsoleEndToEndTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
+    /// The dominant frequency of 16-bit mono samples, from their zero crossings.
+    private func frequency(ofRaw data: Data, rate: Double = 48_000) -> Double {
+        let samples = data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.dropFirst(Int(rate / 5))
+        var crossings = 0
+        var previous = samples.first ?? 0
+        for sample in samples.dropFirst() {
+            if (previous < 0) != (sample < 0) { crossings += 1 }
+            previous = sample
+        }
+        return Double(crossings) / 2 / (Double(samples.count) / rate)
+    }
+
+    /// Decodes `seconds` of the listen URL with ffmpeg (an independent client and decoder) to
+    /// 48 kHz mono s16.
+    private func listen(port: Int, id: String, seconds: Int, into folder: URL) throws -> Data {
+        let output = folder.appendingPathComponent("listen-\(UUID().uuidString).raw")
+        let decoded = try ToolRunner.run("ffmpeg", [
+            "-v", "error", "-i", "http://127.0.0.1:\(port)/api/streams/\(id)/listen", "-t", "\(seconds)",
+            "-f", "s16le", "-ac", "1", "-ar", "48000", output.path,
+        ])
+        XCTAssertTrue(decoded.succeeded, decoded.errorText)
+        return (try? Data(contentsOf: output)) ?? Data()
+    }
+
+    func testListeningToALivePCMToneGives440HzWhileASlowListenerChangesNothingInTheRecording() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("listen-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
+        let port = try httpPort(of: receiver)
+        let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "10", "--stream-name", "listen-pcm", "--buffer-seconds", "0.1"])
+        var id = ""
+        XCTAssertTrue(waitFor(20) {
+            id = rows(port).first?["id"] as? String ?? ""
+            return !id.isEmpty
+        })
+        // A listener that never reads, with a tiny receive buffer: the hub must drop it, not wait.
+        let slow = try SlowHTTPClient(port: port, path: "/api/streams/\(id)/listen")
+        let decoded = try listen(port: port, id: id, seconds: 3, into: folder)
+        XCTAssertGreaterThanOrEqual(decoded.count, 2 * 48_000 * 5 / 2, "about 3 s of audio decoded: \(decoded.count) bytes")
+        XCTAssertEqual(frequency(ofRaw: decoded), 440, accuracy: 2, "the listen URL carries the tone")
+        XCTAssertEqual(sender.wait(seconds: 60), 0, sender.standardError)
+        slow.close()
+        let file = try XCTUnwrap(receiver.files().first)
+        let caf = try CAFFile.read(path: file.path)
+        XCTAssertEqual(caf.totalFrames, 480_000)
+        XCTAssertTrue(try caf.readAudioData() == (try Resilience.toneBytes(frames: 480_000)), "the recording is bit-exact with listeners attached")
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+
+    func testListeningToALiveOpusStreamRemuxesItAt440Hz() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("listen-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
+        let port = try httpPort(of: receiver)
+        let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "8", "--codec", "opus", "--stream-name", "listen-opus", "--buffer-seconds", "0.1"])
+        var id = ""
+        XCTAssertTrue(waitFor(20) {
+            id = rows(port).first?["id"] as? String ?? ""
+            return !id.isEmpty
+        })
+        let decoded = try listen(port: port, id: id, seconds: 3, into: folder)
+        XCTAssertGreaterThanOrEqual(decoded.count, 2 * 48_000 * 5 / 2)
+        XCTAssertEqual(frequency(ofRaw: decoded), 440, accuracy: 2)
+        XCTAssertEqual(sender.wait(seconds: 60), 0, sender.standardError)
+        let notLive = try OpsHTTPClient.request(port: port, path: "/api/streams/\(id)/listen")
+        XCTAssertEqual(notLive.status, 404, "a finished stream is not live")
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+
+    func testTheConsoleInARealBrowserListsStreamsMovesItsMetersAndPlays() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"), FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"),
+              (try? ToolRunner.run("python3", ["-c", "import selenium"]))?.succeeded == true
+        else { throw XCTSkip("chromium, chromium-driver and selenium are installed by scripts/install-deps.sh") }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("browser-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(folder)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // Field audio whose level changes every quarter second, so the meters must move.
+        let wav = folder.appendingPathComponent("varying.wav").path
+        let rate = 48_000
+        var ints: [Int32] = []
+        for index in 0..<(rate * 40) {
+            let loud = (index / (rate / 4)) % 2 == 0
+            let value = (loud ? 0.5 : 0.03) * sin(2 * Double.pi * 440 * Double(index) / Double(rate))
+            let sample = Int32(value * Double(Int32.max))
+            ints.append(sample)
+            ints.append(sample)
+        }
+        try writeWAV(path: wav, subtype: Int32(SF_FORMAT_PCM_16), rate: rate, channels: 2, ints: ints)
+        Unprivileged.handOver(wav)
+        let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
+        let port = try httpPort(of: receiver)
+        let senders = try ["ridge-north", "ridge-south"].map { name in
+            try ChildProcess(Products.send, [receiver.address, "--source", "file", "--file", wav, "--stream-name", name, "--buffer-seconds", "0.1"])
+        }
+        defer { senders.forEach { $0.signal(SIGKILL) } }
+        XCTAssertTrue(waitFor(20) { rows(port).count == 2 })
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/console_browser.py").path
+        let screenshot = folder.appendingPathComponent("console.png").path
+        let run = try ToolRunner.run("python3", [script, "http://127.0.0.1:\(port)/", "2", screenshot])
+        XCTAssertTrue(run.succeeded, run.errorText)
+        let seen = try XCTUnwrap(try JSONSerialization.jsonObject(with: run.standardOutput) as? [String: Any], run.outputText)
+        XCTAssertEqual(seen["rows"] as? Int, 2, "\(seen)")
+        XCTAssertEqual(seen["names"] as? [String], ["ridge-north", "ridge-south"])
+        XCTAssertEqual(seen["states"] as? [String], ["live", "live"])
+        XCTAssertEqual(seen["link"] as? String, "live", "the page follows the event stream")
+        XCTAssertEqual(seen["meter_pictures_differ"] as? Bool, true, "the meters move: \(seen)")
+        let times = seen["current_times"] as? [Double] ?? []
+        XCTAssertGreaterThan(times.last ?? 0, 1.0, "the <audio> element plays the stream: \(seen)")
+        XCTAssertTrue(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 }, "its time only advances: \(times)")
+        XCTAssertTrue(seen["audio_error"] is NSNull, "\(seen)")
+        XCTAssertEqual(seen["button"] as? String, "Stop")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: screenshot))
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+
     func testAnAddressBeyondLoopbackNeedsATokenAndIsOpenWithIt() throws {
         let refused = try ToolRunner.run(Products.recv, ["--out", NSTemporaryDirectory() + "never-\(UUID().uuidString)", "--http", "0.0.0.0:0"])
         XCTAssertNotEqual(refused.exitStatus, 0)
@@ -90,4 +209,33 @@ final class ConsoleEndToEndTests: XCTestCase {
         XCTAssertEqual(allowed.body, "[]")
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
+}
+
+/// An HTTP client that asks for a streaming response and never reads it (a listener on a stalled
+/// network), with a tiny receive buffer so the server's sends back up quickly.
+final class SlowHTTPClient {
+    private var descriptor: Int32
+
+    init(port: Int, path: String) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var size: Int32 = 4_096
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("cannot connect: \(errno)") }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    func close() {
+        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+        descriptor = -1
+    }
+
+    deinit { close() }
 }

@@ -131,7 +131,7 @@ final class DeploymentFilesTests: XCTestCase {
         for line in ["USER capture", "VOLUME /recordings", "EXPOSE 7373", "STOPSIGNAL SIGTERM"] {
             XCTAssertTrue(dockerfile.contains("\n\(line)\n"), "Dockerfile lacks \(line)")
         }
-        XCTAssertTrue(dockerfile.contains("libasound2 libopus0 libsndfile1"))
+        XCTAssertTrue(dockerfile.contains("libasound2 libopus0 libsndfile1 libogg0 libsoxr0"))
         XCTAssertTrue(dockerfile.contains(#"CMD ["capture-healthcheck"]"#))
         let ignored = try text(".dockerignore").split(separator: "\n")
         for entry in [".build", ".git", "out"] { XCTAssertTrue(ignored.contains(Substring(entry)), ".dockerignore lacks \(entry)") }

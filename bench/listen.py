@@ -168,7 +168,7 @@ def latency_run(buffer_seconds, trial):
 def main():
     print("| streams | codec at the receiver | listeners | receiver CPU (cores) | ratio | audio to listeners |")
     print("|---|---|---|---|---|---|")
-    for codec, label in (("pcm", "PCM 48 kHz s16 stereo → Opus (encoded)"), ("opus", "Opus 64 kb/s (remuxed)")):
+    for codec, label in (("pcm", "PCM 48 kHz s16 stereo → Opus (encoded)"), ("opus", "Opus 128 kb/s stereo, the default (remuxed)")):
         without, with_listeners, rate = cpu_run(codec)
         print(f"| 10 | {label} | 0 | {without:.3f} | 1.00 | — |")
         print(f"| 10 | {label} | 10 | {with_listeners:.3f} | {with_listeners / without:.2f} | {rate:.0f} kb/s |")

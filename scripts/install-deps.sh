@@ -11,7 +11,7 @@ build_packages=(
   libogg-dev libsoxr-dev                                  # Ogg pages and resampling for live listening
 )
 test_packages=(
-  ffmpeg sox opus-tools alsa-utils openssl socat time     # independent tools the tests and benchmarks use
+  ffmpeg sox opus-tools alsa-utils openssl socat time curl  # independent tools the tests and benchmarks use
   protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
   strace                                                  # shows the socket options the executables really set
   haproxy                                                 # the load balancer the scale-out tests put in front of two receivers

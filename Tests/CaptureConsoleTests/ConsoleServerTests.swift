@@ -146,6 +146,30 @@ final class ConsoleServerTests: XCTestCase {
         XCTAssertEqual(gap["gap_count"] as? Int, 1)
     }
 
+    func testWithTheReceiversCertificateItSpeaksHTTPSOnly() async throws {
+        let folder = NSTemporaryDirectory() + "console-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let issued = try CertificateFactory.make(commonName: "receiver", hosts: ["127.0.0.1"])
+        let files = try CertificateFactory.write(issued, to: folder, overwrite: true)
+        let console = try await RunningConsole(tlsCertificatePath: files.certificate, tlsKeyPath: files.key)
+        addTeardownBlock { await console.stop() }
+        // curl as an independent client, trusting exactly the receiver's certificate.
+        let https = try await Self.curl(["--cacert", files.certificate, "https://127.0.0.1:\(console.port)/metrics"])
+        XCTAssertTrue(https.succeeded, https.errorText)
+        XCTAssertTrue(https.outputText.contains("capture_active_streams"), https.outputText)
+        let plain = try await Self.curl(["http://127.0.0.1:\(console.port)/metrics"])
+        XCTAssertFalse(plain.succeeded && plain.outputText.contains("capture_active_streams"), "no plain HTTP on the TLS port")
+    }
+
+    private static func curl(_ arguments: [String]) async throws -> ToolResult {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try ToolRunner.run("curl", ["-sS", "--max-time", "10"] + arguments) })
+            }
+        }
+    }
+
     func testAnIdleConnectionIsClosed() async throws {
         let console = try await RunningConsole(idleTimeout: .seconds(1))
         addTeardownBlock { await console.stop() }

@@ -141,7 +141,7 @@ let package = Package(
         .target(
             name: "CaptureCLISupport",
             dependencies: [
-                "CaptureErrorText",
+                "CaptureErrorText", "CaptureCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -203,7 +203,10 @@ let package = Package(
         .testTarget(name: "CaptureSenderTests", dependencies: ["CaptureSender"]),
         .testTarget(
             name: "CaptureCLISupportTests",
-            dependencies: ["CaptureCLISupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "CaptureCLISupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "CaptureReceiverTests",

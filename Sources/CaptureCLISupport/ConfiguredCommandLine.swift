@@ -1,3 +1,4 @@
+import CaptureCore
 import ArgumentParser
 import Dispatch
 import Foundation
@@ -16,7 +17,7 @@ public enum ConfiguredCommandLine {
         do {
             return try await arguments(for: command, settings: settings, userArguments: userArguments, environment: environment)
         } catch {
-            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            StandardStreams.writeError("Error: \(error.description)\n")
             exit(ExitCode.validationFailure.rawValue)
         }
     }

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 import Logging
 
@@ -7,7 +8,7 @@ import Logging
 public enum FinalLine {
     /// Writes `message` as the final line of `label` (the executable's name), in `format`.
     public static func write(_ message: String, format: LogFormat, label: String) {
-        FileHandle.standardError.write(Data((render(message, format: format, label: label, time: Date()) + "\n").utf8))
+        StandardStreams.writeError(render(message, format: format, label: label, time: Date()) + "\n")
     }
 
     /// The line, without its newline.

@@ -1,3 +1,4 @@
+import CaptureCore
 import ArgumentParser
 import Foundation
 import Logging
@@ -55,7 +56,7 @@ public struct LineLogHandler: LogHandler {
     @Sendable
     public static func writeToStandardError(_ line: String) {
         lock.withLock {
-            FileHandle.standardError.write(Data((line + "\n").utf8))
+            StandardStreams.writeError(line + "\n")
         }
     }
 
@@ -75,8 +76,11 @@ public struct LineLogHandler: LogHandler {
         let stamp = timestamp(time)
         switch format {
         case .text:
-            let fields = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\(quoteIfNeeded("\($0.value)"))" }
-            return ([stamp, "\(level)", "\(label):", message] + fields).joined(separator: " ")
+            // Peers' strings (stream names, hosts, reasons) end up in messages and values: control
+            // characters are escaped, so nobody can start a forged line, recolour a terminal or cut
+            // a line with NUL; a value with spaces, quotes or `=` is quoted.
+            let fields = metadata.sorted { $0.key < $1.key }.map { "\(escaped($0.key))=\(quoteIfNeeded(escaped("\($0.value)")))" }
+            return ([stamp, "\(level)", "\(label):", escaped(message)] + fields).joined(separator: " ")
         case .json:
             var object: [String: String] = ["time": stamp, "level": "\(level)", "logger": label, "message": message]
             for (key, value) in metadata { object[key] = "\(value)" }
@@ -86,7 +90,34 @@ public struct LineLogHandler: LogHandler {
     }
 
     private static func quoteIfNeeded(_ value: String) -> String {
-        value.contains(" ") || value.isEmpty ? "\"\(value)\"" : value
+        guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) else { return value }
+        return "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+
+    /// `text` with C0 and C1 control characters, DEL and the Unicode line and paragraph separators
+    /// written as escapes (`\n`, `\r`, `\t`, `\u{1B}`), and a backslash as `\\` so an escape is
+    /// never ambiguous: one event is always one line, as written.
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            guard needsEscape(scalar) else {
+                result.unicodeScalars.append(scalar)
+                continue
+            }
+            switch scalar {
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default: result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            }
+        }
+        return result
+    }
+
+    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+        scalar == "\\" || scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     private static func timestamp(_ time: Date) -> String {

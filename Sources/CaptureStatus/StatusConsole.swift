@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -27,7 +28,7 @@ public final class StatusConsole: @unchecked Sendable {
 
     /// The console on standard error.
     public static func standardError() -> StatusConsole {
-        StatusConsole { text in FileDescriptorWriter.writeAll(text, to: STDERR_FILENO) }
+        StatusConsole { text in StandardStreams.writeError(text) }
     }
 
     /// Writes `line` (without its newline) as a line of its own, above the status line if one is
@@ -82,24 +83,3 @@ extension StatusConsole {
     }
 }
 
-/// Writes text to a file descriptor, retrying short writes and interruptions.
-enum FileDescriptorWriter {
-    private static func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int {
-        write(descriptor, bytes, count)
-    }
-
-    static func writeAll(_ text: String, to descriptor: Int32) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
-            if written > 0 {
-                offset += written
-            } else if written < 0, errno == EINTR {
-                continue
-            } else {
-                return
-            }
-        }
-    }
-}

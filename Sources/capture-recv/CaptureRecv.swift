@@ -2,6 +2,7 @@ import ArgumentParser
 import CAF
 import CaptureCLISupport
 import CaptureConsole
+import CaptureCore
 import CaptureMetrics
 import CaptureService
 import CaptureReceiver
@@ -31,6 +32,8 @@ struct CaptureRecv: AsyncParsableCommand {
     /// only the subcommands' names). Settings from `CAPTURE_RECV_…` variables and the config file
     /// become arguments before the user's own (docs/DESIGN.md, "Configuration").
     static func main() async {
+        // A log reader that goes away must not end the recording (SIGPIPE).
+        StandardStreams.ignoreBrokenPipes()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.count == 1, ["--help", "-h", "help"].contains(arguments[0]) {
             print(rootHelp())
@@ -186,7 +189,7 @@ struct Serve: AsyncParsableCommand {
                     settings: settings, metrics: metrics, directory: server.directory, listening: server.listening, logger: logger,
                     onListening: { port in
                         // Announced once it listens: tests and scripts read the port from here.
-                        FileHandle.standardOutput.write(Data("http on \(address.host):\(port)\nmetrics on \(address.host):\(port)\n".utf8))
+                        StandardStreams.writeOutput("http on \(address.host):\(port)\nmetrics on \(address.host):\(port)\n")
                         logger.info("serving the console, API and metrics", metadata: ["url": "\(scheme)://\(address.host):\(port)/"])
                     }))
             } catch {
@@ -201,7 +204,7 @@ struct Serve: AsyncParsableCommand {
             name: "capture-recv", shutdownDeadline: .seconds(10), logger: logger,
             // Announced once the service group traps SIGTERM and SIGINT, so a signal from then on
             // always shuts down gracefully.
-            blockingStart: { [announcement] in FileHandle.standardOutput.write(Data(announcement.utf8)) },
+            blockingStart: { [announcement] in StandardStreams.writeOutput(announcement) },
             blockingShutDown: { deadline in
                 server.shutDown(timeout: Double(deadline.components.seconds))
             }
@@ -252,7 +255,7 @@ struct Recover: ParsableCommand {
                 let report = try CAFRecovery.recover(path: path)
                 print(report.description)
             } catch {
-                FileHandle.standardError.write(Data("capture-recv: \(error.description)\n".utf8))
+                StandardStreams.writeError("capture-recv: \(error.description)\n")
                 failed = true
             }
         }

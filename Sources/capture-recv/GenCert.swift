@@ -1,3 +1,4 @@
+import CaptureCore
 import ArgumentParser
 import CaptureCLISupport
 import CaptureSecurity
@@ -67,7 +68,7 @@ struct GenCert: ParsableCommand {
         print("sha256 fingerprint: \(fingerprint)")
         print("senders: capture-send --tls --pin \(fingerprint) HOST:PORT")
         if newOwner == nil, geteuid() == 0 {
-            FileHandle.standardError.write(Data(Self.rootOwnedKeyNote(key: paths.key, certificate: paths.certificate).utf8))
+            StandardStreams.writeError(Self.rootOwnedKeyNote(key: paths.key, certificate: paths.certificate))
         }
     }
 

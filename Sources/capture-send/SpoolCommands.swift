@@ -1,3 +1,4 @@
+import CaptureCore
 import ArgumentParser
 import CaptureCLISupport
 import CaptureSender
@@ -10,6 +11,8 @@ extension CaptureSend {
     /// ArgumentParser cannot put subcommands beside the root's optional `HOST:PORT` argument (it
     /// would read `spool` as the receiver and validate the root first), so the dispatch is here.
     static func main() {
+        // A log reader that goes away must not end the capture (SIGPIPE).
+        StandardStreams.ignoreBrokenPipes()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "spool" {
             SpoolCommand.main(Array(arguments.dropFirst()))
@@ -265,7 +268,7 @@ struct SpoolDiscard: ParsableCommand {
             case .claimed(let spool):
                 if !yes {
                     let prompt = "discard \(stream.unacknowledgedBytes) bytes of stream \(id) (\(stream.streamName), for \(stream.destination?.description ?? "an unknown receiver"))? [y/N] "
-                    FileHandle.standardOutput.write(Data(prompt.utf8))
+                    StandardStreams.writeOutput(prompt)
                     let answer = (readLine() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
                     guard answer == "y" || answer == "yes" else {
                         spool.release()

@@ -68,8 +68,11 @@ public struct FrameDecoder: Sendable {
             preambleVersion = version
             return .preamble(version: version, consumed: WireProtocol.preambleLength)
         }
+        // Before the Hello (the first frame a receiver reads) nobody is authenticated: a smaller limit.
+        let helloExpected = role == .receiver && framesDecoded == 0
         let check = try FrameHeader.check(
-            input, maxFrameBytes: maxFrameBytes, isFirstFrameFromReceiver: role == .sender && framesDecoded == 0)
+            input, maxFrameBytes: helloExpected ? min(maxFrameBytes, WireProtocol.maxHelloFrameBytes) : maxFrameBytes,
+            isFirstFrameFromReceiver: role == .sender && framesDecoded == 0, isHello: helloExpected)
         guard case .header(let header) = check, input.count >= header.frameLength else { return .needMoreData }
         let body = UnsafeRawBufferPointer(rebasing: input[WireProtocol.frameHeaderLength..<header.frameLength])
         let message = try WireMessage.decode(type: header.type, body: body)

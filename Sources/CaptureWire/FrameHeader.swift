@@ -23,7 +23,7 @@ public struct FrameHeader: Equatable, Sendable {
     /// soon as its byte is there. `isFirstFrameFromReceiver` lets a sender recognise a receiver that
     /// answers with TLS or HTTP instead of frames.
     public static func check(
-        _ bytes: UnsafeRawBufferPointer, maxFrameBytes: Int, isFirstFrameFromReceiver: Bool = false
+        _ bytes: UnsafeRawBufferPointer, maxFrameBytes: Int, isFirstFrameFromReceiver: Bool = false, isHello: Bool = false
     ) throws(WireError) -> Check {
         guard bytes.count >= 4 else { return .needMoreBytes }
         let length = UInt32(bytes[0]) << 24 | UInt32(bytes[1]) << 16 | UInt32(bytes[2]) << 8 | UInt32(bytes[3])
@@ -33,6 +33,7 @@ public struct FrameHeader: Equatable, Sendable {
                 if (bytes[0] == 0x15 || bytes[0] == 0x16) && bytes[1] == 0x03 { throw .receiverSpeaksTLS }
                 if bytes.starts(with: "HTTP".utf8) { throw .receiverSpeaksHTTP }
             }
+            if isHello { throw .helloTooLarge(length: length, limit: maxFrameBytes) }
             throw .frameTooLarge(length: length, limit: maxFrameBytes)
         }
         guard bytes.count >= 5 else { return .needMoreBytes }

@@ -27,6 +27,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case zeroLengthFrame
     /// A length field above the accepted maximum.
     case frameTooLarge(length: UInt32, limit: Int)
+    /// The first frame (the Hello, read before authentication) is above the Hello limit.
+    case helloTooLarge(length: UInt32, limit: Int)
     /// A type byte that names no message.
     case unknownFrameType(UInt8)
     /// The connection closed in the middle of a frame.
@@ -80,7 +82,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badPreamble, .clientSpeaksTLS, .clientSpeaksHTTP, .truncatedPreamble, .receiverSpeaksTLS,
             .receiverSpeaksHTTP, .zeroLengthFrame, .unknownFrameType, .truncatedFrame, .undecodableBody:
             return .malformedFrame
-        case .frameTooLarge: return .frameTooLarge
+        case .frameTooLarge, .helloTooLarge: return .frameTooLarge
         case .unsupportedVersion: return .unsupportedVersion
         case .missingFormat, .badFormat: return .badFormat
         case .unexpectedMessage: return .unexpectedMessage
@@ -139,6 +141,9 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .frameTooLarge(let length, let limit):
             return "frame of \(length) bytes exceeds the limit of \(limit) bytes; send smaller AudioData"
                 + " (the receiver announces its limit in HelloAccepted.max_frame_bytes)"
+        case .helloTooLarge(let length, let limit):
+            return "a first frame (Hello) of \(length) bytes exceeds the limit of \(limit) bytes before authentication"
+                + " (a magic cookie of at most 64 KiB and short names fit)"
         case .unknownFrameType(let type):
             return "malformed frame: unknown frame type \(type) (known types are 1 to 9);"
                 + " the peer speaks another protocol revision or its framing is broken"

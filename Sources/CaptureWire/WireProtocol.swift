@@ -11,6 +11,10 @@ public enum WireProtocol {
     /// The default largest accepted frame length (the value of the length field: type byte + body),
     /// 1 MiB of audio plus 64 KiB for the message fields around it.
     public static let defaultMaxFrameBytes = 1_048_576 + 65_536
+    /// The largest first frame (the Hello) a receiver reads before the stream is authenticated:
+    /// a 64 KiB magic cookie and 16 KiB for every other field. A peer cannot make the receiver
+    /// buffer a megabyte per unauthenticated connection.
+    public static let maxHelloFrameBytes = 65_536 + 16_384
     /// Bytes in `Hello.stream_id` (a UUID).
     public static let streamIDLength = 16
     /// The first sequence number of a stream; sequence 0 means "nothing" in acks.

@@ -80,6 +80,29 @@ final class FrameDecoderTests: XCTestCase {
         }
     }
 
+    func testAReceiversFirstFrameHasTheSmallerHelloLimitAndLaterFramesTheFullOne() throws {
+        // 81,921 bytes claimed for the Hello: refused from the length field, before the body.
+        var receiver = FrameDecoder(role: .receiver)
+        XCTAssertThrowsError(try receiver.decode(WirePreamble.bytes() + [0x00, 0x01, 0x40, 0x01])) { error in
+            XCTAssertEqual(error as? WireError, .helloTooLarge(length: 81_921, limit: WireProtocol.maxHelloFrameBytes))
+            XCTAssertEqual((error as? WireError)?.code, .frameTooLarge)
+            XCTAssertTrue("\(error)".contains("before authentication"), "\(error)")
+        }
+        // A Hello with the largest cookie allowed fits; then a near-megabyte AudioData does too.
+        let hello = Capture_V1_Hello.with {
+            $0.protocolVersion = 1
+            $0.streamID = Data(repeating: 7, count: 16)
+            $0.streamName = String(repeating: "n", count: 255)
+            $0.authToken = String(repeating: "t", count: 1_024)
+            $0.magicCookie = Data(repeating: 1, count: 65_536)
+        }
+        var audio = WireFixtures.pcmAudio(frames: 4)
+        audio.payload = Data(repeating: 0, count: 1_000_000)
+        var accepting = FrameDecoder(role: .receiver)
+        let messages = try accepting.decode(WirePreamble.bytes() + (try WireMessage.hello(hello).encode()) + (try WireMessage.audioData(audio).encode()))
+        XCTAssertEqual(messages.count, 2)
+    }
+
     func testFrameExactlyAtTheConfiguredLimitIsAccepted() throws {
         var audio = WireFixtures.pcmAudio(frames: 4)
         let frame = try WireMessage.audioData(audio).encode()

@@ -72,6 +72,9 @@ final class BadInputTests: XCTestCase {
         try assertRefused(Array("CAPSTRM".utf8) + [2], port: port, code: .unsupportedVersion, messageContains: "2")
         // An absurd length is refused from the length field alone, before any body arrives.
         try assertRefused(Self.preamble + [0xFF, 0xFF, 0xFF, 0xF0, 1], port: port, code: .frameTooLarge, messageContains: "4294967280")
+        // Before authentication a megabyte Hello is refused the same way: nobody can make the
+        // receiver buffer a megabyte per unauthenticated connection.
+        try assertRefused(Self.preamble + [0x00, 0x10, 0x00, 0x00, 1], port: port, code: .frameTooLarge, messageContains: "before authentication")
         try assertRefused(Self.preamble + [0, 0, 0, 0], port: port, code: .malformedFrame, messageContains: "")
         try assertRefused(Self.preamble + Self.frame(0x7E, [1, 2, 3]), port: port, code: .malformedFrame, messageContains: "126")
         try assertRefused(Self.preamble + Self.frame(1, [0xFF, 0xFF, 0xFF]), port: port, code: .malformedFrame, messageContains: "")

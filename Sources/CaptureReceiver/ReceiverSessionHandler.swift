@@ -39,12 +39,16 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private let directoryTap: SessionDirectoryTap?
     /// Offers the stream's audio to its live listeners, when the receiver serves listening.
     private let listenTap: SessionListenTap?
+    /// Log lines a peer can repeat at will, summarized per interval (by message).
+    private var repeatedLines: [String: (summary: RepeatedEventSummary, last: SessionLogLine)] = [:]
+    private let repeatInterval: TimeInterval
 
     init(
         configuration: ReceiverConfiguration, registry: StreamRegistry, storage: any StreamStorage, logger: Logger,
         rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false,
-        directory: (any StreamDirectoryFeed)? = nil, listening: LiveListeningRegistry? = nil
+        directory: (any StreamDirectoryFeed)? = nil, listening: LiveListeningRegistry? = nil, repeatInterval: TimeInterval = 10
     ) {
+        self.repeatInterval = repeatInterval
         directoryTap = directory.map { SessionDirectoryTap(feed: $0, outputDirectory: configuration.outputDirectory) }
         listenTap = listening.map { SessionListenTap(registry: $0) }
         self.configuration = configuration
@@ -128,6 +132,12 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         handshakeTimeout?.cancel()
+        // The counts of repeated lines not logged yet get their last line.
+        for (summary, line) in repeatedLines.values {
+            let count = summary.takeUnlogged()
+            if count > 0 { logRepeated(line, count: count) }
+        }
+        repeatedLines.removeAll()
         handle(.connectionClosed)
         registry.removeConnection(ObjectIdentifier(self))
         context.fireChannelInactive()
@@ -198,8 +208,20 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         case .forgetStream(let stream):
             registry.release(stream)
         case .log(let line):
-            logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
+            guard line.repeatable else {
+                return logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
+            }
+            let summary = repeatedLines[line.message]?.summary ?? RepeatedEventSummary(interval: repeatInterval)
+            repeatedLines[line.message] = (summary, line)
+            if let count = summary.record() { logRepeated(line, count: count) }
         }
+    }
+
+    /// A repeatable line: the latest one's details, and how many there were since the last line.
+    private func logRepeated(_ line: SessionLogLine, count: Int) {
+        var metadata = line.metadata.mapValues { Logger.MetadataValue.string($0) }
+        if count > 1 { metadata["repeated"] = "\(count) times since the last such line (the latest shown)" }
+        logger.log(level: line.level, "\(line.message)", metadata: metadata)
     }
 
     /// Authentication, then the stream table: what to do with a valid Hello.

@@ -95,10 +95,10 @@ final class ReceiverSessionHandlerTests: XCTestCase {
     private var readCounter = ReadCounter()
     private var handler: ReceiverSessionHandler?
 
-    private func makeChannel(resumeWindow: Double = 86_400) throws -> EmbeddedChannel {
+    private func makeChannel(resumeWindow: Double = 86_400, logger: Logger = Logger(label: "test")) throws -> EmbeddedChannel {
         var configuration = ReceiverConfiguration(outputDirectory: "/srv/rec")
         configuration.resumeWindow = resumeWindow
-        let handler = ReceiverSessionHandler(configuration: configuration, registry: registry, storage: storage, logger: Logger(label: "test"))
+        let handler = ReceiverSessionHandler(configuration: configuration, registry: registry, storage: storage, logger: logger)
         self.handler = handler
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandlers([
@@ -277,5 +277,51 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         detach.completion()
         channel.embeddedEventLoop.run()
         XCTAssertEqual(registry.activeStreamCount, 0)
+    }
+
+    func testAFloodOfGapsIsLoggedAsOneLineThenASummaryNotALinePerGap() throws {
+        let lines = CapturedLog()
+        let channel = try makeChannel(logger: Logger(label: "test") { _ in lines })
+        let file = try streaming(channel)
+        for sequence in UInt64(1)...1_000 {
+            try send(channel, try WireMessage.gap(.with {
+                $0.sequence = sequence
+                $0.sampleTime = Int64(sequence - 1) * 10
+                $0.lengthFrames = 10
+                $0.reason = "overrun"
+            }).encode())
+        }
+        XCTAssertEqual(lines.messages.filter { $0.message == "gap in stream" }.count, 1, "the first gap, then nothing within the interval")
+        _ = file
+        try channel.close().wait()
+        channel.embeddedEventLoop.run()
+        let gaps = lines.messages.filter { $0.message == "gap in stream" }
+        XCTAssertEqual(gaps.count, 2, "and one summary when the connection ends")
+        XCTAssertEqual(gaps.last?.metadata["repeated"], "999 times since the last such line (the latest shown)")
+        XCTAssertEqual(gaps.last?.metadata["sample"], "9990")
+    }
+}
+
+/// Log lines a handler wrote, for tests.
+final class CapturedLog: LogHandler, @unchecked Sendable {
+    struct Line {
+        var message: String
+        var metadata: [String: String]
+    }
+    private let lock = NSLock()
+    private var lines: [Line] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    var messages: [Line] { lock.withLock { lines } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let line = Line(message: "\(event.message)", metadata: (event.metadata ?? [:]).mapValues { "\($0)" })
+        lock.withLock { lines.append(line) }
     }
 }

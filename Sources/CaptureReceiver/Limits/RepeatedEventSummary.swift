@@ -24,4 +24,13 @@ final class RepeatedEventSummary: @unchecked Sendable {
             return pending
         }
     }
+
+    /// The events recorded since the last line that were not logged yet (and forgets them): for a
+    /// last line when the source of the events goes away.
+    func takeUnlogged() -> Int {
+        lock.withLock {
+            defer { pending = 0 }
+            return pending
+        }
+    }
 }

@@ -222,7 +222,7 @@ public struct ReceiverSession: Sendable {
             guard case .streaming = state else { return }
             actions.append(.log(.init(.warning, "gap in stream", [
                 "sample": "\(gap.sampleTime)", "frames": "\(gap.lengthFrames)", "reason": gap.reason,
-            ])))
+            ], repeatable: true)))
             actions.append(.recordGap(gap))
             notDurable.append((gap.sequence, bytesHandedOver))
         case .ignoreDuplicate:

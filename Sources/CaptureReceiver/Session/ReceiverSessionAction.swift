@@ -35,11 +35,15 @@ public struct SessionLogLine: Sendable, Equatable {
     public var level: Logger.Level
     public var message: String
     public var metadata: [String: String]
+    /// Set for an event a peer can repeat at will (a gap): the handler logs the first, then at most
+    /// one line per interval with how many there were, so a flood of them cannot flood the log.
+    public var repeatable: Bool
 
-    public init(_ level: Logger.Level, _ message: String, _ metadata: [String: String] = [:]) {
+    public init(_ level: Logger.Level, _ message: String, _ metadata: [String: String] = [:], repeatable: Bool = false) {
         self.level = level
         self.message = message
         self.metadata = metadata
+        self.repeatable = repeatable
     }
 }
 

@@ -146,6 +146,10 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
                 throw .packetSizeCountMismatch(
                     sequence: sequence, packetCount: audio.packetCount, sizeCount: audio.packetSizes.count)
             }
+            guard !audio.packetSizes.contains(0) else {
+                throw .invalidField(
+                    message: .audioData, field: "packet_sizes", reason: "sequence \(sequence) has an empty packet; a packet has at least 1 byte")
+            }
             let sum = audio.packetSizes.reduce(UInt64(0)) { $0 + UInt64($1) }
             guard sum == UInt64(audio.payload.count) else {
                 throw .packetSizesSumMismatch(sequence: sequence, sizesSum: sum, payloadBytes: audio.payload.count)
@@ -195,6 +199,16 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
                 throw .invalidField(
                     message: .endOfStream, field: "remainder_frames",
                     reason: "\(end.remainderFrames) remainder frames; only VBR streams have them, fewer than one packet's \(format.framesPerPacket) frames")
+            }
+        }
+        if let hello, hello.format.isVariableBitRate {
+            // Priming and remainder are frames of the stream's packets: together never more than the stream.
+            let frames = end.endSampleTime - hello.message.startSampleTime
+            let trimmed = Int64(hello.message.primingFrames) + Int64(end.remainderFrames)
+            guard trimmed <= frames else {
+                throw .invalidField(
+                    message: .endOfStream, field: "remainder_frames",
+                    reason: "priming \(hello.message.primingFrames) and remainder \(end.remainderFrames) frames exceed the stream's \(frames) frames")
             }
         }
         phase = .ended

@@ -50,6 +50,9 @@ public struct ValidatedHello: Sendable, Equatable {
                 throw .invalidField(message: .hello, field: "priming_frames", reason: "linear PCM has no priming frames")
             }
         }
+        if format.formatID == .opus {
+            try Self.checkOpus(hello, format: format)
+        }
         guard hello.startSampleTime >= 0 else {
             throw .invalidField(
                 message: .hello, field: "start_sample_time", reason: "\(hello.startSampleTime) is negative")
@@ -64,6 +67,50 @@ public struct ValidatedHello: Sendable, Equatable {
         self.message = hello
         self.streamID = uuid
         self.format = format
+    }
+
+    /// Opus (PROTOCOL.md §11.2): whole Opus frames per packet (2.5 ms steps, at most 120 ms), a
+    /// priming of at most a second, and an OpusHead that matches the format, required for 3–8
+    /// channels (their channel mapping is nowhere else).
+    private static func checkOpus(_ hello: Capture_V1_Hello, format: StreamFormat) throws(WireError) {
+        let framesPerPacket = format.framesPerPacket
+        guard framesPerPacket % 120 == 0, framesPerPacket <= 5_760 else {
+            throw .invalidField(
+                message: .hello, field: "format.frames_per_packet",
+                reason: "\(framesPerPacket) frames is no Opus packet: a multiple of 120 (2.5 ms at 48 kHz) up to 5760 (120 ms)")
+        }
+        guard hello.primingFrames <= 48_000 else {
+            throw .invalidField(message: .hello, field: "priming_frames", reason: "\(hello.primingFrames) frames; Opus priming is at most 48000 (1 s)")
+        }
+        let channels = Int(format.channelsPerFrame)
+        let cookie = [UInt8](hello.magicCookie)
+        guard !cookie.isEmpty else {
+            guard channels <= 2 else {
+                throw .invalidField(
+                    message: .hello, field: "magic_cookie",
+                    reason: "\(channels)-channel Opus needs its OpusHead (RFC 7845 channel mapping family 1): the channel mapping is nowhere else")
+            }
+            return
+        }
+        func invalid(_ reason: String) -> WireError { .invalidField(message: .hello, field: "magic_cookie", reason: reason) }
+        guard cookie.count >= 19, cookie.starts(with: Array("OpusHead".utf8)), (1...15).contains(cookie[8]) else {
+            throw invalid("not an RFC 7845 OpusHead (magic \"OpusHead\", version 1, at least 19 bytes)")
+        }
+        guard Int(cookie[9]) == channels else {
+            throw invalid("the OpusHead has \(cookie[9]) channels but the format \(channels)")
+        }
+        switch cookie[18] {
+        case 0:
+            guard channels <= 2, cookie.count == 19 else { throw invalid("channel mapping family 0 is for 1 or 2 channels, in 19 bytes") }
+        case 1:
+            guard cookie.count == 21 + channels else { throw invalid("channel mapping family 1 needs \(21 + channels) bytes, not \(cookie.count)") }
+            let streams = Int(cookie[19]), coupled = Int(cookie[20])
+            guard streams >= 1, coupled <= streams, streams + coupled <= 255,
+                  cookie[21...].allSatisfy({ $0 == 255 || Int($0) < streams + coupled })
+            else { throw invalid("the channel mapping table names streams that do not exist") }
+        default:
+            throw invalid("channel mapping family \(cookie[18]) is not one this receiver stores (0 or 1)")
+        }
     }
 
     private static func checkLength(_ count: Int, limit: Int, field: String) throws(WireError) {

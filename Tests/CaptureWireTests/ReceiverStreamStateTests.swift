@@ -284,9 +284,60 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertThrowsError(try pcm.receive(.endOfStream(end))) { error in
             XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
         }
-        var opus = try streaming(format: WireFixtures.opusFormat)
+        var opus = try streaming(format: WireFixtures.opusFormat, resume: ResumePoint(nextSequence: 7, nextSampleTime: 17_280))
+        _ = try opus.receive(.audioData(WireFixtures.vbrAudio()))
+        var opusEnd = WireFixtures.endOfStream(last: 7, endSampleTime: 17_280 + 2_880)
+        opusEnd.remainderFrames = 312
+        XCTAssertEqual(try opus.receive(.endOfStream(opusEnd)), .finishStream(opusEnd))
+    }
+
+    func testOpusInputThatCannotBeAStreamIsAnInvalidMessage() throws {
+        // Hello: frames per packet, priming, and the OpusHead.
+        func refuses(_ change: (inout Capture_V1_Hello) -> Void, _ what: String) {
+            var hello = WireFixtures.hello(format: WireFixtures.opusFormat)
+            change(&hello)
+            XCTAssertThrowsError(try ValidatedHello(hello), what) { error in
+                XCTAssertEqual((error as? WireError)?.code, .invalidMessage, what)
+            }
+        }
+        func head(channels: UInt8, family: UInt8 = 0, tail: [UInt8] = []) -> Data {
+            Data(Array("OpusHead".utf8) + [1, channels, 0x38, 0x01, 0x80, 0xBB, 0, 0, 0, 0, family] + tail)
+        }
+        refuses({ $0.format.framesPerPacket = 7 }, "7 frames per packet")
+        refuses({ $0.format.framesPerPacket = UInt32.max }, "2^32-1 frames per packet")
+        refuses({ $0.format.framesPerPacket = 5_880 }, "more than 120 ms")
+        refuses({ $0.primingFrames = 1 << 31 }, "priming of 2^31")
+        refuses({ $0.format = Capture_V1_StreamFormat(StreamFormat.opus(channels: 6, framesPerPacket: 960)) }, "6 channels without a cookie")
+        refuses({ $0.magicCookie = Data("OpusTags".utf8) + Data(count: 11) }, "not an OpusHead")
+        refuses({ $0.magicCookie = head(channels: 1) }, "1 channel in the head, 2 in the format")
+        refuses({
+            $0.format = Capture_V1_StreamFormat(StreamFormat.opus(channels: 6, framesPerPacket: 960))
+            $0.magicCookie = head(channels: 6, family: 1, tail: [4, 2, 0, 4, 1, 2, 3, 9])
+        }, "a mapping to stream 9 of 6")
+        var good = WireFixtures.hello(format: WireFixtures.opusFormat)
+        good.magicCookie = head(channels: 2)
+        good.primingFrames = 312
+        XCTAssertNoThrow(try ValidatedHello(good))
+        good.format = Capture_V1_StreamFormat(StreamFormat.opus(channels: 6, framesPerPacket: 960))
+        good.magicCookie = head(channels: 6, family: 1, tail: [4, 2, 0, 4, 1, 2, 3, 5])
+        XCTAssertNoThrow(try ValidatedHello(good), "5.1 with its mapping")
+
+        // AudioData: an empty packet.
+        var empty = try streaming(format: WireFixtures.opusFormat, resume: ResumePoint(nextSequence: 7, nextSampleTime: 17_280))
+        var audio = WireFixtures.vbrAudio()
+        audio.packetSizes = [0, audio.packetSizes[0] + audio.packetSizes[1], audio.packetSizes[2]]
+        XCTAssertThrowsError(try empty.receive(.audioData(audio))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+
+        // EndOfStream: priming and remainder longer than the audio.
+        var short = try streaming(format: WireFixtures.opusFormat)
+        var end = WireFixtures.endOfStream(last: 0, endSampleTime: 0)
         end.remainderFrames = 312
-        XCTAssertEqual(try opus.receive(.endOfStream(end)), .finishStream(end))
+        XCTAssertThrowsError(try short.receive(.endOfStream(end))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+            XCTAssertTrue("\(error)".contains("exceed the stream's 0 frames"), "\(error)")
+        }
     }
 
     func testFatalPeerErrorClosesAndNonFatalDoesNot() throws {

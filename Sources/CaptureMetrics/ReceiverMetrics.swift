@@ -20,6 +20,7 @@ public final class ReceiverMetrics: Sendable {
         public static let diskWriteSeconds = "capture_disk_write_seconds"
         public static let streamBacklogBytes = "capture_stream_backlog_bytes"
         public static let streamBacklogSeconds = "capture_stream_backlog_seconds"
+        public static let waitingStreams = "capture_waiting_streams"
     }
 
     /// The disk write latency histogram's upper bounds: 100 µs to 2.5 s.
@@ -42,6 +43,7 @@ public final class ReceiverMetrics: Sendable {
         Name.diskWriteSeconds: "Time to write (and sync) audio to disk, in seconds.",
         Name.streamBacklogBytes: "Bytes a sender reports waiting in its spool, by stream.",
         Name.streamBacklogSeconds: "Seconds of audio a sender reports waiting in its spool, by stream.",
+        Name.waitingStreams: "Interrupted streams whose files wait in the output folder for their senders to resume them (at the last sweep).",
     ]
 
     /// The registry the metrics live in; `exposition()` renders it.
@@ -49,6 +51,7 @@ public final class ReceiverMetrics: Sendable {
     private let factory: PrometheusMetricsFactory
     private let activeStreams: Meter
     private let activeConnections: Meter
+    private let waitingStreamsMeter: Meter
     private let bytesReceivedCounter: Counter
     private let packetsReceivedCounter: Counter
     private let acksSentCounter: Counter
@@ -69,6 +72,7 @@ public final class ReceiverMetrics: Sendable {
         self.factory = factory
         activeStreams = Meter(label: Name.activeStreams, factory: factory)
         activeConnections = Meter(label: Name.activeConnections, factory: factory)
+        waitingStreamsMeter = Meter(label: Name.waitingStreams, factory: factory)
         bytesReceivedCounter = Counter(label: Name.bytesReceived, factory: factory)
         packetsReceivedCounter = Counter(label: Name.packetsReceived, factory: factory)
         acksSentCounter = Counter(label: Name.acksSent, factory: factory)
@@ -76,6 +80,7 @@ public final class ReceiverMetrics: Sendable {
         diskWriteTimer = CoreMetrics.Timer(label: Name.diskWriteSeconds, factory: factory)
         activeStreams.set(0)
         activeConnections.set(0)
+        waitingStreamsMeter.set(0)
         for reason in refusalReasons { _ = reasonCounter(Name.refusals, reason) }
         for reason in errorReasons { _ = reasonCounter(Name.errors, reason) }
     }
@@ -88,6 +93,9 @@ public final class ReceiverMetrics: Sendable {
     public func connectionClosed() { activeConnections.decrement() }
     /// A stream began recording (new or resumed).
     public func streamOpened() { activeStreams.increment() }
+
+    /// Streams waiting for their senders in the output folder, as a sweep counted them.
+    public func waitingStreams(_ count: Int) { waitingStreamsMeter.set(count) }
     /// A stream stopped recording (ended, broken off, or shut down); its backlog series go away.
     public func streamClosed(stream: String? = nil) {
         activeStreams.decrement()

@@ -38,6 +38,9 @@ public struct ReceiverConfiguration: Sendable {
     /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
     /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
     public var resumeWindow: Double = 86_400
+    /// Interrupted streams that may wait in the output folder for their senders at once; beyond it
+    /// the sweep finalizes the ones waiting longest (`--max-waiting-streams`).
+    public var maximumWaitingStreams: Int = 10_000
 
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,

@@ -8,12 +8,19 @@ struct DurabilityOptions: ParsableArguments {
         valueName: "SECONDS"))
     var resumeWindow: Double = 86_400
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Interrupted streams that may wait for their senders at once (counted in the whole output folder, at every sweep: once a minute, or every --resume-window if shorter); beyond it the ones waiting longest are finalized early and logged.",
+        valueName: "N"))
+    var maxWaitingStreams = 10_000
+
     func validate() throws {
         guard resumeWindow >= 0, resumeWindow.isFinite else { throw ValidationError("--resume-window must be 0 or more seconds") }
+        guard maxWaitingStreams >= 0 else { throw ValidationError("--max-waiting-streams must be 0 or more") }
     }
 
     /// Applies the options to the receiver's configuration.
     func apply(to configuration: inout ReceiverConfiguration) {
         configuration.resumeWindow = resumeWindow
+        configuration.maximumWaitingStreams = maxWaitingStreams
     }
 }

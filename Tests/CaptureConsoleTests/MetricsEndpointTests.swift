@@ -88,7 +88,7 @@ final class MetricsEndpointTests: XCTestCase {
         XCTAssertEqual(types, [
             "capture_acks_sent_total", "capture_active_connections", "capture_active_streams", "capture_disk_write_seconds",
             "capture_files_finalized_total", "capture_received_bytes_total", "capture_received_packets_total",
-            "capture_refusals_total", "capture_stream_backlog_bytes",
+            "capture_refusals_total", "capture_stream_backlog_bytes", "capture_waiting_streams",
         ])
         let helps = text.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }.map { String($0.split(separator: " ")[2]) }
         XCTAssertEqual(helps, types, "every family has one HELP line")

@@ -1,5 +1,6 @@
 import CAF
 import CaptureCore
+import CaptureMetrics
 @testable import CaptureReceiver
 import CaptureWire
 import Foundation
@@ -119,15 +120,47 @@ final class SharedStreamIndexTests: XCTestCase {
         wait(for: [detached], timeout: 30)
         let index = StreamIndex(outputDirectory: folder)
 
-        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .finalizeResumable, logger: Self.logger), 1, "only the unheld file")
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .finalizeResumable, logger: Self.logger).finalized, 1, "only the unheld file")
         XCTAssertTrue(try CAFFile.read(path: abandoned.writer.path).isFinalized, "readers open it complete")
         XCTAssertEqual(Set(index.streams()), [held.writer.streamIDForTests, abandonedHello.streamID], "and it stays resumable")
         XCTAssertNotNil(try StreamPositionLog.lastRecord(cafPath: abandoned.writer.path))
 
-        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Self.logger), 1)
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Self.logger).finalized, 1)
         XCTAssertEqual(index.streams(), [held.writer.streamIDForTests], "the expired stream is finished; the held one untouched")
         XCTAssertEqual(try CAFFile.read(path: abandoned.writer.path).totalFrames, 4)
         XCTAssertTrue(FileManager.default.fileExists(atPath: held.writer.path + ".pakt-journal"), "still recording")
+        held.writer.detach {}
+        pool.shutDown()
+    }
+
+    func testBeyondTheCapTheStreamsWaitingLongestAreFinalizedEarly() throws {
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        var detached: [OpenedStream] = []
+        for index in 0..<4 {
+            let stream = try open(pool, try Self.hello()).get()
+            stream.writer.write(sequence: 1, payload: Data(repeating: UInt8(index), count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
+            let done = expectation(description: "detached \(index)")
+            stream.writer.detach { done.fulfill() }
+            wait(for: [done], timeout: 30)
+            // Their ages: the first waits longest.
+            let log = StreamPositionLog.path(for: stream.writer.path)
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(Double(index - 10) * 60)], ofItemAtPath: log)
+            detached.append(stream)
+        }
+        let held = try open(pool, try Self.hello()).get()
+        let index = StreamIndex(outputDirectory: folder)
+        let result = AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-3_600), maximumWaiting: 2), logger: Self.logger)
+        XCTAssertEqual(result, .init(finalized: 2, waiting: 2))
+        for (position, stream) in detached.enumerated() {
+            let finalized = try CAFFile.read(path: stream.writer.path).isFinalized
+            XCTAssertEqual(finalized, position < 2, "the two waiting longest are finalized, the newer two still wait: \(position)")
+        }
+        XCTAssertEqual(Set(index.streams()), Set([held.writer.streamIDForTests].compactMap { $0 } + detached.suffix(2).compactMap { $0.writer.streamIDForTests }))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: held.writer.path + ".pakt-journal"), "a held stream is never counted nor touched")
+
+        let metrics = ReceiverMetrics()
+        metrics.waitingStreams(result.waiting)
+        XCTAssertTrue(metrics.exposition().contains("capture_waiting_streams 2.0"), metrics.exposition())
         held.writer.detach {}
         pool.shutDown()
     }

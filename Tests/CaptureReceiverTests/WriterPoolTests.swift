@@ -234,10 +234,10 @@ final class WriterPoolTests: XCTestCase {
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
         let index = StreamIndex(outputDirectory: folder)
-        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-3_600)), logger: Logger(label: "test")), 0, "within its resume window")
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-3_600)), logger: Logger(label: "test")).finalized, 0, "within its resume window")
         let swept = expectation(description: "swept")
         pool.submit {
-            XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Logger(label: "test")), 1)
+            XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Logger(label: "test")).finalized, 1)
             swept.fulfill()
         }
         wait(for: [swept], timeout: 30)

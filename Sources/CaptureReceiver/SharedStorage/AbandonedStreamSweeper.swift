@@ -13,8 +13,9 @@ enum AbandonedStreamSweeper {
     /// What a sweep does with an unclaimed, unfinished stream.
     enum Mode {
         /// Finalize the streams last made durable before the date (their resume window has passed),
-        /// and remove them from the index.
-        case expire(before: Date)
+        /// and remove them from the index; then, while more than `maximumWaiting` streams still
+        /// wait, those waiting longest too.
+        case expire(before: Date, maximumWaiting: Int = .max)
         /// Finalize every unclaimed unfinished file so readers open it complete while the receiver is
         /// down, keeping its position log and index entry: its sender can still resume it.
         case finalizeResumable
@@ -31,8 +32,13 @@ enum AbandonedStreamSweeper {
             ])
         }
         let window = configuration.resumeWindow
+        let maximumWaiting = configuration.maximumWaitingStreams
+        let metrics = configuration.metrics
         let sweepNow: @Sendable () -> Void = {
-            writerPool.submit { sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-window)), logger: logger) }
+            writerPool.submit {
+                let result = sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), logger: logger)
+                metrics?.waitingStreams(result.waiting)
+            }
         }
         sweepNow()
         let period = TimeAmount.milliseconds(Int64(max(1, min(window, 60)) * 1_000))
@@ -57,12 +63,20 @@ enum AbandonedStreamSweeper {
         return waiting.sorted { $0.path < $1.path }
     }
 
+    /// What a sweep did.
+    struct SweepResult: Equatable {
+        /// Files finalized.
+        var finalized: Int
+        /// Unfinished streams nobody holds that are still waiting for their senders afterwards.
+        var waiting: Int
+    }
+
     /// Goes through the index once: every stream nobody holds is claimed for a moment and dealt with
-    /// as `mode` says; entries whose file is finished or missing are removed. Returns the number of
-    /// files finalized.
+    /// as `mode` says; entries whose file is finished or missing are removed.
     @discardableResult
-    static func sweep(index: StreamIndex, mode: Mode, logger: Logger) -> Int {
+    static func sweep(index: StreamIndex, mode: Mode, logger: Logger) -> SweepResult {
         var finalized = 0
+        var waiting: [(stream: UUID, since: Date)] = []
         for stream in index.streams() {
             guard case .success(let claim) = index.claimExisting(stream) else { continue }
             guard let path = (try? claim.contents()).flatMap({ index.absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else {
@@ -71,8 +85,10 @@ enum AbandonedStreamSweeper {
                 continue
             }
             switch mode {
-            case .expire(let cutoff):
-                guard let since = ResumableFiles.lastDurable(path), since < cutoff else {
+            case .expire(let cutoff, _):
+                let since = ResumableFiles.lastDurable(path) ?? .distantPast
+                guard since < cutoff else {
+                    waiting.append((stream, since))
                     claim.release(removingEntry: false)
                     continue
                 }
@@ -95,6 +111,26 @@ enum AbandonedStreamSweeper {
                 claim.release(removingEntry: false)
             }
         }
-        return finalized
+        guard case .expire(_, let maximumWaiting) = mode, waiting.count > maximumWaiting else {
+            return SweepResult(finalized: finalized, waiting: waiting.count)
+        }
+        // Too many streams wait: finalize those waiting longest, so an address that opens and drops
+        // streams cannot fill the folder with unfinished files for a whole resume window.
+        let excess = waiting.sorted { $0.since < $1.since }.prefix(waiting.count - maximumWaiting)
+        var finalizedEarly = 0
+        for candidate in excess {
+            guard case .success(let claim) = index.claimExisting(candidate.stream) else { continue }
+            guard let path = (try? claim.contents()).flatMap({ index.absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else {
+                claim.release(removingEntry: false)
+                continue
+            }
+            logger.warning("more interrupted streams wait for their senders than --max-waiting-streams allows; finalizing the one waiting longest", metadata: [
+                "path": "\(path)", "stream-id": "\(candidate.stream)", "max-waiting-streams": "\(maximumWaiting)",
+            ])
+            let done = ResumableFiles.finalizeAbandoned(path: path, logger: logger)
+            claim.release(removingEntry: done)
+            if done { finalizedEarly += 1 }
+        }
+        return SweepResult(finalized: finalized + finalizedEarly, waiting: waiting.count - finalizedEarly)
     }
 }

@@ -56,9 +56,9 @@ enum AbandonedStreamSweeper {
         var waiting: [(stream: UUID, path: String)] = []
         for stream in index.streams() {
             guard case .success(let claim) = index.claimExisting(stream) else { continue }
-            let path = (try? claim.contents()).flatMap { index.absolutePath(relative: $0) }
+            let path = index.unfinishedFile(of: claim)
             claim.release(removingEntry: false)
-            if let path, ResumableFiles.isUnfinished(path) { waiting.append((stream, path)) }
+            if let path { waiting.append((stream, path)) }
         }
         return waiting.sorted { $0.path < $1.path }
     }
@@ -79,7 +79,7 @@ enum AbandonedStreamSweeper {
         var waiting: [(stream: UUID, since: Date)] = []
         for stream in index.streams() {
             guard case .success(let claim) = index.claimExisting(stream) else { continue }
-            guard let path = (try? claim.contents()).flatMap({ index.absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else {
+            guard let path = index.unfinishedFile(of: claim) else {
                 // Finished (a crash between finishing the file and removing its entry) or never named.
                 claim.release(removingEntry: true)
                 continue
@@ -120,7 +120,7 @@ enum AbandonedStreamSweeper {
         var finalizedEarly = 0
         for candidate in excess {
             guard case .success(let claim) = index.claimExisting(candidate.stream) else { continue }
-            guard let path = (try? claim.contents()).flatMap({ index.absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else {
+            guard let path = index.unfinishedFile(of: claim) else {
                 claim.release(removingEntry: false)
                 continue
             }

@@ -39,15 +39,7 @@ final class StreamClaim: @unchecked Sendable {
     /// entry is still the file at that path (a holder that finished the stream removes the entry
     /// while it holds the lock; a claim taken on the removed file would claim nothing).
     static func lock(descriptor: Int32, entryPath: String) -> Result<StreamClaim, Failure> {
-        var lock = flock()
-        lock.l_type = Int16(F_WRLCK)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = 0
-        lock.l_len = 0
-        var result: Int32
-        repeat { result = fcntl(descriptor, Self.setOFDLock, &lock) } while result == -1 && errno == EINTR
-        guard result == 0 else {
-            let code = errno
+        if let code = lockForWriting(descriptor) {
             _ = close(descriptor)
             if code == EAGAIN || code == EACCES { return .failure(.held) }
             return .failure(.failed(DurableFileError(operation: "locking", path: entryPath, code: code)))
@@ -61,6 +53,19 @@ final class StreamClaim: @unchecked Sendable {
             return .failure(.missing)
         }
         return .success(StreamClaim(entryPath: entryPath, descriptor: descriptor))
+    }
+
+    /// Takes the exclusive OFD lock on the whole of `descriptor`'s file without waiting; the errno
+    /// when it could not (EAGAIN or EACCES: someone else holds it).
+    static func lockForWriting(_ descriptor: Int32) -> Int32? {
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 0
+        var result: Int32
+        repeat { result = fcntl(descriptor, Self.setOFDLock, &lock) } while result == -1 && errno == EINTR
+        return result == 0 ? nil : errno
     }
 
     /// `F_OFD_SETLK` (Linux 3.15+; the C library headers define it only with `_GNU_SOURCE`).

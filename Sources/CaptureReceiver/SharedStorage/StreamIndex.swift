@@ -74,11 +74,7 @@ public struct StreamIndex: Sendable {
             }
         }
         // Locked under the temporary name, so the entry is claimed the moment it appears.
-        var lock = flock()
-        lock.l_type = Int16(F_WRLCK)
-        lock.l_whence = Int16(SEEK_SET)
-        guard fcntl(descriptor, StreamClaim.setOFDLock, &lock) == 0 else {
-            let code = errno
+        if let code = StreamClaim.lockForWriting(descriptor) {
             _ = close(descriptor)
             return .failure(.failed(DurableFileError(operation: "locking", path: temporary, code: code)))
         }
@@ -99,6 +95,13 @@ public struct StreamIndex: Sendable {
             return errno == ENOENT ? .failure(.missing) : .failure(.failed(DurableFileError(operation: "opening", path: entry, code: errno)))
         }
         return StreamClaim.lock(descriptor: descriptor, entryPath: entry)
+    }
+
+    /// The file a claimed entry names, when it names one inside the output folder that can still be
+    /// continued (unfinished, or finalized at a shutdown and resumable); nil otherwise.
+    func unfinishedFile(of claim: StreamClaim) -> String? {
+        guard let path = (try? claim.contents()).flatMap({ absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else { return nil }
+        return path
     }
 
     /// The streams that have an entry.

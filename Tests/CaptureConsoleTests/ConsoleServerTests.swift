@@ -170,6 +170,26 @@ final class ConsoleServerTests: XCTestCase {
         }
     }
 
+    func testHostileRequestsAreRefusedAndTheServerGoesOn() async throws {
+        let console = try await RunningConsole(access: try ConsoleAccess(host: "127.0.0.1", tokens: AuthTokens(tokens: [Self.token])))
+        addTeardownBlock { await console.stop() }
+        // A login body far beyond any token: refused, not read into memory.
+        let huge = try await HTTP.get(method: "POST", port: console.port, path: "/login",
+                                      headers: ["Content-Type": "application/x-www-form-urlencoded"], body: "token=" + String(repeating: "A", count: 200_000))
+        XCTAssertEqual(huge.status, 413)
+        XCTAssertNil(huge.headers["set-cookie"])
+        // A header block beyond the server's limit, an absurd path, a token-shaped flood.
+        let header = try? await HTTP.get(port: console.port, path: "/metrics", headers: ["X-Flood": String(repeating: "x", count: 200_000)])
+        XCTAssertNotEqual(header?.status, 200, "an oversized header block is not served")
+        let path = try await HTTP.get(port: console.port, path: "/api/streams/" + String(repeating: "9", count: 10_000), headers: ["Authorization": "Bearer \(Self.token)"])
+        XCTAssertEqual(path.status, 400)
+        let longToken = try await HTTP.get(port: console.port, path: "/api/streams", headers: ["Authorization": "Bearer " + String(repeating: "t", count: 50_000)])
+        XCTAssertEqual(longToken.status, 401)
+        // And the server still answers.
+        let after = try await HTTP.get(port: console.port, path: "/api/streams", headers: ["Authorization": "Bearer \(Self.token)"])
+        XCTAssertEqual(after.status, 200)
+    }
+
     func testAnIdleConnectionIsClosed() async throws {
         let console = try await RunningConsole(idleTimeout: .seconds(1))
         addTeardownBlock { await console.stop() }

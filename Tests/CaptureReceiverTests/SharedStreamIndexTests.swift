@@ -109,6 +109,22 @@ final class SharedStreamIndexTests: XCTestCase {
         pool.shutDown()
     }
 
+    func testAnEntryThatIsASymbolicLinkIsNotFollowed() throws {
+        let hello = try Self.hello()
+        let index = StreamIndex(outputDirectory: folder)
+        let target = NSTemporaryDirectory() + "link-target-\(UUID().uuidString)"
+        FileManager.default.createFile(atPath: target, contents: Data("../../etc/passwd".utf8))
+        defer { try? FileManager.default.removeItem(atPath: target) }
+        try FileManager.default.createSymbolicLink(atPath: index.entryPath(hello.streamID), withDestinationPath: target)
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        guard case .failure(.cannotCreate(let message)) = try open(pool, hello) else {
+            return XCTFail("a planted link is neither followed nor replaced")
+        }
+        XCTAssertTrue(message.contains("stream index"), message)
+        XCTAssertEqual(try String(contentsOfFile: target, encoding: .utf8), "../../etc/passwd", "the link's target is untouched")
+        pool.shutDown()
+    }
+
     func testSweepsLeaveHeldStreamsAloneAndFinalizeAbandonedOnes() throws {
         let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
         let held = try open(pool, try Self.hello()).get()

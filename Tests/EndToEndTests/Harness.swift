@@ -203,24 +203,50 @@ func writeWAV(path: String, subtype: Int32, rate: Int, channels: Int, ints: [Int
     }
 }
 
-/// A raw TCP client for feeding the receiver bytes no sender would send.
-enum RawClient {
-    /// Connects to 127.0.0.1:`port`, sends `bytes` (optionally in pieces with pauses), then reads
-    /// until the receiver closes or `timeout` passes. Returns what the receiver sent.
-    static func exchange(port: Int, sending bytes: [UInt8], closeWriteAfterSending: Bool = false, timeout: Double = 5) throws -> [UInt8] {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketDescriptor >= 0 else { throw TestFailure("socket failed") }
-        defer { close(socketDescriptor) }
+/// TCP connections to 127.0.0.1 for tests that speak to the executables byte by byte.
+enum LoopbackSocket {
+    /// A connected socket to 127.0.0.1:`port` (the caller closes it), with a receive timeout when
+    /// given; throws when nothing accepts there.
+    static func connect(port: Int, receiveTimeout: Double? = nil, receiveBufferBytes: Int32? = nil) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
+        if var size = receiveBufferBytes {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw TestFailure("connect failed: \(errno)") }
-        var timeval = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
-        setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+        guard connected == 0 else {
+            let code = errno
+            close(descriptor)
+            throw TestFailure("cannot connect to 127.0.0.1:\(port): errno \(code)")
+        }
+        if let receiveTimeout {
+            var value = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        }
+        return descriptor
+    }
+
+    /// Whether something accepts connections on 127.0.0.1:`port` now.
+    static func accepts(port: Int) -> Bool {
+        guard let descriptor = try? connect(port: port) else { return false }
+        close(descriptor)
+        return true
+    }
+}
+
+/// A raw TCP client for feeding the receiver bytes no sender would send.
+enum RawClient {
+    /// Connects to 127.0.0.1:`port`, sends `bytes` (optionally in pieces with pauses), then reads
+    /// until the receiver closes or `timeout` passes. Returns what the receiver sent.
+    static func exchange(port: Int, sending bytes: [UInt8], closeWriteAfterSending: Bool = false, timeout: Double = 5) throws -> [UInt8] {
+        let socketDescriptor = try LoopbackSocket.connect(port: port, receiveTimeout: timeout)
+        defer { close(socketDescriptor) }
         var sent = 0
         while sent < bytes.count {
             let result = bytes[sent...].withUnsafeBytes { send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

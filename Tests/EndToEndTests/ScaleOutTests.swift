@@ -154,7 +154,7 @@ final class ScaleOutTests: XCTestCase {
                 $0.format = Capture_V1_StreamFormat(StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16))
             }).encode())
             // Both connections are open before either Hello is sent, then the Hellos go out together.
-            let sockets = try receivers.map { try Self.connect(port: $0.port) }
+            let sockets = try receivers.map { try LoopbackSocket.connect(port: $0.port, receiveTimeout: 10) }
             defer { sockets.forEach { close($0) } }
             DispatchQueue.concurrentPerform(iterations: 2) { index in
                 _ = hello.withUnsafeBytes { send(sockets[index], $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -168,24 +168,6 @@ final class ScaleOutTests: XCTestCase {
         let files = try FileManager.default.contentsOfDirectory(atPath: out.path).filter { $0.hasPrefix("contested-") && $0.hasSuffix(".caf") }
         XCTAssertEqual(files.count, 10, "one file per stream, never two: \(files.sorted())")
         for receiver in receivers { XCTAssertEqual(receiver.stop(), 0) }
-    }
-
-    private static func connect(port: Int) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(descriptor)
-            throw TestFailure("cannot connect to port \(port): \(errno)")
-        }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        return descriptor
     }
 
     /// The first message the receiver sends on `socket`.
@@ -227,7 +209,7 @@ final class HAProxyUnderTest {
         let path = folder.appendingPathComponent("haproxy-\(port).cfg")
         try configuration.write(to: path, atomically: true, encoding: .utf8)
         child = try ChildProcess("/usr/sbin/haproxy", ["-db", "-f", path.path], unprivileged: false)
-        guard waitFor(10, { Self.accepts(port: port) }) else {
+        guard waitFor(10, { LoopbackSocket.accepts(port: port) }) else {
             child.signal(SIGKILL)
             throw TestFailure("haproxy did not start: \(child.standardError)")
         }
@@ -260,18 +242,6 @@ final class HAProxyUnderTest {
 
     /// What HAProxy printed (warnings, alerts).
     var standardError: String { child.standardError }
-
-    private static func accepts(port: Int) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
 
     func stop() {
         child.signal(SIGTERM)

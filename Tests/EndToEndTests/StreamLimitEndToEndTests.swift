@@ -66,7 +66,7 @@ final class StreamLimitEndToEndTests: XCTestCase {
         // Which three of 68 are beyond the limit depends on the order the event loops take them up.
         var sockets: [Int32] = []
         defer { sockets.forEach { close($0) } }
-        for _ in 0..<68 { sockets.append(try Self.connect(port: receiver.port)) }
+        for _ in 0..<68 { sockets.append(try LoopbackSocket.connect(port: receiver.port)) }
         var closed = Set<Int32>()
         XCTAssertTrue(waitFor(10) {
             for socket in sockets where !closed.contains(socket) && Self.closedByPeer(socket, within: 0) { closed.insert(socket) }
@@ -79,20 +79,6 @@ final class StreamLimitEndToEndTests: XCTestCase {
         let lines = receiver.child.standardError.split(separator: "\n").filter { $0.contains("refusing connections") }
         XCTAssertEqual(lines.count, 1, "one line for the flood: \(lines)")
         XCTAssertTrue(lines.first?.contains("limit of 65 connections (--max-streams 1 and 64 in their handshake)") ?? false, "\(lines)")
-    }
-
-    private static func connect(port: Int) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket failed") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { close(descriptor); throw TestFailure("connect failed: \(errno)") }
-        return descriptor
     }
 
     /// True when the peer closes the connection (a read returns 0 or a reset) within `seconds`.

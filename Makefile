@@ -16,7 +16,7 @@ release: deps
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	SWIFT=$(SWIFT) scripts/run-tests.sh
 
 demo: build
 	@scripts/demo.sh $(BIN_DEBUG)

@@ -182,6 +182,37 @@ public final class CAFWriter {
         self.frameCount += Int64(frameCount)
     }
 
+    /// Appends `frameCount` frames of silence to linear PCM audio without writing them: the file is
+    /// extended, and the file system keeps the new range as a hole that reads as zeros and takes no
+    /// disk blocks (ext4, XFS, NFSv4.2; a file system without holes stores zeros). A gap in a
+    /// recording therefore costs no more disk than its marker, however long it claims to be.
+    ///
+    /// If it throws (the file would exceed the file system's largest file), nothing is appended.
+    public func appendSilence(frameCount: Int64) throws(CAFError) {
+        guard let file else { throw .writerClosed(path: path) }
+        guard !format.isVariableBitRate else {
+            throw .invalidArgument("silence can only be appended to linear PCM; a variable bit rate stream marks gaps instead")
+        }
+        guard frameCount > 0 else { return }
+        let (bytes, overflow) = frameCount.multipliedReportingOverflow(by: Int64(format.bytesPerFrame))
+        let end = layout.dataOffset + dataByteCount
+        guard !overflow, bytes <= Int64.max - end else {
+            throw .invalidArgument("\(frameCount) frames of silence are beyond any file's size")
+        }
+        // First cut off whatever a failed write may have left past the audio, so the hole holds
+        // only zeros, then extend the file over the silence.
+        try file.truncate(to: end)
+        do throws(CAFError) {
+            try file.truncate(to: end + bytes)
+        } catch {
+            try? file.truncate(to: end)
+            throw error
+        }
+        dataByteCount += bytes
+        packetCount += frameCount
+        self.frameCount += frameCount
+    }
+
     /// Appends audio from an array; see `append(_:packetSizes:frameCount:)`.
     public func append(_ bytes: [UInt8], packetSizes: [UInt32] = [], frameCount: Int) throws(CAFError) {
         let result: Result<Void, CAFError> = bytes.withUnsafeBytes { raw in

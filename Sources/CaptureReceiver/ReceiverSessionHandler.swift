@@ -108,7 +108,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        handle(.messageReceived(unwrapInboundIn(data)))
+        handle(.messageReceived(unwrapInboundIn(data), atUnixNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -160,16 +160,9 @@ public final class StreamWriter: @unchecked Sendable {
             do throws(CAFError) {
                 try writer.addMarker(framePosition: sampleTime, name: "gap: \(length) frames not captured (\(reason))")
                 if format.isLinearPCM, length > 0 {
-                    let frameBytes = Int(format.bytesPerFrame)
-                    let chunkFrames = max(1, (256 << 10) / frameBytes)
-                    let silence = [UInt8](repeating: 0, count: chunkFrames * frameBytes)
-                    var remaining = length
-                    while remaining > 0 {
-                        let frames = Int(min(Int64(chunkFrames), remaining))
-                        try writer.append(Array(silence[0..<(frames * frameBytes)]), frameCount: frames)
-                        remaining -= Int64(frames)
-                        unsyncedBytes += frames * frameBytes
-                    }
+                    // Silence without writing it: a hole in the file, no disk blocks (see appendSilence).
+                    try writer.appendSilence(frameCount: length)
+                    unsyncedBytes += 1
                 }
             } catch {
                 fail(.writeFailed(error.description))

@@ -79,16 +79,22 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         phase = .closed
     }
 
-    /// Checks one message from the sender and says what to do with it.
-    public mutating func receive(_ message: WireMessage) throws(WireError) -> ReceiverAction {
-        try run { (state: inout Self) throws(WireError) in try state.handle(message) }
+    /// How far beyond the time that has passed since a stream's start a gap may carry it: one hour,
+    /// for senders whose clock runs ahead of the receiver's.
+    public static let gapClockMargin: Int64 = 3_600
+
+    /// Checks one message from the sender and says what to do with it. `now` (Unix time in
+    /// nanoseconds on the receiver's clock) holds gaps to the time that has passed since the
+    /// stream's start: without it a gap is checked only against the sample timeline.
+    public mutating func receive(_ message: WireMessage, atUnixNanoseconds now: Int64? = nil) throws(WireError) -> ReceiverAction {
+        try run { (state: inout Self) throws(WireError) in try state.handle(message, now: now) }
     }
 
     mutating func closeAfterFailure() {
         phase = .closed
     }
 
-    private mutating func handle(_ message: WireMessage) throws(WireError) -> ReceiverAction {
+    private mutating func handle(_ message: WireMessage, now: Int64?) throws(WireError) -> ReceiverAction {
         switch (phase, message) {
         case (.awaitingPreamble, _):
             throw .sendOutOfOrder("a message was reported before the preamble")
@@ -107,7 +113,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         case (.streaming, .audioData(let audio)):
             return try receiveAudio(audio)
         case (.streaming, .gap(let gap)):
-            return try receiveGap(gap)
+            return try receiveGap(gap, now: now)
         case (.streaming, .endOfStream(let end)):
             return try receiveEnd(end)
         case (.awaitingDecision, _):
@@ -174,7 +180,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         return .writeAudio(audio)
     }
 
-    private mutating func receiveGap(_ gap: Capture_V1_Gap) throws(WireError) -> ReceiverAction {
+    private mutating func receiveGap(_ gap: Capture_V1_Gap, now: Int64?) throws(WireError) -> ReceiverAction {
         guard try isNext(gap.sequence, type: .gap) else { return .ignoreDuplicate(sequence: gap.sequence) }
         guard gap.sampleTime == nextSampleTime else {
             throw .sampleTimeMismatch(sequence: gap.sequence, expected: nextSampleTime, received: gap.sampleTime)
@@ -182,7 +188,9 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         guard gap.lengthFrames > 0 else {
             throw .invalidField(message: .gap, field: "length_frames", reason: "a gap covers at least one frame")
         }
-        nextSampleTime = try advance(nextSampleTime, by: gap.lengthFrames, type: .gap, field: "length_frames")
+        let end = try advance(nextSampleTime, by: gap.lengthFrames, type: .gap, field: "length_frames")
+        if let now, let hello { try Self.checkGapWithinElapsedTime(gap, endingAt: end, hello: hello, now: now) }
+        nextSampleTime = end
         nextSequence += 1
         return .recordGap(gap)
     }
@@ -213,6 +221,22 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         }
         phase = .ended
         return .finishStream(end)
+    }
+
+    /// A gap stands for time during which audio was not captured, so it cannot carry the stream
+    /// beyond the time that has passed since the stream's start (Hello's `start_time_unix_ns`, on the
+    /// receiver's clock) plus `gapClockMargin`: a claimed gap of years is a lie, refused before it
+    /// costs anything.
+    private static func checkGapWithinElapsedTime(_ gap: Capture_V1_Gap, endingAt end: Int64, hello: ValidatedHello, now: Int64) throws(WireError) {
+        let rate = hello.format.sampleRate
+        let elapsedSeconds = max(0, (Double(now) - Double(hello.message.startTimeUnixNs)) / 1e9)
+        let allowedSeconds = elapsedSeconds + Double(gapClockMargin)
+        let streamSeconds = Double(end - hello.message.startSampleTime) / rate
+        guard streamSeconds <= allowedSeconds else {
+            throw .invalidField(
+                message: .gap, field: "length_frames",
+                reason: "a gap of \(gap.lengthFrames) frames would take the stream to \(Int(streamSeconds)) s after its start, but only \(Int(elapsedSeconds)) s have passed since its start time; a gap cannot be longer than the time that passed (\(gapClockMargin) s allowed for a clock running ahead)")
+        }
     }
 
     private func advance(_ time: Int64, by frames: UInt64, type: WireMessageType, field: String) throws(WireError) -> Int64 {

@@ -203,6 +203,40 @@ final class ReceiverStreamStateTests: XCTestCase {
         }
     }
 
+    /// A gap cannot carry the stream beyond the time that passed since its start (plus an hour for
+    /// a clock running ahead): one 76-byte Gap of 2^40 frames used to make the receiver write silence
+    /// until the disk was full. Table: (seconds since the start on the receiver's clock, gap seconds, accepted).
+    func testAGapIsHeldToTheTimeThatPassedSinceTheStreamsStart() throws {
+        let rate = Int64(WireFixtures.pcmFormat.sampleRate)
+        let hour = ReceiverStreamState.gapClockMargin
+        let cases: [(elapsed: Int64, gapSeconds: Int64, accepted: Bool)] = [
+            (10, 5, true),  // a device lost for 5 s in a 10 s old stream
+            (10, hour, true),  // a sender clock up to an hour ahead
+            (10, hour + 20, false),
+            (0, hour + 1, false),
+            (-600, hour, true),  // a start time in the future (a clock ahead) counts as no time passed
+            (-600, hour + 1, false),
+            (86_400, 86_000, true),  // a day-long outage a day into the stream
+        ]
+        for row in cases {
+            var state = try streaming()
+            let now = WireFixtures.startUnixNs + row.elapsed * 1_000_000_000
+            let gap = WireFixtures.gap(sequence: 1, sampleTime: 0, length: UInt64(row.gapSeconds * rate - 1))
+            if row.accepted {
+                XCTAssertEqual(try state.receive(.gap(gap), atUnixNanoseconds: now), .recordGap(gap), "\(row)")
+            } else {
+                XCTAssertThrowsError(try state.receive(.gap(gap), atUnixNanoseconds: now), "\(row)") { error in
+                    XCTAssertEqual((error as? WireError)?.code, .invalidMessage, "\(row)")
+                    XCTAssertTrue("\(error)".contains("a gap cannot be longer than the time that passed"), "\(error)")
+                }
+            }
+        }
+        // The 2^40-frame gap of the trial, three seconds into a stream.
+        var state = try streaming()
+        XCTAssertThrowsError(try state.receive(.gap(WireFixtures.gap(sequence: 1, sampleTime: 0, length: 1 << 40)), atUnixNanoseconds: WireFixtures.startUnixNs + 3_000_000_000))
+        XCTAssertEqual(state.phase, .closed)
+    }
+
     // MARK: Sizes
 
     func testPCMPayloadMustBePacketCountTimesBytesPerFrame() throws {

@@ -18,9 +18,12 @@ final class BadInputTests: XCTestCase {
         return [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF), type] + body
     }
 
-    private static func hello(name: String = "bad-input", format: StreamFormat = .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)) throws -> [UInt8] {
+    private static func hello(
+        name: String = "bad-input", format: StreamFormat = .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), startUnixNanoseconds: Int64 = 0
+    ) throws -> [UInt8] {
         try WireMessage.hello(.with {
             $0.protocolVersion = 1
+            $0.startTimeUnixNs = startUnixNanoseconds
             $0.streamID = withUnsafeBytes(of: UUID().uuid) { Data($0) }
             $0.streamName = name
             $0.format = Capture_V1_StreamFormat(format)
@@ -56,6 +59,42 @@ final class BadInputTests: XCTestCase {
         let reply = try RawClient.exchange(port: receiver.port, sending: bytes)
         XCTAssertEqual(reply, [], "closed without a reply", file: file, line: line)
         XCTAssertTrue(waitFor { receiver.child.standardError.contains(text) }, "the log should mention \(text): \(receiver.child.standardError)", file: file, line: line)
+    }
+
+    /// Issue 19, item 7: one 76-byte Gap frame claiming 2^40 frames used to make the receiver write
+    /// silence until the disk was full. A gap longer than the time since the stream's start is
+    /// refused; one the clock cannot rule out (a sender whose clock says 1970) costs no disk.
+    func testAGapCannotOutrunTheClockNorCostDisk() throws {
+        let receiver = try ReceiverUnderTest()
+        let now = Int64(Date().timeIntervalSince1970 * 1e9)
+        let lie = try WireMessage.gap(.with { $0.sequence = 1; $0.sampleTime = 0; $0.lengthFrames = 1 << 40; $0.reason = "overrun" }).encode()
+        XCTAssertLessThan(lie.count, 80)
+        let liar = try ProtocolClient(port: receiver.port)
+        try liar.send(Self.preamble + (try Self.hello(name: "liar", startUnixNanoseconds: now - 3_000_000_000)))
+        guard case .helloAccepted = try liar.nextAnswer() else { return XCTFail("the stream was not accepted") }
+        try liar.send(lie)
+        guard case .error(let refusal) = try liar.nextAnswer() else { return XCTFail("the gap was not refused") }
+        XCTAssertEqual(refusal.code, .invalidMessage)
+        XCTAssertTrue(refusal.message.contains("a gap cannot be longer than the time that passed"), refusal.message)
+
+        // A day-long gap from a sender whose clock is at 1970: accepted, and written as a hole.
+        let day: Int64 = 86_400 * 48_000
+        let gap = try WireMessage.gap(.with { $0.sequence = 1; $0.sampleTime = 0; $0.lengthFrames = UInt64(day); $0.reason = "device-lost" }).encode()
+        let end = try WireMessage.endOfStream(.with { $0.lastSequence = 1; $0.endSampleTime = day; $0.reason = "end-of-file" }).encode()
+        let client = try ProtocolClient(port: receiver.port, timeout: 20)
+        try client.send(Self.preamble + (try Self.hello(name: "unset-clock")))
+        guard case .helloAccepted = try client.nextAnswer() else { return XCTFail("the stream was not accepted") }
+        try client.send(gap + end)
+        guard case .endAccepted(let accepted) = try client.nextAnswer() else { return XCTFail("no EndAccepted") }
+        XCTAssertEqual(accepted.totalFrames, day)
+        let path = receiver.directory.appendingPathComponent(accepted.fileName).path
+        var status = stat()
+        XCTAssertEqual(stat(path, &status), 0)
+        XCTAssertGreaterThan(Int64(status.st_size), day * 4, "the file spans the day")
+        XCTAssertLessThan(Int64(status.st_blocks) * 512, 1 << 20, "a day of silence (\(day * 4) bytes) takes no disk")
+        let soxi = try ToolRunner.run("soxi", ["-s", path])
+        XCTAssertEqual(soxi.outputText.trimmingCharacters(in: .whitespacesAndNewlines), "\(day)", "sox reads the day's frames from the header: \(soxi.errorText)")
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
     func testMalformedInputGetsErrorFramesAndTheReceiverKeepsRecording() throws {

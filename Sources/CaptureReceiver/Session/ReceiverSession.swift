@@ -135,8 +135,8 @@ public struct ReceiverSession: Sendable {
             } catch {
                 fail(.wire(error), &actions)
             }
-        case .messageReceived(let message):
-            receive(message, &actions)
+        case .messageReceived(let message, let now):
+            receive(message, at: now, &actions)
         case .inputFailed(let error):
             fail(.wire(error), &actions)
         case .helloDecided(let decision):
@@ -192,11 +192,11 @@ public struct ReceiverSession: Sendable {
 
     // MARK: - Messages
 
-    private mutating func receive(_ message: WireMessage, _ actions: inout [ReceiverSessionAction]) {
+    private mutating func receive(_ message: WireMessage, at now: Int64?, _ actions: inout [ReceiverSessionAction]) {
         guard connection == .open else { return }
         let action: ReceiverAction
         do {
-            action = try protocolState.receive(message)
+            action = try protocolState.receive(message, atUnixNanoseconds: now)
         } catch {
             return fail(.wire(error), &actions)
         }

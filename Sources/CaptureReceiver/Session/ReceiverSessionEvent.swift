@@ -16,8 +16,9 @@ public enum HelloDecision: Sendable, Equatable {
 public enum ReceiverSessionEvent: Sendable, Equatable {
     /// The frame decoder read and checked the preamble.
     case preambleReceived(version: UInt8)
-    /// The frame decoder produced a message.
-    case messageReceived(WireMessage)
+    /// The frame decoder produced a message, at `atUnixNanoseconds` on the receiver's clock (nil:
+    /// no clock, as in tests that do not need one; a gap is then not held to the time that passed).
+    case messageReceived(WireMessage, atUnixNanoseconds: Int64? = nil)
     /// The input is not the protocol (bad preamble, oversized or malformed frame, truncated input).
     case inputFailed(WireError)
     /// The answer to `.decide`: carries on the handshake or refuses it.

@@ -124,7 +124,10 @@ public struct ConsoleService: Service {
 
     public func run() async throws {
         do {
-            try await application.runService()
+            // `run()`, not `runService()`: the latter makes a service group of its own that also
+            // catches SIGTERM and could end the server before the receiver's group shuts it down in
+            // order (then the receiver exited 1, "a service has finished unexpectedly").
+            try await application.run()
         } catch {
             guard listening.isSet else {
                 throw ConsoleSetupError.cannotListen(host: host, port: port, reason: ListenErrorText.reason(error, host: host, port: port))

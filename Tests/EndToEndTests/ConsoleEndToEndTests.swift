@@ -186,6 +186,21 @@ final class ConsoleEndToEndTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
+    /// SIGTERM with a browser attached (its event stream open) ends the receiver with status 0, every
+    /// time. The HTTP server once ran a signal handler of its own and could end before the receiver's
+    /// shutdown reached it: the receiver then exited 1 ("a service has finished unexpectedly").
+    func testSIGTERMWithAnOpenEventStreamEndsTheReceiverCleanlyEveryTime() throws {
+        for round in 1...12 {
+            let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
+            let port = try httpPort(of: receiver)
+            let events = try ChildProcess("/usr/bin/curl", ["-sN", "--max-time", "30", "http://127.0.0.1:\(port)/api/events"])
+            defer { events.signal(SIGKILL) }
+            XCTAssertTrue(waitFor { events.standardOutput.contains("retry: 2000") }, "round \(round): the event stream is open")
+            XCTAssertEqual(receiver.stop(), 0, "round \(round): \(receiver.child.standardError)")
+            XCTAssertEqual(events.wait(seconds: 10), 0, "round \(round): the event stream ended when the receiver stopped")
+        }
+    }
+
     func testAnAddressBeyondLoopbackNeedsATokenAndIsOpenWithIt() throws {
         let refused = try ToolRunner.run(Products.recv, ["--out", NSTemporaryDirectory() + "never-\(UUID().uuidString)", "--http", "0.0.0.0:0"])
         XCTAssertNotEqual(refused.exitStatus, 0)

@@ -191,10 +191,10 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             writer?.write(audio)
         case .recordGap(let gap):
             writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(gap.lengthFrames), reason: gap.reason)
-        case .finishFile(let remainderFrames):
+        case .finishFile(let end):
             guard let writer else { return }
             let loopBound = self.loopBound
-            writer.finish(remainderFrames: remainderFrames) { result in
+            writer.finish(end) { result in
                 loopBound?.run { $0.handle(.fileFinished(result)) }
             }
         case .releaseFile(let mode):
@@ -294,7 +294,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
                 loopBound?.run { $0.handle(.fileReleased(.success(nil))) }
             }
         case .finalizeIncomplete:
-            writer.finish(remainderFrames: 0) { result in
+            writer.finish(nil) { result in
                 loopBound?.run { $0.handle(.fileReleased(result.map { Optional($0) })) }
             }
         }

@@ -36,7 +36,12 @@ enum StreamFiles {
                     claim.release(removingEntry: false)
                     return .failure(.cannotCreate("cannot read the stream index entry \(claim.entryPath): \(error.description)"))
                 }
-                guard let path = index.absolutePath(relative: relative), ResumableFiles.isUnfinished(path) else {
+                if let finished = index.finishedRecord(of: claim) {
+                    // Finished within its resume window: the sender missed the EndAccepted.
+                    claim.release(removingEntry: false)
+                    return .failure(.alreadyFinished(finished))
+                }
+                guard !FinishedStreamRecord.marksFinished(relative), let path = index.absolutePath(relative: relative), ResumableFiles.isUnfinished(path) else {
                     // The entry outlived its file's recording (a crash between finishing the file and
                     // removing the entry, or before the file was named): the stream is unknown.
                     claim.release(removingEntry: true)

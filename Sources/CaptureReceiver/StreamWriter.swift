@@ -35,6 +35,22 @@ public struct FinishedFile: Sendable, Equatable {
     public var gaps: Int
 }
 
+/// How a stream ended, as its EndOfStream said: what finishing its file needs and records.
+public struct StreamEnding: Sendable, Equatable {
+    /// VBR: padding frames at the end of the last packet.
+    public var remainderFrames: Int
+    /// The stream's last sequence.
+    public var lastSequence: UInt64
+    /// The sample index just past the stream's last frame.
+    public var endSampleTime: Int64
+
+    public init(remainderFrames: Int, lastSequence: UInt64, endSampleTime: Int64) {
+        self.remainderFrames = remainderFrames
+        self.lastSequence = lastSequence
+        self.endSampleTime = endSampleTime
+    }
+}
+
 /// Why the receiver could not store a stream.
 public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The file could not be created or reopened (disk full, permissions...): try again later.
@@ -49,11 +65,15 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The stream has no unfinished file here and the sender no longer holds its beginning, so a
     /// new file could not hold it.
     case notResumable
+    /// The stream was finished here (its EndOfStream accepted and its file completed) within the
+    /// resume window: the sender missed the EndAccepted, which is sent again.
+    case alreadyFinished(FinishedStreamRecord)
 
     public var description: String {
         switch self {
         case .cannotCreate(let message), .writeFailed(let message), .formatChanged(let message), .streamBusy(let message): return message
         case .notResumable: return "the stream has no unfinished file in this receiver's output folder"
+        case .alreadyFinished(let record): return "the stream was finished already, in \(record.relativePath)"
         }
     }
 }
@@ -174,14 +194,17 @@ public final class StreamWriter: @unchecked Sendable {
         }
     }
 
-    /// Finalizes the file (sizes, packet table, markers) after everything submitted before, and calls
-    /// `completion` with the result.
-    public func finish(remainderFrames: Int, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
+    /// Finalizes the file (sizes, packet table, markers) after everything submitted before, records
+    /// the finished stream in the stream index (so a sender that missed the EndAccepted gets it again
+    /// for the resume window), and calls `completion` with the result. `end` is nil for a stream
+    /// finalized without its end (its connection lost, and the receiver told not to wait for it):
+    /// it then leaves the index.
+    public func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
         lane.submit { [self] in
             if let failure { return completion(.failure(failure)) }
             guard let writer else { return completion(.failure(.writeFailed("\(path) was already closed"))) }
             do throws(CAFError) {
-                try writer.finalize(remainderFrames: format.isVariableBitRate ? remainderFrames : 0)
+                try writer.finalize(remainderFrames: format.isVariableBitRate ? end?.remainderFrames ?? 0 : 0)
             } catch {
                 let storageError = StorageError.writeFailed(error.description)
                 fail(storageError)
@@ -190,8 +213,21 @@ public final class StreamWriter: @unchecked Sendable {
             self.writer = nil
             positionLog = nil
             try? StreamPositionLog.remove(cafPath: path)
-            // Finished: the stream leaves the index (a resume of it is a new stream from now on).
-            claim?.release(removingEntry: true)
+            // The entry names the file relative to the output folder; it becomes the finished record.
+            if let claim, let end, let relativePath = try? claim.contents(), !relativePath.isEmpty, !FinishedStreamRecord.marksFinished(relativePath) {
+                let record = FinishedStreamRecord(
+                    relativePath: relativePath,
+                    frames: writer.frameCount, packets: writer.packetCount, lastSequence: end.lastSequence, endSampleTime: end.endSampleTime)
+                do throws(DurableFileError) {
+                    try claim.recordFinished(record)
+                    claim.release(removingEntry: false)
+                } catch {
+                    // The file is complete; only a lost EndAccepted could not be answered again.
+                    claim.release(removingEntry: true)
+                }
+            } else {
+                claim?.release(removingEntry: true)
+            }
             claim = nil
             durable = written
             events.durable(durable)

@@ -83,7 +83,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
         self.windowBytes = windowBytes
         self.done = done
         self.logger = logger
-        state = SenderStreamState(oldestHeldSequence: log.oldestKeptSequence, nextNewSequence: log.lastSequence + 1)
+        state = SenderStreamState(
+            oldestHeldSequence: log.oldestKeptSequence, nextNewSequence: log.lastSequence + 1,
+            endedBefore: log.streamEnd.map { SenderStreamState.StreamEnd(lastSequence: log.lastSequence, endSampleTime: $0.endSampleTime) })
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -250,7 +252,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         if wrote, nextToSend > 1 { log.markSent(through: nextToSend - 1) }
         if !endSent, let end = log.streamEnd, nextToSend > log.lastSequence {
             do {
-                try state.endOfStreamSent(lastSequence: nextToSend - 1)
+                try state.endOfStreamSent(lastSequence: nextToSend - 1, endSampleTime: end.endSampleTime)
             } catch {
                 return fail(.protocolViolation(error.description), retry: false)
             }

@@ -3,8 +3,27 @@
 /// the connection: send its `errorFrame` and close; every later call throws it again.
 ///
 /// Order: Hello sent → HelloAccepted (or Error) → AudioData/Gap sent, Acks received →
-/// EndOfStream sent → EndAccepted. Heartbeats may arrive at any time after Hello.
+/// EndOfStream sent → EndAccepted. Heartbeats may arrive at any time after Hello. A stream whose end
+/// the sender already sent on an earlier connection may get EndAccepted as the answer to Hello: the
+/// receiver finished it, and the connection that should have carried the confirmation was lost.
+///
+/// EndAccepted counts only when it names the EndOfStream this sender sent (its `last_sequence` and
+/// `end_sample_time`): anything else is a receiver that did not read the stream's end, and nothing may
+/// be released on its word.
 public struct SenderStreamState: Sendable, FinalErrorLatch {
+    /// The end of a stream, as EndOfStream states it and EndAccepted must repeat it.
+    public struct StreamEnd: Sendable, Equatable {
+        /// The stream's last sequence.
+        public var lastSequence: UInt64
+        /// The sample index just past the stream's last frame.
+        public var endSampleTime: Int64
+
+        public init(lastSequence: UInt64, endSampleTime: Int64) {
+            self.lastSequence = lastSequence
+            self.endSampleTime = endSampleTime
+        }
+    }
+
     /// Where the connection is in the protocol.
     public enum Phase: Sendable, Equatable {
         case notStarted
@@ -26,6 +45,11 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
     public private(set) var nextSequenceToSend: UInt64
     /// The highest sequence known durable at the receiver (0 when none).
     public private(set) var acknowledgedSequence: UInt64
+    /// The stream's end when it had ended before this connection (its EndOfStream may have gone out
+    /// on an earlier one).
+    public let endedBefore: StreamEnd?
+    /// The end sent on this connection.
+    public private(set) var endSent: StreamEnd?
 
     /// The error that ended the machine, if any (`FinalErrorLatch`).
     var failure: WireError?
@@ -37,7 +61,13 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
 
     /// A connection of a stream whose spool holds sequences `oldestHeldSequence ..< nextNewSequence`
     /// (both 1 for a new stream). Hello's `resume_from_sequence` should be `oldestHeldSequence`.
-    public init(oldestHeldSequence: UInt64 = WireProtocol.firstSequence, nextNewSequence: UInt64 = WireProtocol.firstSequence) {
+    /// `endedBefore`: the stream had ended before this connection (its EndOfStream may have gone
+    /// out on an earlier connection, which then ended without EndAccepted).
+    public init(
+        oldestHeldSequence: UInt64 = WireProtocol.firstSequence, nextNewSequence: UInt64 = WireProtocol.firstSequence,
+        endedBefore: StreamEnd? = nil
+    ) {
+        self.endedBefore = endedBefore
         self.oldestHeldSequence = max(oldestHeldSequence, WireProtocol.firstSequence)
         self.nextNewSequence = max(nextNewSequence, self.oldestHeldSequence)
         self.nextSequenceToSend = self.oldestHeldSequence
@@ -66,12 +96,13 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
     }
 
     /// Records that EndOfStream was sent; `lastSequence` must be the last sequence sent.
-    public mutating func endOfStreamSent(lastSequence: UInt64) throws(WireError) {
+    public mutating func endOfStreamSent(lastSequence: UInt64, endSampleTime: Int64) throws(WireError) {
         try run { (state: inout Self) throws(WireError) in
             guard state.phase == .streaming else { throw .sendOutOfOrder("EndOfStream sent outside streaming") }
             guard lastSequence == state.highestSentSequence else {
                 throw .sendOutOfOrder("EndOfStream names \(lastSequence) but \(state.highestSentSequence) was sent last")
             }
+            state.endSent = StreamEnd(lastSequence: lastSequence, endSampleTime: endSampleTime)
             state.phase = .awaitingEndAccepted
         }
     }
@@ -106,6 +137,15 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             acknowledgedSequence = next - 1
             phase = .streaming
             return .accepted(accepted)
+        case (.awaitingHelloAccepted, .endAccepted(let accepted)):
+            // The receiver finished this stream on an earlier connection whose EndAccepted was lost.
+            guard let end = endedBefore else {
+                throw .unexpectedMessage(message.type, expecting: "HelloAccepted or Error: this stream has not ended")
+            }
+            try Self.check(accepted, confirms: end)
+            acknowledgedSequence = max(acknowledgedSequence, end.lastSequence)
+            phase = .ended
+            return .endAccepted(accepted)
         case (.awaitingHelloAccepted, _):
             throw .unexpectedMessage(message.type, expecting: "HelloAccepted or Error")
         case (.streaming, .ack(let ack)), (.awaitingEndAccepted, .ack(let ack)):
@@ -116,6 +156,8 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             acknowledgedSequence = ack.durableSequence
             return .acknowledged(ack)
         case (.awaitingEndAccepted, .endAccepted(let accepted)):
+            guard let end = endSent else { throw .sendOutOfOrder("EndOfStream was not recorded") }
+            try Self.check(accepted, confirms: end)
             acknowledgedSequence = highestSentSequence
             phase = .ended
             return .endAccepted(accepted)
@@ -125,6 +167,15 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             throw .unexpectedMessage(message.type, expecting: "Ack, EndAccepted, Heartbeat or Error")
         case (.ended, _), (.closed, _):
             throw .unexpectedMessage(message.type, expecting: "nothing: the stream has ended")
+        }
+    }
+
+    /// EndAccepted must repeat the end the sender sent: a receiver that answers before reading the
+    /// stream's end cannot know it.
+    private static func check(_ accepted: Capture_V1_EndAccepted, confirms end: StreamEnd) throws(WireError) {
+        guard accepted.lastSequence == end.lastSequence, accepted.endSampleTime == end.endSampleTime else {
+            throw .endAcceptedMismatch(
+                sent: end, confirmed: StreamEnd(lastSequence: accepted.lastSequence, endSampleTime: accepted.endSampleTime))
         }
     }
 }

@@ -73,6 +73,9 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case cannotResume(requested: UInt64, oldestHeld: UInt64)
     /// The receiver wants to resume after the newest sequence the sender has.
     case resumeBeyondSent(requested: UInt64, nextUnsent: UInt64)
+    /// An EndAccepted that does not name the EndOfStream this sender sent: the receiver did not read
+    /// the stream's end (or confirms another stream), so nothing is confirmed.
+    case endAcceptedMismatch(sent: SenderStreamState.StreamEnd, confirmed: SenderStreamState.StreamEnd)
     /// This side tried to send out of protocol order (a bug in the caller).
     case sendOutOfOrder(String)
 
@@ -89,7 +92,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .sequenceGap, .cannotResume: return .sequenceGap
         case .invalidField, .sampleTimeMismatch, .packetSizeCountMismatch, .packetSizesSumMismatch,
             .payloadSizeMismatch, .frameCountMismatch, .endOfStreamSequenceMismatch,
-            .endOfStreamSampleTimeMismatch, .ackBeyondSent, .resumeBeyondSent:
+            .endOfStreamSampleTimeMismatch, .ackBeyondSent, .resumeBeyondSent, .endAcceptedMismatch:
             return .invalidMessage
         case .encodingFailed, .sendOutOfOrder: return .internal
         }
@@ -188,6 +191,10 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .resumeBeyondSent(let requested, let nextUnsent):
             return "the receiver asks to resume at sequence \(requested) but the sender has produced only up to"
                 + " \(nextUnsent - 1); is another sender using the same stream id?"
+        case .endAcceptedMismatch(let sent, let confirmed):
+            return "the receiver confirmed a stream ending at sequence \(confirmed.lastSequence), sample \(confirmed.endSampleTime),"
+                + " but this stream ends at sequence \(sent.lastSequence), sample \(sent.endSampleTime); the confirmation does not count"
+                + " and the sender keeps the audio"
         case .sendOutOfOrder(let what):
             return "internal error: \(what)"
         }

@@ -34,7 +34,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
 
         func write(_ audio: AudioWrite) { lock.withLock { _writes.append(audio) } }
         func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {}
-        func finish(remainderFrames: Int, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
+        func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
             lock.withLock { _finish = completion }
         }
         func detach(finalizing: Bool, completion: @escaping @Sendable () -> Void) {

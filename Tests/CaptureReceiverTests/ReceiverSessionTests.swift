@@ -104,14 +104,14 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15)]),
             (.durable(DurablePosition(sequence: 2, sampleTime: 30)), [Self.ack(2, 30)]),
             (.messageReceived(.endOfStream(.with { $0.lastSequence = 2; $0.endSampleTime = 30; $0.reason = "stopped" })), [
-                .finishFile(remainderFrames: 0),
+                .finishFile(StreamEnding(remainderFrames: 0, lastSequence: 2, endSampleTime: 30)),
             ]),
             (.fileFinished(.success(Self.finished)), [
                 .forgetStream(Self.stream),
                 .log(.init(.notice, "stream closed", [
                     "path": Self.path, "frames": "30", "bytes": "120", "gaps": "0", "duration": "0.001 s", "reason": "stopped",
                 ])),
-                .send(.endAccepted(.with { $0.fileName = "studio-a_20260101T000000Z.caf"; $0.totalFrames = 30; $0.totalPackets = 30 })),
+                .send(.endAccepted(.with { $0.fileName = "studio-a_20260101T000000Z.caf"; $0.totalFrames = 30; $0.totalPackets = 30; $0.lastSequence = 2; $0.endSampleTime = 30 })),
                 .close,
             ]),
             (.connectionClosed, []),
@@ -182,7 +182,7 @@ final class ReceiverSessionTests: XCTestCase {
     func testAFinishFailingAfterTheSenderLeftKeepsTheFileResumable() throws {
         var session = try streamingSession()
         run(&session, [
-            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(remainderFrames: 0)]),
+            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnding(remainderFrames: 0, lastSequence: 0, endSampleTime: 0))]),
             (.connectionClosed, []),
             (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
             (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),

@@ -76,21 +76,41 @@ final class SharedStreamIndexTests: XCTestCase {
         second.shutDown()
     }
 
-    func testAFinishedStreamLeavesTheIndexAndCannotBeResumed() throws {
+    /// Issue 19, item 1: a finished stream stays known, on disk, for the resume window: any receiver
+    /// of the folder answers a Hello of it as finished (the session sends its EndAccepted again), and
+    /// stores nothing twice; after the window the sweep removes it from the index.
+    func testAFinishedStreamIsKnownAsFinishedForItsResumeWindowThenLeavesTheIndex() throws {
         let hello = try Self.hello()
         let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let other = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
         let stream = try open(pool, hello).get()
         let index = StreamIndex(outputDirectory: folder)
         XCTAssertEqual(index.streams(), [hello.streamID])
         let finished = expectation(description: "finished")
-        stream.writer.finish(remainderFrames: 0) { _ in finished.fulfill() }
+        stream.writer.finish(StreamEnding(remainderFrames: 0, lastSequence: 7, endSampleTime: 960)) { _ in finished.fulfill() }
         wait(for: [finished], timeout: 30)
-        XCTAssertEqual(index.streams(), [], "a finished stream has no entry")
-        guard case .failure(.notResumable) = try open(pool, hello, mayCreate: false) else {
-            return XCTFail("a sender that lost the stream's beginning cannot resume a finished stream")
+        let name = (stream.writer.path as NSString).lastPathComponent
+        let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, lastSequence: 7, endSampleTime: 960)
+        XCTAssertEqual(try String(contentsOfFile: index.entryPath(hello.streamID), encoding: .utf8), "finished\n\(name)\nframes=0 packets=0 last-sequence=7 end-sample=960\n")
+        for (receiver, mayCreate) in [(pool, true), (pool, false), (other, true), (other, false)] {
+            guard case .failure(.alreadyFinished(let record)) = try open(receiver, hello, mayCreate: mayCreate) else {
+                return XCTFail("a Hello of the finished stream is answered as finished (mayCreate \(mayCreate))")
+            }
+            XCTAssertEqual(record, expected)
         }
-        XCTAssertEqual(try files(for: hello).count, 1, "and no file is made for it")
+        XCTAssertEqual(try files(for: hello).count, 1, "and no second file is made for it")
+        // Within the window a sweep keeps it; after the window it leaves the index.
+        AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-60)), logger: Logger(label: "test"))
+        AbandonedStreamSweeper.sweep(index: index, mode: .finalizeResumable, logger: Logger(label: "test"))
+        XCTAssertEqual(index.streams(), [hello.streamID])
+        AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: Date().addingTimeInterval(60)), logger: Logger(label: "test"))
+        XCTAssertEqual(index.streams(), [], "the resume window has passed")
+        guard case .failure(.notResumable) = try open(pool, hello, mayCreate: false) else {
+            return XCTFail("after the window the stream is unknown")
+        }
+        XCTAssertEqual(try files(for: hello).count, 1)
         pool.shutDown()
+        other.shutDown()
     }
 
     func testAnEntryNamingAFileOutsideTheOutputFolderIsNotFollowed() throws {

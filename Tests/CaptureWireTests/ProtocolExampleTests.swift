@@ -44,7 +44,7 @@ final class ProtocolExampleTests: XCTestCase {
         try state.helloSent()
         XCTAssertEqual(try state.receive(messages[0]), .accepted(WireFixtures.helloAccepted()))
         try state.sent(sequence: 1)
-        try state.endOfStreamSent(lastSequence: 1)
+        try state.endOfStreamSent(lastSequence: 1, endSampleTime: 4)
         XCTAssertEqual(try state.receive(messages[1]), .acknowledged(WireFixtures.ack(1, sampleTime: 4)))
         guard case .endAccepted(let end) = try state.receive(messages[2]) else { return XCTFail("no EndAccepted") }
         XCTAssertEqual(end.totalFrames, 4)

@@ -88,8 +88,8 @@ final class SenderStreamStateTests: XCTestCase {
             XCTAssertEqual((error as? WireError)?.code, .unexpectedMessage)
         }
         var wrongLast = state
-        XCTAssertThrowsError(try wrongLast.endOfStreamSent(lastSequence: 2))
-        try state.endOfStreamSent(lastSequence: 3)
+        XCTAssertThrowsError(try wrongLast.endOfStreamSent(lastSequence: 2, endSampleTime: 488))
+        try state.endOfStreamSent(lastSequence: 3, endSampleTime: 488)
         XCTAssertEqual(state.phase, .awaitingEndAccepted)
         XCTAssertThrowsError(try state.sent(sequence: 4))
     }
@@ -97,12 +97,64 @@ final class SenderStreamStateTests: XCTestCase {
     func testAcksContinueUntilEndAccepted() throws {
         var state = try streaming()
         for sequence: UInt64 in 1...3 { try state.sent(sequence: sequence) }
-        try state.endOfStreamSent(lastSequence: 3)
+        try state.endOfStreamSent(lastSequence: 3, endSampleTime: 488)
         let ack = WireFixtures.ack(3, sampleTime: 488)
         XCTAssertEqual(try state.receive(.ack(ack)), .acknowledged(ack))
         let end = WireFixtures.endAccepted()
         XCTAssertEqual(try state.receive(.endAccepted(end)), .endAccepted(end))
         XCTAssertEqual(state.phase, .ended)
         XCTAssertEqual(state.inFlightCount, 0)
+    }
+
+    /// Issue 19, item 3: an EndAccepted that does not repeat the EndOfStream this sender sent
+    /// (a receiver that answered without reading the stream's end) releases nothing: it is a
+    /// protocol violation. Table: (last sequence, end sample) confirmed.
+    func testEndAcceptedMustNameTheEndThatWasSent() throws {
+        let cases: [(last: UInt64, end: Int64, counts: Bool)] = [
+            (3, 488, true), (0, 0, false), (2, 488, false), (3, 484, false), (4, 488, false), (3, 0, false),
+        ]
+        for row in cases {
+            var state = try streaming()
+            for sequence: UInt64 in 1...3 { try state.sent(sequence: sequence) }
+            try state.endOfStreamSent(lastSequence: 3, endSampleTime: 488)
+            var end = WireFixtures.endAccepted()
+            end.lastSequence = row.last
+            end.endSampleTime = row.end
+            if row.counts {
+                XCTAssertEqual(try state.receive(.endAccepted(end)), .endAccepted(end), "\(row)")
+                XCTAssertEqual(state.acknowledgedSequence, 3)
+            } else {
+                XCTAssertThrowsError(try state.receive(.endAccepted(end)), "\(row)") { error in
+                    XCTAssertEqual((error as? WireError)?.code, .invalidMessage, "\(row)")
+                    XCTAssertTrue("\(error)".contains("the confirmation does not count"), "\(error)")
+                }
+                XCTAssertEqual(state.acknowledgedSequence, 0, "nothing is released: \(row)")
+                XCTAssertEqual(state.phase, .closed)
+            }
+        }
+    }
+
+    /// Issue 19, item 1: a stream that ended may get EndAccepted as the answer to its Hello (the
+    /// receiver finished it; the confirmation was lost with the connection). It counts only for a
+    /// stream that has ended, and only when it names that end.
+    func testEndAcceptedAnswersTheHelloOfAStreamThatEnded() throws {
+        var ended = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4, endedBefore: .init(lastSequence: 3, endSampleTime: 488))
+        try ended.helloSent()
+        XCTAssertEqual(try ended.receive(.endAccepted(WireFixtures.endAccepted())), .endAccepted(WireFixtures.endAccepted()))
+        XCTAssertEqual(ended.phase, .ended)
+        XCTAssertEqual(ended.acknowledgedSequence, 3)
+
+        var other = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4, endedBefore: .init(lastSequence: 3, endSampleTime: 500))
+        try other.helloSent()
+        XCTAssertThrowsError(try other.receive(.endAccepted(WireFixtures.endAccepted()))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+
+        var live = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4)
+        try live.helloSent()
+        XCTAssertThrowsError(try live.receive(.endAccepted(WireFixtures.endAccepted()))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .unexpectedMessage, "a stream still capturing has not ended")
+        }
+        XCTAssertEqual(live.acknowledgedSequence, 0)
     }
 }

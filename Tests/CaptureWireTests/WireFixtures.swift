@@ -124,6 +124,8 @@ enum WireFixtures {
         accepted.fileName = "studio-a/20260101T000000Z-studio-a.caf"
         accepted.totalFrames = 488
         accepted.totalPackets = 8
+        accepted.lastSequence = 3
+        accepted.endSampleTime = 488
         return accepted
     }
 

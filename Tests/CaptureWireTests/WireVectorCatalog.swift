@@ -106,7 +106,7 @@ enum WireVectorCatalog {
             content: .frame(.endOfStream(WireFixtures.endOfStream()))),
         WireVector(
             file: "frame-08-end-accepted.hex",
-            comments: ["EndAccepted (type 8): file \"studio-a/20260101T000000Z-studio-a.caf\", 488 frames, 8 packets."],
+            comments: ["EndAccepted (type 8): file \"studio-a/20260101T000000Z-studio-a.caf\", 488 frames, 8 packets, for the EndOfStream of last_sequence 3 and end_sample_time 488."],
             content: .frame(.endAccepted(WireFixtures.endAccepted()))),
         WireVector(
             file: "frame-09-error.hex",

@@ -15,7 +15,9 @@ import Glibc
 /// - `.stall`: nothing is relayed (bytes wait in the kernel) until the mode changes;
 /// - `.throttle(bytesPerSecond)`: relayed at that rate;
 /// - `.blackHole`: connections are accepted but everything is swallowed and nothing is answered or
-///   relayed, like a peer that vanished without closing (half-open connection).
+///   relayed, like a peer that vanished without closing (half-open connection);
+/// - `.dropReplies`: what the client sends is relayed, what the upstream answers is swallowed (a
+///   return path that fails while the other direction still works); closes are still relayed.
 public final class FaultProxy: @unchecked Sendable {
     /// What the proxy does to the traffic.
     public enum Mode: Sendable, Equatable {
@@ -24,6 +26,7 @@ public final class FaultProxy: @unchecked Sendable {
         case stall
         case throttle(bytesPerSecond: Int)
         case blackHole
+        case dropReplies
     }
 
     /// The port the proxy listens on (127.0.0.1).
@@ -258,7 +261,7 @@ private final class Relay: @unchecked Sendable {
                 }
                 pending = buffer[0..<count]
             }
-            if mode == .blackHole || destination < 0 {
+            if mode == .blackHole || destination < 0 || (mode == .dropReplies && source == server) {
                 pending = []
                 continue
             }

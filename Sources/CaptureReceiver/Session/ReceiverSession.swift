@@ -234,7 +234,7 @@ public struct ReceiverSession: Sendable {
             endOfStream = end
             state = .finishing
             if paused { actions.append(.setReading(true)) }
-            actions.append(.finishFile(remainderFrames: Int(end.remainderFrames)))
+            actions.append(.finishFile(StreamEnding(remainderFrames: Int(end.remainderFrames), lastSequence: end.lastSequence, endSampleTime: end.endSampleTime)))
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
             if error.fatal { close(&actions) }
@@ -338,6 +338,22 @@ public struct ReceiverSession: Sendable {
         case .streamBusy(let message):
             protocolState.reject()
             return fail(.refused(.streamBusy, message + "; try again later"), &actions)
+        case .alreadyFinished(let record):
+            // The sender missed the EndAccepted of a stream finished here: send it again, so it
+            // releases its spool, and nothing is stored twice.
+            protocolState.reject()
+            guard connection == .open else { return }
+            actions.append(.log(.init(.notice, "stream already finished: sending its EndAccepted again", [
+                "file": record.relativePath, "last-sequence": "\(record.lastSequence)",
+            ])))
+            actions.append(.send(.endAccepted(.with {
+                $0.fileName = record.relativePath
+                $0.totalFrames = record.frames
+                $0.totalPackets = UInt64(record.packets)
+                $0.lastSequence = record.lastSequence
+                $0.endSampleTime = record.endSampleTime
+            })))
+            return close(&actions)
         default:
             protocolState.reject()
         }
@@ -400,6 +416,8 @@ public struct ReceiverSession: Sendable {
                     $0.fileName = fileName
                     $0.totalFrames = file.frames
                     $0.totalPackets = UInt64(file.packets)
+                    $0.lastSequence = endOfStream?.lastSequence ?? 0
+                    $0.endSampleTime = endOfStream?.endSampleTime ?? 0
                 })))
                 close(&actions)
             }

@@ -67,7 +67,7 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     /// Record a gap in the stream's file.
     case recordGap(Capture_V1_Gap)
     /// Finalize the file (the stream ended); answer with `.fileFinished`.
-    case finishFile(remainderFrames: Int)
+    case finishFile(StreamEnding)
     /// Let go of the file as `FileRelease` says; answer with `.fileReleased`.
     case releaseFile(FileRelease)
     /// Stop (false) or resume (true) reading from the connection: backpressure while the disk is behind.

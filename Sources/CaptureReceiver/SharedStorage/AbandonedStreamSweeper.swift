@@ -80,7 +80,15 @@ enum AbandonedStreamSweeper {
         for stream in index.streams() {
             guard case .success(let claim) = index.claimExisting(stream) else { continue }
             guard let path = index.unfinishedFile(of: claim) else {
-                // Finished (a crash between finishing the file and removing its entry) or never named.
+                if index.finishedRecord(of: claim) != nil {
+                    // Finished: kept for the resume window so a sender that missed its EndAccepted
+                    // gets it again, then removed.
+                    var expired = false
+                    if case .expire(let cutoff, _) = mode { expired = (index.entryModified(stream) ?? .distantPast) < cutoff }
+                    claim.release(removingEntry: expired)
+                    continue
+                }
+                // Finished without a record (a crash while finishing) or never named.
                 claim.release(removingEntry: true)
                 continue
             }

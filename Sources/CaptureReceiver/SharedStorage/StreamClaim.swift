@@ -89,6 +89,17 @@ final class StreamClaim: @unchecked Sendable {
         guard written == bytes.count else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
     }
 
+    /// Replaces the entry with the record of the finished stream, durably (written and synced)
+    /// before the sender is told EndAccepted: after a crash the stream must still be known as
+    /// finished, or a resume would store its audio again.
+    func recordFinished(_ record: FinishedStreamRecord) throws(DurableFileError) {
+        let bytes = Array(record.entryText.utf8)
+        guard ftruncate(descriptor, 0) == 0 else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
+        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        guard written == bytes.count else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
+        guard fdatasync(descriptor) == 0 else { throw DurableFileError(operation: "syncing", path: entryPath, code: errno) }
+    }
+
     /// Lets go of the stream; with `removingEntry` (the stream is finished, or was never made) the
     /// entry is removed first, while the claim still excludes everyone else.
     func release(removingEntry: Bool) {

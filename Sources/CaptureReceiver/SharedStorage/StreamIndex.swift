@@ -4,13 +4,14 @@ import Glibc
 import CaptureCore
 import Foundation
 
-/// The index of unfinished streams on the output volume: `OUT/.streams/<stream id>` names the
+/// The index of unfinished and recently finished streams on the output volume: `OUT/.streams/<stream id>` names the
 /// stream's CAF file by its path relative to `OUT`. Every receiver writing to the same folder (one
 /// server, or several behind a load balancer on shared storage) finds any stream it is asked to
 /// resume through it, without scanning, and claims the stream by locking its entry (`StreamClaim`).
 ///
-/// An entry exists from the moment a stream is accepted until its file is finished (or finalized
-/// after its resume window); a stream without an entry is unknown. Entries appear atomically:
+/// An entry exists from the moment a stream is accepted until its resume window has passed after
+/// it finished (then it holds a `FinishedStreamRecord`), or until its file is finalized after its
+/// resume window; a stream without an entry is unknown. Entries appear atomically:
 /// created under a temporary name, locked, then linked into place (`link(2)` fails if the name is
 /// taken, so of two receivers offered one new stream at once exactly one gets it, and the entry is
 /// locked the instant it is visible). Its contents are read only under the claim.
@@ -100,8 +101,25 @@ public struct StreamIndex: Sendable {
     /// The file a claimed entry names, when it names one inside the output folder that can still be
     /// continued (unfinished, or finalized at a shutdown and resumable); nil otherwise.
     func unfinishedFile(of claim: StreamClaim) -> String? {
-        guard let path = (try? claim.contents()).flatMap({ absolutePath(relative: $0) }), ResumableFiles.isUnfinished(path) else { return nil }
+        guard let text = try? claim.contents(), !FinishedStreamRecord.marksFinished(text),
+              let path = absolutePath(relative: text), ResumableFiles.isUnfinished(path)
+        else { return nil }
         return path
+    }
+
+    /// The record of a finished stream a claimed entry holds; nil for any other entry.
+    func finishedRecord(of claim: StreamClaim) -> FinishedStreamRecord? {
+        guard let text = try? claim.contents(), let record = FinishedStreamRecord(entryText: text),
+              absolutePath(relative: record.relativePath) != nil
+        else { return nil }
+        return record
+    }
+
+    /// When the entry of `stream` was last written (for a finished stream: when it finished).
+    func entryModified(_ stream: UUID) -> Date? {
+        var status = stat()
+        guard lstat(entryPath(stream), &status) == 0 else { return nil }
+        return Date(timeIntervalSince1970: Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
     }
 
     /// The streams that have an entry.

@@ -310,7 +310,8 @@ public nonisolated struct Capture_V1_EndOfStream: Sendable {
   public init() {}
 }
 
-/// Receiver -> sender: the file is complete and closed.
+/// Receiver -> sender: the file is complete and closed. It names the EndOfStream it accepted, so a
+/// sender can tell a real confirmation from a receiver that never read its end.
 public nonisolated struct Capture_V1_EndAccepted: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -321,6 +322,12 @@ public nonisolated struct Capture_V1_EndAccepted: Sendable {
   public var totalFrames: Int64 = 0
 
   public var totalPackets: UInt64 = 0
+
+  /// EndOfStream.last_sequence of the stream it finished
+  public var lastSequence: UInt64 = 0
+
+  /// EndOfStream.end_sample_time of the stream it finished
+  public var endSampleTime: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -971,7 +978,7 @@ nonisolated extension Capture_V1_EndOfStream: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Capture_V1_EndAccepted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".EndAccepted"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}file_name\0\u{3}total_frames\0\u{3}total_packets\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}file_name\0\u{3}total_frames\0\u{3}total_packets\0\u{3}last_sequence\0\u{3}end_sample_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -982,6 +989,8 @@ nonisolated extension Capture_V1_EndAccepted: SwiftProtobuf.Message, SwiftProtob
       case 1: try { try decoder.decodeSingularStringField(value: &self.fileName) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.totalFrames) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.totalPackets) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.lastSequence) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.endSampleTime) }()
       default: break
       }
     }
@@ -997,6 +1006,12 @@ nonisolated extension Capture_V1_EndAccepted: SwiftProtobuf.Message, SwiftProtob
     if self.totalPackets != 0 {
       try visitor.visitSingularUInt64Field(value: self.totalPackets, fieldNumber: 3)
     }
+    if self.lastSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.lastSequence, fieldNumber: 4)
+    }
+    if self.endSampleTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.endSampleTime, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1004,6 +1019,8 @@ nonisolated extension Capture_V1_EndAccepted: SwiftProtobuf.Message, SwiftProtob
     if lhs.fileName != rhs.fileName {return false}
     if lhs.totalFrames != rhs.totalFrames {return false}
     if lhs.totalPackets != rhs.totalPackets {return false}
+    if lhs.lastSequence != rhs.lastSequence {return false}
+    if lhs.endSampleTime != rhs.endSampleTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

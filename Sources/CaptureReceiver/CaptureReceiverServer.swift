@@ -66,7 +66,7 @@ public final class CaptureReceiverServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
-        let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit)
+        let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit, blockDuration: configuration.authBlockSeconds)
         let writerPool = WriterPool(policy: configuration.syncPolicy, metrics: configuration.metrics)
         let storage = PooledStreamStorage(pool: writerPool, configuration: configuration)
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance

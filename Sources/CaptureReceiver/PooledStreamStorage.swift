@@ -14,12 +14,12 @@ struct PooledStreamStorage: StreamStorage {
     let configuration: ReceiverConfiguration
 
     func open(
-        _ hello: ValidatedHello, mayCreate: Bool, peer: String, events: StreamWriterEvents,
+        _ hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, peer: String, events: StreamWriterEvents,
         completion: @escaping @Sendable (Result<OpenedStreamFile, StorageError>) -> Void
     ) {
         let start = hello.message.startTimeUnixNs > 0
             ? Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9) : Date()
-        pool.open(hello: hello, mayCreate: mayCreate, start: start, peer: peer, configuration: configuration, events: events) { result in
+        pool.open(hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, configuration: configuration, events: events) { result in
             completion(result.map { OpenedStreamFile(file: $0.writer, resume: $0.resume, resumed: $0.resumed) })
         }
     }

@@ -35,6 +35,8 @@ public struct ReceiverConfiguration: Sendable {
     public var authTokens: AuthTokens? = nil
     /// Failed authentications per peer address within a minute before that address is refused for a minute (0: no limit).
     public var authFailureLimit: Int = 5
+    /// Seconds an address over `authFailureLimit` is refused (RATE_LIMITED).
+    public var authBlockSeconds: Double = 60
     /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
     /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
     public var resumeWindow: Double = 86_400

@@ -32,6 +32,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private var writer: (any StreamFile)?
     private var handshakeTimeout: Scheduled<Void>?
     private var peerAddress = "unknown"
+    /// Set when the peer's address is rate limited but its Hello may still resume a stream it owns.
+    private var ownershipRequired: (reason: String, retryAfter: UInt32)?
     /// Reads are held back (backpressure); `readPending` remembers the read asked for meanwhile.
     private var readingPaused = false
     private var readPending = false
@@ -226,8 +228,13 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
 
     /// Authentication, then the stream table: what to do with a valid Hello.
     private func decide(on hello: ValidatedHello) -> HelloDecision {
-        if let refusal = authenticate(hello) {
-            return .refused(.authenticationFailed, refusal)
+        switch authenticate(hello) {
+        case .allowed:
+            break
+        case .refused(let reason):
+            return .refused(.authenticationFailed, reason)
+        case .rateLimited(let reason, let retryAfter):
+            return .rateLimited(reason, retryAfterMilliseconds: retryAfter)
         }
         switch registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) {
         case .reserved:
@@ -239,12 +246,29 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Checks the peer's rate limit and the Hello's token; the reason for a refusal, or nil.
-    private func authenticate(_ hello: ValidatedHello) -> String? {
+    /// What authentication decided.
+    private enum Authentication {
+        case allowed
+        case refused(String)
+        case rateLimited(String, retryAfterMilliseconds: UInt32)
+    }
+
+    /// Checks the peer's rate limit and the Hello's token. An address over the limit (shared by many
+    /// field units behind one NAT, one of them failing) is refused for now with RATE_LIMITED and a
+    /// retry-after, except for a Hello that carries a resume secret: it may still resume a stream it
+    /// owns (its token is checked as usual, and storage must find the stream and its owner, or the
+    /// answer is RATE_LIMITED after all), so streams that authenticated before are not locked out by
+    /// others' failures, while guessing gains nothing.
+    private func authenticate(_ hello: ValidatedHello) -> Authentication {
+        ownershipRequired = nil
         if let remaining = rateLimiter.remainingBlock(for: peerAddress) {
-            return "too many failed authentication attempts from \(peerAddress); try again in \(Int(remaining.rounded(.up))) s"
+            let seconds = Int(remaining.rounded(.up))
+            let reason = "too many failed authentication attempts from \(peerAddress); try again in \(seconds) s"
+            let retryAfter = UInt32(clamping: Int((remaining * 1_000).rounded(.up)))
+            guard !hello.message.resumeSecret.isEmpty else { return .rateLimited(reason, retryAfterMilliseconds: retryAfter) }
+            ownershipRequired = (reason, retryAfter)
         }
-        guard let tokens = configuration.authTokens else { return nil }
+        guard let tokens = configuration.authTokens else { return .allowed }
         let presented = hello.message.authToken
         let refusal: String?
         if presented.isEmpty {
@@ -254,14 +278,28 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         } else {
             refusal = nil
         }
-        if refusal != nil {
+        if let refusal {
             if rateLimiter.recordFailure(from: peerAddress) {
                 logger.warning("too many failed authentications from this address; refusing it for a while")
             }
-        } else {
-            rateLimiter.recordSuccess(from: peerAddress)
+            if let (reason, retryAfter) = ownershipRequired { return .rateLimited(reason, retryAfterMilliseconds: retryAfter) }
+            return .refused(refusal)
         }
-        return refusal
+        if ownershipRequired == nil { rateLimiter.recordSuccess(from: peerAddress) }
+        return .allowed
+    }
+
+    private static func isOwnershipRefusal(_ error: StorageError) -> Bool {
+        if case .notStreamOwner = error { return true }
+        return false
+    }
+
+    /// Who this connection is, when the receiver authenticates: its client certificate (mutual TLS)
+    /// or its token. Streams are bound to it (`StreamOwner`).
+    private func identity(of hello: ValidatedHello) -> String? {
+        if let fingerprint = tlsReport?.certificateFingerprint { return StreamOwner.identity(certificate: fingerprint) }
+        if configuration.authTokens != nil, !hello.message.authToken.isEmpty { return StreamOwner.identity(token: hello.message.authToken) }
+        return nil
     }
 
     /// Opens (continues or creates) the stream's file off the event loop, then reports back on it.
@@ -271,12 +309,18 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         let events = StreamWriterEvents(
             durable: { position in loopBound.run { $0.handle(.durable(position)) } },
             failed: { error in loopBound.run { $0.handle(.storageFailed(error)) } })
-        storage.open(hello, mayCreate: mayCreate, peer: peer, events: events) { result in
+        // From a rate-limited address only a stream the Hello proves it owns may be continued.
+        let limited = ownershipRequired
+        let owner = StreamOwner(secret: hello.message.resumeSecret, identity: identity(of: hello))
+        storage.open(hello, mayCreate: mayCreate && limited == nil, owner: owner, peer: peer, events: events) { result in
             loopBound.run { handler in
                 switch result {
                 case .success(let opened):
                     handler.writer = opened.file
                     handler.handle(.fileOpened(path: opened.file.path, resume: opened.resume, resumed: opened.resumed))
+                case .failure(let error) where limited != nil && (error == .notResumable || Self.isOwnershipRefusal(error)):
+                    // Not a stream this Hello owns: the address's limit applies after all.
+                    handler.handle(.fileOpenFailed(.rateLimited(limited?.reason ?? "", retryAfterMilliseconds: limited?.retryAfter ?? 0)))
                 case .failure(let error):
                     handler.handle(.fileOpenFailed(error))
                 }

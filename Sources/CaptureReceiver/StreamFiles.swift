@@ -19,8 +19,10 @@ struct OpenedStream {
 enum StreamFiles {
     /// Opens the stream's file. `mayCreate` is false when the sender resumes audio a new file could
     /// not hold (it no longer has the stream's beginning): then an unknown stream is `.notResumable`.
+    /// `owner` is who asks: a stream whose entry names another owner is refused (`.notStreamOwner`);
+    /// a new stream is created with it.
     static func open(
-        hello: ValidatedHello, mayCreate: Bool, start: Date, peer: String, configuration: ReceiverConfiguration,
+        hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<OpenedStream, StorageError> {
         let index = StreamIndex(outputDirectory: configuration.outputDirectory)
@@ -29,23 +31,34 @@ enum StreamFiles {
         for _ in 0..<4 {
             switch index.claimExisting(stream) {
             case .success(let claim):
-                let relative: String
+                let text: String
                 do throws(DurableFileError) {
-                    relative = try claim.contents()
+                    text = try claim.contents()
                 } catch {
                     claim.release(removingEntry: false)
                     return .failure(.cannotCreate("cannot read the stream index entry \(claim.entryPath): \(error.description)"))
                 }
-                if let finished = index.finishedRecord(of: claim) {
+                let entry = StreamIndexEntry(text: text)
+                // The id alone grants nothing: the stream's owner must be the one asking.
+                if let recorded = entry?.owner, let refusal = recorded.refusal(of: owner) {
+                    claim.release(removingEntry: false)
+                    return .failure(.notStreamOwner(refusal))
+                }
+                if case .finished(let finished)? = entry?.stream, index.absolutePath(relative: finished.relativePath) != nil {
                     // Finished within its resume window: the sender missed the EndAccepted.
                     claim.release(removingEntry: false)
                     return .failure(.alreadyFinished(finished))
                 }
-                guard !FinishedStreamRecord.marksFinished(relative), let path = index.absolutePath(relative: relative), ResumableFiles.isUnfinished(path) else {
+                guard case .recording(let relative)? = entry?.stream, let path = index.absolutePath(relative: relative), ResumableFiles.isUnfinished(path) else {
                     // The entry outlived its file's recording (a crash between finishing the file and
                     // removing the entry, or before the file was named): the stream is unknown.
                     claim.release(removingEntry: true)
                     continue
+                }
+                if entry?.owner == nil {
+                    // Entered from a folder scan (recorded before owners were kept): its first
+                    // resume binds it to that sender from now on.
+                    try? claim.record(StreamIndexEntry(stream: .recording(relativePath: relative), owner: owner))
                 }
                 return reopen(path: path, claim: claim, hello: hello, configuration: configuration, events: events, lane: lane, pool: pool)
                     .map { OpenedStream(writer: $0.0, resume: $0.1, resumed: true) }
@@ -55,7 +68,7 @@ enum StreamFiles {
                 guard mayCreate else { return .failure(.notResumable) }
                 switch index.claimNew(stream) {
                 case .success(let claim):
-                    return create(hello: hello, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                    return create(hello: hello, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
                         .map { OpenedStream(writer: $0, resume: .newStream(hello), resumed: false) }
                 case .failure(.failed(let error)):
                     return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
@@ -72,7 +85,7 @@ enum StreamFiles {
 
     /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
     private static func create(
-        hello: ValidatedHello, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
+        hello: ValidatedHello, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<StreamWriter, StorageError> {
         let formatter = ISO8601DateFormatter()
@@ -107,7 +120,7 @@ enum StreamFiles {
                 // No fsync here: the pool's next sync round (syncfs) makes the new files and their
                 // folder entries durable before anything written to them is acknowledged.
                 let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
-                try claim.record(relativePath: index.relativePath(of: path))
+                try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
                 return .success(StreamWriter(
                     writer: caf, positionLog: positionLog, claim: claim,
                     start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),

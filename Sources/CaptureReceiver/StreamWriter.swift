@@ -68,10 +68,15 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The stream was finished here (its EndOfStream accepted and its file completed) within the
     /// resume window: the sender missed the EndAccepted, which is sent again.
     case alreadyFinished(FinishedStreamRecord)
+    /// The stream belongs to another sender: the resume secret or the identity does not match.
+    case notStreamOwner(String)
+    /// The peer's address is rate limited and the Hello did not prove it resumes a stream it owns.
+    case rateLimited(String, retryAfterMilliseconds: UInt32)
 
     public var description: String {
         switch self {
-        case .cannotCreate(let message), .writeFailed(let message), .formatChanged(let message), .streamBusy(let message): return message
+        case .cannotCreate(let message), .writeFailed(let message), .formatChanged(let message), .streamBusy(let message),
+            .notStreamOwner(let message), .rateLimited(let message, _): return message
         case .notResumable: return "the stream has no unfinished file in this receiver's output folder"
         case .alreadyFinished(let record): return "the stream was finished already, in \(record.relativePath)"
         }
@@ -214,12 +219,13 @@ public final class StreamWriter: @unchecked Sendable {
             positionLog = nil
             try? StreamPositionLog.remove(cafPath: path)
             // The entry names the file relative to the output folder; it becomes the finished record.
-            if let claim, let end, let relativePath = try? claim.contents(), !relativePath.isEmpty, !FinishedStreamRecord.marksFinished(relativePath) {
+            let entry = (try? claim?.contents()).flatMap { StreamIndexEntry(text: $0) }
+            if let claim, let end, let entry, case .recording(let relativePath) = entry.stream, !relativePath.isEmpty {
                 let record = FinishedStreamRecord(
                     relativePath: relativePath,
                     frames: writer.frameCount, packets: writer.packetCount, lastSequence: end.lastSequence, endSampleTime: end.endSampleTime)
                 do throws(DurableFileError) {
-                    try claim.recordFinished(record)
+                    try claim.recordFinished(record, owner: entry.owner)
                     claim.release(removingEntry: false)
                 } catch {
                     // The file is complete; only a lost EndAccepted could not be answered again.

@@ -67,13 +67,13 @@ public final class WriterPool: @unchecked Sendable {
     /// Opens an accepted stream's file: claims the stream, then continues its unfinished file or
     /// (when the stream is unknown and `mayCreate`) creates one (`StreamFiles.open`).
     func open(
-        hello: ValidatedHello, mayCreate: Bool, start: Date, peer: String, configuration: ReceiverConfiguration,
+        hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, completion: @escaping @Sendable (Result<OpenedStream, StorageError>) -> Void
     ) {
         let lane = takeLane()
         lane.submit { [self] in
             completion(StreamFiles.open(
-                hello: hello, mayCreate: mayCreate, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: self))
+                hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: self))
         }
     }
 

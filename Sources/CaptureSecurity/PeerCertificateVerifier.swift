@@ -9,6 +9,7 @@ public final class TLSVerificationReport: @unchecked Sendable {
     private let lock = NSLock()
     private var storedFailure: String?
     private var storedNames: String?
+    private var storedFingerprint: CertificateFingerprint?
 
     public init() {}
 
@@ -16,9 +17,12 @@ public final class TLSVerificationReport: @unchecked Sendable {
     public var failure: String? { lock.withLock { storedFailure } }
     /// The names the peer's certificate is for (subject alternative names, or its subject).
     public var certificateNames: String? { lock.withLock { storedNames } }
+    /// The SHA-256 fingerprint of the peer's certificate, once it was accepted.
+    public var certificateFingerprint: CertificateFingerprint? { lock.withLock { storedFingerprint } }
 
     func record(failure: String) { lock.withLock { storedFailure = failure } }
     func record(names: String) { lock.withLock { storedNames = names } }
+    func record(accepted fingerprint: CertificateFingerprint) { lock.withLock { storedFingerprint = fingerprint } }
 }
 
 /// How one side decides whether to trust the other's certificate: a CA (or the system trust store)
@@ -74,6 +78,7 @@ public struct PeerCertificateVerifier: Sendable {
         switch trust {
         case .pin(let pinned):
             if pinned.matches(der: leafDER) {
+                report.record(accepted: fingerprint)
                 promise.succeed(.certificateVerified)
             } else {
                 refuse("pin mismatch: \(peerName)'s certificate has SHA-256 fingerprint \(fingerprint.hex), not the pinned \(pinned.hex);"
@@ -111,6 +116,7 @@ public struct PeerCertificateVerifier: Sendable {
             let result = await verifier.validate(leaf: leaf, intermediates: intermediates)
             switch result {
             case .validCertificate:
+                report.record(accepted: fingerprint)
                 promise.succeed(.certificateVerified)
             case .couldNotValidate:
                 let selfSigned = leaf.issuer == leaf.subject

@@ -5,6 +5,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case connectFailed(host: String, port: Int, reason: String)
     /// The receiver refused the stream or reported an error.
     case refused(code: String, message: String)
+    /// The receiver refuses this sender's address for now (RATE_LIMITED): try again after `retryAfter` seconds.
+    case rateLimited(message: String, retryAfter: Double)
     /// The connection broke before the receiver acknowledged the end of the stream.
     case connectionLost(String)
     /// The receiver broke the protocol.
@@ -24,6 +26,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "cannot connect to \(host):\(port): \(reason); check that capture-recv is running there and the port is open"
         case .refused(let code, let message):
             return "the receiver refused the stream (\(code)): \(message)"
+        case .rateLimited(let message, let retryAfter):
+            return "the receiver refuses this address for now (rateLimited): \(message); trying again in \(Int(retryAfter.rounded(.up))) s, and the audio is kept meanwhile"
         case .connectionLost(let reason):
             return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason)"
         case .protocolViolation(let reason):

@@ -154,7 +154,10 @@ final class SenderSessionHandler: ChannelInboundHandler {
             complete(.delivered(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
             context.close(promise: nil)
         case .peerError(let error):
-            if error.fatal {
+            if error.fatal, error.code == .rateLimited {
+                fail(.rateLimited(message: error.message, retryAfter: Double(error.retryAfterMs) / 1_000), retry: true)
+                context.close(promise: nil)
+            } else if error.fatal {
                 fail(.refused(code: "\(error.code)", message: error.message), retry: Self.isRetryable(error.code, afterHandshake: streamed))
                 context.close(promise: nil)
             } else {
@@ -284,7 +287,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
     /// during streaming asks for a resend from the receiver's position (a reconnect).
     static func isRetryable(_ code: Capture_V1_Error.Code, afterHandshake: Bool) -> Bool {
         switch code {
-        case .badFormat, .unsupportedVersion, .authenticationFailed, .invalidMessage, .unexpectedMessage,
+        case .badFormat, .unsupportedVersion, .authenticationFailed, .invalidMessage, .unexpectedMessage, .notStreamOwner,
             .malformedFrame, .frameTooLarge, .internal:
             return false
         case .sequenceGap:

@@ -33,6 +33,9 @@ public struct SenderConfiguration: Sendable {
     public var sourceHost: String
     /// Shared secret for receivers that require one (empty for none).
     public var authToken: String
+    /// The stream's resume secret (PROTOCOL.md §6.1.1): random bytes made once per stream and kept
+    /// with its spool, presented in every Hello; only a sender holding it may resume the stream.
+    public var resumeSecret: [UInt8] = ResumeSecret.make()
     /// TLS settings; nil for a plaintext connection.
     public var tls: SenderTLSConfiguration? = nil
     /// Delays between reconnection attempts.
@@ -156,7 +159,8 @@ public final class StreamSender: Sendable {
                     return .failure(error)
                 }
                 if streamed { failures = 0 }
-                let delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0..<1, using: &generator))
+                var delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0..<1, using: &generator))
+                if case .rateLimited(_, let retryAfter) = error { delay = max(delay, min(retryAfter, 3_600)) }
                 failures += 1
                 logger.warning("connection to the receiver lost; reconnecting", metadata: [
                     "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
@@ -265,6 +269,7 @@ public final class StreamSender: Sendable {
             $0.sourceHost = configuration.sourceHost
             $0.application = configuration.application
             $0.primingFrames = UInt32(description.primingFrames)
+            $0.resumeSecret = Data(configuration.resumeSecret)
         }
     }
 

@@ -33,8 +33,15 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     public var primingFrames: Int
     /// UTC time of sample 0, seconds since 1970.
     public var startTime: Double
+    /// The stream's resume secret (see `SenderConfiguration.resumeSecret`); nil in spools written
+    /// before resume secrets existed (their streams resume without one).
+    public var resumeSecret: [UInt8]?
 
-    public init(streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription) {
+    public init(
+        streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription,
+        resumeSecret: [UInt8] = ResumeSecret.make()
+    ) {
+        self.resumeSecret = resumeSecret
         self.streamID = streamID
         self.streamName = streamName
         self.destination = destination

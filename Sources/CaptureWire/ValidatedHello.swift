@@ -40,6 +40,11 @@ public struct ValidatedHello: Sendable, Equatable {
         try Self.checkLength(hello.streamName.utf8.count, limit: limits.maxStreamNameBytes, field: "stream_name")
         try Self.checkLength(hello.authToken.utf8.count, limit: limits.maxAuthTokenBytes, field: "auth_token")
         try Self.checkLength(hello.magicCookie.count, limit: limits.maxMagicCookieBytes, field: "magic_cookie")
+        guard hello.resumeSecret.isEmpty || WireProtocol.resumeSecretLengths.contains(hello.resumeSecret.count) else {
+            throw .invalidField(
+                message: .hello, field: "resume_secret",
+                reason: "\(hello.resumeSecret.count) bytes; a resume secret is \(WireProtocol.resumeSecretLengths.lowerBound) to \(WireProtocol.resumeSecretLengths.upperBound) random bytes")
+        }
         guard hello.hasFormat else { throw .missingFormat }
         let format = try StreamFormat(wire: hello.format)
         if format.isLinearPCM {

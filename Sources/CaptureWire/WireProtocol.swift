@@ -17,6 +17,8 @@ public enum WireProtocol {
     public static let maxHelloFrameBytes = 65_536 + 16_384
     /// Bytes in `Hello.stream_id` (a UUID).
     public static let streamIDLength = 16
+    /// The sizes a Hello's `resume_secret` may have, in bytes (PROTOCOL.md §6.1.1); capture-send makes 32.
+    public static let resumeSecretLengths = 16...64
     /// The first sequence number of a stream; sequence 0 means "nothing" in acks.
     public static let firstSequence: UInt64 = 1
     /// How often each side sends a Heartbeat when it has sent nothing else.

@@ -196,12 +196,13 @@ struct CaptureSend: ParsableCommand {
         let encoder = try makeEncoder(for: audioSource.format)
         let name = streamName ?? ProcessInfo.processInfo.hostName
         let streamID = UUID()
+        let resumeSecret = ResumeSecret.make()
         let description = StreamDescription(
             format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date()
         )
         let destination = try security.destination(for: receiver)
         let log = try delivery.makeLog(
-            streamID: streamID, streamName: name, destination: destination, description: description,
+            streamID: streamID, streamName: name, destination: destination, description: description, resumeSecret: resumeSecret,
             producerIsRealTime: audioSource.isRealTime, logger: logger)
         let pipeline: CapturePipeline
         do {
@@ -216,6 +217,7 @@ struct CaptureSend: ParsableCommand {
             host: receiver.host, port: receiver.port, streamName: name, streamID: streamID,
             application: "capture-send \(CaptureVersion.current)"
         )
+        configuration.resumeSecret = resumeSecret
         delivery.apply(to: &configuration)
         configuration.tls = try security.tlsConfiguration()
         configuration.authToken = try security.authToken(logger: logger)

@@ -68,13 +68,13 @@ struct DeliveryOptions: ParsableArguments {
     /// The packet log of a new stream bound to `destination`: spooled to disk unless --no-spool, overflowing into a CAF
     /// file beside the spool (or in the current folder with --no-spool) when full.
     func makeLog(
-        streamID: UUID, streamName: String, destination: SpoolDestination, description: StreamDescription, producerIsRealTime: Bool,
+        streamID: UUID, streamName: String, destination: SpoolDestination, description: StreamDescription, resumeSecret: [UInt8], producerIsRealTime: Bool,
         logger: Logger
     ) throws(CLIError) -> PacketLog {
         var spool: StreamSpool?
         if let spoolRoot {
             do throws(SpoolError) {
-                spool = try StreamSpool.create(root: spoolRoot, meta: SpoolMeta(streamID: streamID, streamName: streamName, destination: destination, description: description))
+                spool = try StreamSpool.create(root: spoolRoot, meta: SpoolMeta(streamID: streamID, streamName: streamName, destination: destination, description: description, resumeSecret: resumeSecret))
             } catch {
                 throw CLIError(error.description)
             }

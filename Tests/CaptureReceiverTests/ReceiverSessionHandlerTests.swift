@@ -55,7 +55,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         var requests: [Request] { lock.withLock { _requests } }
 
         func open(
-            _ hello: ValidatedHello, mayCreate: Bool, peer: String, events: StreamWriterEvents,
+            _ hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, peer: String, events: StreamWriterEvents,
             completion: @escaping @Sendable (Result<OpenedStreamFile, StorageError>) -> Void
         ) {
             lock.withLock { _requests.append(Request(hello: hello, mayCreate: mayCreate, events: events, completion: completion)) }

@@ -36,7 +36,7 @@ final class SharedStreamIndexTests: XCTestCase {
             let group = DispatchGroup()
             for pool in [first, second] {
                 group.enter()
-                pool.open(hello: hello, mayCreate: true, start: Date(), peer: "peer", configuration: configuration(), events: Self.events) {
+                pool.open(hello: hello, mayCreate: true, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "peer", configuration: configuration(), events: Self.events) {
                     results.append($0)
                     group.leave()
                 }
@@ -91,7 +91,8 @@ final class SharedStreamIndexTests: XCTestCase {
         wait(for: [finished], timeout: 30)
         let name = (stream.writer.path as NSString).lastPathComponent
         let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, lastSequence: 7, endSampleTime: 960)
-        XCTAssertEqual(try String(contentsOfFile: index.entryPath(hello.streamID), encoding: .utf8), "finished\n\(name)\nframes=0 packets=0 last-sequence=7 end-sample=960\n")
+        let entry = try String(contentsOfFile: index.entryPath(hello.streamID), encoding: .utf8)
+        XCTAssertTrue(entry.hasPrefix("finished\n\(name)\nframes=0 packets=0 last-sequence=7 end-sample=960\nowner secret="), entry)
         for (receiver, mayCreate) in [(pool, true), (pool, false), (other, true), (other, false)] {
             guard case .failure(.alreadyFinished(let record)) = try open(receiver, hello, mayCreate: mayCreate) else {
                 return XCTFail("a Hello of the finished stream is answered as finished (mayCreate \(mayCreate))")
@@ -235,7 +236,7 @@ final class SharedStreamIndexTests: XCTestCase {
     private func open(_ pool: WriterPool, _ hello: ValidatedHello, mayCreate: Bool = true) throws -> Result<OpenedStream, StorageError> {
         let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.open(hello: hello, mayCreate: mayCreate, start: Date(), peer: "127.0.0.1", configuration: configuration(), events: Self.events) {
+        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "127.0.0.1", configuration: configuration(), events: Self.events) {
             opened.value = $0
             done.signal()
         }
@@ -258,6 +259,7 @@ final class SharedStreamIndexTests: XCTestCase {
         message.streamName = "unit-" + id.uuidString.prefix(8)
         message.format = Capture_V1_StreamFormat(StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .s16))
         message.startTimeUnixNs = 1_767_225_600_000_000_000
+        message.resumeSecret = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
         return try ValidatedHello(message)
     }
 }

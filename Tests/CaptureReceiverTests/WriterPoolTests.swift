@@ -272,7 +272,7 @@ final class WriterPoolTests: XCTestCase {
     ) throws -> Result<OpenedStream, StorageError> {
         let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.open(hello: hello, mayCreate: mayCreate, start: Date(), peer: "127.0.0.1", configuration: configuration(folder: folder), events: events.events) {
+        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "127.0.0.1", configuration: configuration(folder: folder), events: events.events) {
             opened.value = $0
             done.signal()
         }
@@ -298,6 +298,7 @@ final class WriterPoolTests: XCTestCase {
         message.streamName = name
         message.format = Capture_V1_StreamFormat(format)
         message.startTimeUnixNs = 1_767_225_600_000_000_000
+        message.resumeSecret = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
         message.sourceHost = "field-recorder"
         message.application = "capture-send test"
         return try ValidatedHello(message)

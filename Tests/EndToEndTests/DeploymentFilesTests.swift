@@ -166,7 +166,7 @@ final class DeploymentFilesTests: XCTestCase {
         checked["CAPTURE_RECV_TLS_CERT"] = nil
         checked["CAPTURE_RECV_TLS_KEY"] = nil
         let receiver = try DeployedReceiver(arguments: [], environment: checked, recordings: temporaryFolder(), recordingsPath: "/var/lib/capture/recordings")
-        XCTAssertTrue(receiver.child.standardOutput.contains("metrics on 127.0.0.1:"), receiver.child.standardOutput)
+        XCTAssertTrue(waitFor { receiver.child.standardOutput.contains("metrics on 127.0.0.1:") }, receiver.child.standardOutput)
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 

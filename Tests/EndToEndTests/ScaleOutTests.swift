@@ -78,8 +78,15 @@ final class ScaleOutTests: XCTestCase {
         XCTAssertEqual(try CAFFile.read(path: opusFile).packetTable, try CAFFile.read(path: referenceFile).packetTable)
         XCTAssertEqual(try Resilience.ffprobePacketCount(opusFile), 1_501)
 
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent(".streams").path), [],
-                       "finished streams leave the index")
+        // Both streams are recorded as finished (for a sender that missed its EndAccepted), naming their files.
+        let index = out.appendingPathComponent(".streams")
+        let entries = try FileManager.default.contentsOfDirectory(atPath: index.path)
+        XCTAssertEqual(entries.count, 2, "\(entries)")
+        for entry in entries {
+            let text = try String(contentsOf: index.appendingPathComponent(entry), encoding: .utf8)
+            XCTAssertTrue(text.hasPrefix("finished\nhandover-"), text)
+            XCTAssertTrue(text.contains("owner secret="), "bound to its sender: \(text)")
+        }
         XCTAssertEqual(second.stop(), 0)
         XCTAssertEqual(reference.stop(), 0)
         balancer.stop()

@@ -28,7 +28,7 @@ enum ErrorCodeName {
         let names = [
             "UNSPECIFIED", "MALFORMED_FRAME", "FRAME_TOO_LARGE", "UNSUPPORTED_VERSION", "BAD_FORMAT",
             "UNEXPECTED_MESSAGE", "AUTHENTICATION_FAILED", "TOO_MANY_STREAMS", "TIMEOUT", "SEQUENCE_GAP",
-            "STORAGE_FAILED", "SHUTTING_DOWN", "STREAM_BUSY", "INTERNAL", "INVALID_MESSAGE",
+            "STORAGE_FAILED", "SHUTTING_DOWN", "STREAM_BUSY", "INTERNAL", "INVALID_MESSAGE", "RATE_LIMITED", "NOT_STREAM_OWNER",
         ]
         let raw = code.rawValue
         return raw >= 0 && raw < names.count ? names[raw] : "CODE_\(raw)"

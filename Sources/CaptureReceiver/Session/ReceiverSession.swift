@@ -269,6 +269,10 @@ public struct ReceiverSession: Sendable {
             protocolState.reject()
             state = .done
             fail(.refused(code, message), &actions)
+        case .rateLimited(let message, let retryAfter):
+            protocolState.reject()
+            state = .done
+            fail(.rateLimited(message, retryAfterMilliseconds: retryAfter), &actions)
         case .accepted:
             streamID = hello.streamID
             guard connection == .open else {
@@ -338,6 +342,12 @@ public struct ReceiverSession: Sendable {
         case .streamBusy(let message):
             protocolState.reject()
             return fail(.refused(.streamBusy, message + "; try again later"), &actions)
+        case .rateLimited(let message, let retryAfter):
+            protocolState.reject()
+            return fail(.rateLimited(message, retryAfterMilliseconds: retryAfter), &actions)
+        case .notStreamOwner(let message):
+            protocolState.reject()
+            return fail(.refused(.notStreamOwner, "stream \(streamID) refused: " + message), &actions)
         case .alreadyFinished(let record):
             // The sender missed the EndAccepted of a stream finished here: send it again, so it
             // releases its spool, and nothing is stored twice.
@@ -485,6 +495,8 @@ public struct ReceiverSession: Sendable {
     enum Failure {
         case wire(WireError)
         case refused(Capture_V1_Error.Code, String)
+        /// RATE_LIMITED: temporary; the sender waits `retryAfterMilliseconds`, then tries again.
+        case rateLimited(String, retryAfterMilliseconds: UInt32)
         case timeout(String)
     }
 
@@ -508,6 +520,9 @@ public struct ReceiverSession: Sendable {
         case .refused(let code, let message):
             actions.append(.log(.init(.warning, "refused: \(message)", ["code": "\(code)"])))
             frame = .with { $0.code = code; $0.message = message; $0.fatal = true }
+        case .rateLimited(let message, let retryAfter):
+            actions.append(.log(.init(.warning, "refused: \(message)", ["code": "RATE_LIMITED"], repeatable: true)))
+            frame = .with { $0.code = .rateLimited; $0.message = message; $0.fatal = true; $0.retryAfterMs = retryAfter }
         case .timeout(let message):
             actions.append(.log(.init(.warning, message, ["code": "TIMEOUT"])))
             // A peer that never sent the preamble is not speaking the protocol: no frame (§3).

@@ -8,6 +8,9 @@ public enum HelloDecision: Sendable, Equatable {
     case accepted
     /// Refused: send an Error with `code` and `message`, and close.
     case refused(Capture_V1_Error.Code, String)
+    /// Refused for now (too many failed authentications from the peer's address): send
+    /// RATE_LIMITED with its retry-after, and close.
+    case rateLimited(String, retryAfterMilliseconds: UInt32)
 }
 
 /// Everything that happens to one connection's session at the receiver: what arrives from the

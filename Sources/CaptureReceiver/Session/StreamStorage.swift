@@ -28,8 +28,9 @@ struct OpenedStreamFile: Sendable {
 /// stand-in in the handler's tests.
 protocol StreamStorage: Sendable {
     /// Continues the stream's unfinished file, or creates one for an unknown stream when
-    /// `mayCreate`, off the event loop.
+    /// `mayCreate`, off the event loop. `owner` is who asks (the Hello's resume secret and the
+    /// connection's identity): only a stream's owner may continue it.
     func open(
-        _ hello: ValidatedHello, mayCreate: Bool, peer: String, events: StreamWriterEvents,
+        _ hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, peer: String, events: StreamWriterEvents,
         completion: @escaping @Sendable (Result<OpenedStreamFile, StorageError>) -> Void)
 }

@@ -80,10 +80,10 @@ final class StreamClaim: @unchecked Sendable {
         return String(decoding: bytes[0..<count], as: UTF8.self)
     }
 
-    /// Records the stream file's path (relative to the output folder) in the entry. Not synced: the
-    /// next sync round's `syncfs` makes it durable with the stream's new files.
-    func record(relativePath: String) throws(DurableFileError) {
-        let bytes = Array(relativePath.utf8)
+    /// Writes the entry: the stream file's path (relative to the output folder) and its owner. Not
+    /// synced: the next sync round's `syncfs` makes it durable with the stream's new files.
+    func record(_ entry: StreamIndexEntry) throws(DurableFileError) {
+        let bytes = Array(entry.text.utf8)
         guard ftruncate(descriptor, 0) == 0 else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
         let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         guard written == bytes.count else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
@@ -92,8 +92,8 @@ final class StreamClaim: @unchecked Sendable {
     /// Replaces the entry with the record of the finished stream, durably (written and synced)
     /// before the sender is told EndAccepted: after a crash the stream must still be known as
     /// finished, or a resume would store its audio again.
-    func recordFinished(_ record: FinishedStreamRecord) throws(DurableFileError) {
-        let bytes = Array(record.entryText.utf8)
+    func recordFinished(_ record: FinishedStreamRecord, owner: StreamOwner?) throws(DurableFileError) {
+        let bytes = Array(StreamIndexEntry(stream: .finished(record), owner: owner).text.utf8)
         guard ftruncate(descriptor, 0) == 0 else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
         let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         guard written == bytes.count else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }

@@ -101,18 +101,21 @@ public struct StreamIndex: Sendable {
     /// The file a claimed entry names, when it names one inside the output folder that can still be
     /// continued (unfinished, or finalized at a shutdown and resumable); nil otherwise.
     func unfinishedFile(of claim: StreamClaim) -> String? {
-        guard let text = try? claim.contents(), !FinishedStreamRecord.marksFinished(text),
-              let path = absolutePath(relative: text), ResumableFiles.isUnfinished(path)
+        guard case .recording(let relative)? = entry(of: claim)?.stream,
+              let path = absolutePath(relative: relative), ResumableFiles.isUnfinished(path)
         else { return nil }
         return path
     }
 
     /// The record of a finished stream a claimed entry holds; nil for any other entry.
     func finishedRecord(of claim: StreamClaim) -> FinishedStreamRecord? {
-        guard let text = try? claim.contents(), let record = FinishedStreamRecord(entryText: text),
-              absolutePath(relative: record.relativePath) != nil
-        else { return nil }
+        guard case .finished(let record)? = entry(of: claim)?.stream, absolutePath(relative: record.relativePath) != nil else { return nil }
         return record
+    }
+
+    /// A claimed entry, parsed; nil when it cannot be read or is damaged.
+    func entry(of claim: StreamClaim) -> StreamIndexEntry? {
+        (try? claim.contents()).flatMap { StreamIndexEntry(text: $0) }
     }
 
     /// When the entry of `stream` was last written (for a finished stream: when it finished).

@@ -140,6 +140,12 @@ public nonisolated struct Capture_V1_Hello: @unchecked Sendable {
     set {_uniqueStorage()._primingFrames = newValue}
   }
 
+  /// 16-64 random bytes the sender made for this stream, the same
+  public var resumeSecret: Data {
+    get {_storage._resumeSecret}
+    set {_uniqueStorage()._resumeSecret = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -346,6 +352,9 @@ public nonisolated struct Capture_V1_Error: Sendable {
 
   public var fatal: Bool = false
 
+  /// RATE_LIMITED: how long to wait before trying again
+  public var retryAfterMs: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum Code: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -379,6 +388,12 @@ public nonisolated struct Capture_V1_Error: Sendable {
 
     /// a well-formed message whose fields break the protocol's rules
     case invalidMessage // = 14
+
+    /// too many failed authentications from this address: retry after retry_after_ms
+    case rateLimited // = 15
+
+    /// a resume without the stream's resume secret, or from another identity
+    case notStreamOwner // = 16
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -402,6 +417,8 @@ public nonisolated struct Capture_V1_Error: Sendable {
       case 12: self = .streamBusy
       case 13: self = .internal
       case 14: self = .invalidMessage
+      case 15: self = .rateLimited
+      case 16: self = .notStreamOwner
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -423,6 +440,8 @@ public nonisolated struct Capture_V1_Error: Sendable {
       case .streamBusy: return 12
       case .internal: return 13
       case .invalidMessage: return 14
+      case .rateLimited: return 15
+      case .notStreamOwner: return 16
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -444,6 +463,8 @@ public nonisolated struct Capture_V1_Error: Sendable {
       .streamBusy,
       .internal,
       .invalidMessage,
+      .rateLimited,
+      .notStreamOwner,
     ]
 
   }
@@ -522,7 +543,7 @@ nonisolated extension Capture_V1_StreamFormat: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -537,6 +558,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
     var _sourceHost: String = String()
     var _application: String = String()
     var _primingFrames: UInt32 = 0
+    var _resumeSecret: Data = Data()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -559,6 +581,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       _sourceHost = source._sourceHost
       _application = source._application
       _primingFrames = source._primingFrames
+      _resumeSecret = source._resumeSecret
     }
   }
 
@@ -589,6 +612,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         case 10: try { try decoder.decodeSingularStringField(value: &_storage._sourceHost) }()
         case 11: try { try decoder.decodeSingularStringField(value: &_storage._application) }()
         case 12: try { try decoder.decodeSingularUInt32Field(value: &_storage._primingFrames) }()
+        case 13: try { try decoder.decodeSingularBytesField(value: &_storage._resumeSecret) }()
         default: break
         }
       }
@@ -637,6 +661,9 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       if _storage._primingFrames != 0 {
         try visitor.visitSingularUInt32Field(value: _storage._primingFrames, fieldNumber: 12)
       }
+      if !_storage._resumeSecret.isEmpty {
+        try visitor.visitSingularBytesField(value: _storage._resumeSecret, fieldNumber: 13)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -658,6 +685,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         if _storage._sourceHost != rhs_storage._sourceHost {return false}
         if _storage._application != rhs_storage._application {return false}
         if _storage._primingFrames != rhs_storage._primingFrames {return false}
+        if _storage._resumeSecret != rhs_storage._resumeSecret {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -1028,7 +1056,7 @@ nonisolated extension Capture_V1_EndAccepted: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}fatal\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}fatal\0\u{3}retry_after_ms\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1039,6 +1067,7 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 1: try { try decoder.decodeSingularEnumField(value: &self.code) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.fatal) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.retryAfterMs) }()
       default: break
       }
     }
@@ -1054,6 +1083,9 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.fatal != false {
       try visitor.visitSingularBoolField(value: self.fatal, fieldNumber: 3)
     }
+    if self.retryAfterMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.retryAfterMs, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1061,11 +1093,12 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.code != rhs.code {return false}
     if lhs.message != rhs.message {return false}
     if lhs.fatal != rhs.fatal {return false}
+    if lhs.retryAfterMs != rhs.retryAfterMs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
 }
 
 nonisolated extension Capture_V1_Error.Code: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0UNSPECIFIED\0\u{1}MALFORMED_FRAME\0\u{1}FRAME_TOO_LARGE\0\u{1}UNSUPPORTED_VERSION\0\u{1}BAD_FORMAT\0\u{1}UNEXPECTED_MESSAGE\0\u{1}AUTHENTICATION_FAILED\0\u{1}TOO_MANY_STREAMS\0\u{1}TIMEOUT\0\u{1}SEQUENCE_GAP\0\u{1}STORAGE_FAILED\0\u{1}SHUTTING_DOWN\0\u{1}STREAM_BUSY\0\u{1}INTERNAL\0\u{1}INVALID_MESSAGE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0UNSPECIFIED\0\u{1}MALFORMED_FRAME\0\u{1}FRAME_TOO_LARGE\0\u{1}UNSUPPORTED_VERSION\0\u{1}BAD_FORMAT\0\u{1}UNEXPECTED_MESSAGE\0\u{1}AUTHENTICATION_FAILED\0\u{1}TOO_MANY_STREAMS\0\u{1}TIMEOUT\0\u{1}SEQUENCE_GAP\0\u{1}STORAGE_FAILED\0\u{1}SHUTTING_DOWN\0\u{1}STREAM_BUSY\0\u{1}INTERNAL\0\u{1}INVALID_MESSAGE\0\u{1}RATE_LIMITED\0\u{1}NOT_STREAM_OWNER\0")
 }

@@ -44,6 +44,12 @@ enum StreamFiles {
                     claim.release(removingEntry: false)
                     return .failure(.notStreamOwner(refusal))
                 }
+                if case .finished(let finished)? = entry?.stream, !finished.complete {
+                    // Finalized after its resume window: it cannot be resumed; its sender continues
+                    // it as a new stream (PROTOCOL.md §8.1).
+                    claim.release(removingEntry: false)
+                    return .failure(.notResumable)
+                }
                 if case .finished(let finished)? = entry?.stream, index.absolutePath(relative: finished.relativePath) != nil {
                     // Finished within its resume window: the sender missed the EndAccepted.
                     claim.release(removingEntry: false)
@@ -68,8 +74,9 @@ enum StreamFiles {
                 guard mayCreate else { return .failure(.notResumable) }
                 switch index.claimNew(stream) {
                 case .success(let claim):
-                    return create(hello: hello, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
-                        .map { OpenedStream(writer: $0, resume: .newStream(hello), resumed: false) }
+                    let resume = continuationStart(hello, owner: owner, index: index)
+                    return create(hello: hello, resume: resume, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                        .map { OpenedStream(writer: $0, resume: resume, resumed: false) }
                 case .failure(.failed(let error)):
                     return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
                 case .failure:
@@ -84,8 +91,25 @@ enum StreamFiles {
     }
 
     /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
+    /// Where a new stream begins: sequence 1 at its start sample time; for a stream that continues
+    /// another (`Hello.continues`), right after where the continued stream's file ends when the
+    /// index still records it (its sender may hold audio that file already has: what was written but
+    /// whose acknowledgement never reached it), else at the Hello's first sequence.
+    static func continuationStart(_ hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> ResumePoint {
+        let start = ResumePoint.newStream(hello)
+        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID),
+              case .success(let claim) = index.claimExisting(continued)
+        else { return start }
+        defer { claim.release(removingEntry: false) }
+        guard let entry = index.entry(of: claim), case .finished(let record) = entry.stream, !record.complete,
+              entry.owner.map({ $0.refusal(of: owner) == nil }) ?? true,
+              record.lastSequence + 1 > start.nextSequence
+        else { return start }
+        return ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime)
+    }
+
     private static func create(
-        hello: ValidatedHello, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
+        hello: ValidatedHello, resume: ResumePoint, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<StreamWriter, StorageError> {
         let formatter = ISO8601DateFormatter()
@@ -99,7 +123,7 @@ enum StreamFiles {
             ("source", source),
             ("encoding application", (message.application.isEmpty ? "unknown sender" : message.application).replacingOccurrences(of: "\0", with: "") + ", \(configuration.applicationName)"),
             ("stream id", hello.streamID.uuidString.lowercased()),
-        ]
+        ] + continuationInfo(hello, firstSample: resume.nextSampleTime, formatter: formatter)
         for attempt in 1...100 {
             let name = StreamFileNaming.fileName(streamName: message.streamName, start: start, attempt: attempt)
             let path = (configuration.outputDirectory as NSString).appendingPathComponent(name)
@@ -115,7 +139,7 @@ enum StreamFiles {
                 claim.release(removingEntry: true)
                 return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
             }
-            let origin = StreamPositionRecord(sequence: 0, sampleTime: message.startSampleTime, packets: 0)
+            let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
             do throws(DurableFileError) {
                 // No fsync here: the pool's next sync round (syncfs) makes the new files and their
                 // folder entries durable before anything written to them is acknowledged.
@@ -123,7 +147,7 @@ enum StreamFiles {
                 try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
                 return .success(StreamWriter(
                     writer: caf, positionLog: positionLog, claim: claim,
-                    start: DurablePosition(sequence: 0, sampleTime: message.startSampleTime),
+                    start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
                     lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
                 ))
             } catch {
@@ -138,6 +162,19 @@ enum StreamFiles {
         }
         claim.release(removingEntry: true)
         return .failure(.cannotCreate("cannot find a free file name for stream \(message.streamName) in \(configuration.outputDirectory)"))
+    }
+
+    /// The `info` entries of a stream that continues another (`Hello.continues`): which stream, and
+    /// where in its timeline this file begins, so the two recordings can be joined without a hole.
+    static func continuationInfo(_ hello: ValidatedHello, firstSample: Int64, formatter: ISO8601DateFormatter) -> [(key: String, value: String)] {
+        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else { return [] }
+        let skipped = Double(firstSample - hello.message.startSampleTime) / hello.format.sampleRate
+        let firstTime = Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9 + skipped)
+        return [
+            ("continues stream id", continued.uuidString.lowercased()),
+            ("first sample", "\(firstSample)"),
+            ("first sample time", formatter.string(from: firstTime)),
+        ]
     }
 
     /// The magic cookie the file keeps (PROTOCOL.md §11): Opus mono and stereo files carry none, since
@@ -160,7 +197,7 @@ enum StreamFiles {
         let record: StreamPositionRecord
         do throws(DurableFileError) {
             record = try StreamPositionLog.lastRecord(cafPath: path)
-                ?? StreamPositionRecord(sequence: 0, sampleTime: hello.message.startSampleTime, packets: 0)
+                ?? { let resume = ResumePoint.newStream(hello); return StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0) }()
         } catch {
             claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
@@ -181,7 +218,7 @@ enum StreamFiles {
             let positionLog = try StreamPositionLog.create(cafPath: path, initial: record)
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
-                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime),
+                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: hello.message.startSampleTime,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))

@@ -113,6 +113,9 @@ public final class StreamWriter: @unchecked Sendable {
     private let pool: WriterPool
     private let events: StreamWriterEvents
     private let metrics: ReceiverMetrics?
+    /// The stream's sample index of the file's first frame (Hello's `start_sample_time`): markers
+    /// are placed relative to it.
+    private let originSampleTime: Int64
     // State below is touched on `lane` only.
     private var writer: CAFWriter?
     private var positionLog: StreamPositionLog?
@@ -136,9 +139,10 @@ public final class StreamWriter: @unchecked Sendable {
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
-        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, lane: WriterLane, pool: WriterPool,
-        events: StreamWriterEvents, metrics: ReceiverMetrics?, entriesDurable: Bool = true
+        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, originSampleTime: Int64 = 0,
+        lane: WriterLane, pool: WriterPool, events: StreamWriterEvents, metrics: ReceiverMetrics?, entriesDurable: Bool = true
     ) {
+        self.originSampleTime = originSampleTime
         self.claim = claim
         self.entriesDurable = entriesDurable
         self.path = writer.path
@@ -183,7 +187,7 @@ public final class StreamWriter: @unchecked Sendable {
         lane.submit { [self] in
             guard failure == nil, let writer else { return }
             do throws(CAFError) {
-                try writer.addMarker(framePosition: sampleTime, name: "gap: \(length) frames not captured (\(reason))")
+                try writer.addMarker(framePosition: sampleTime - originSampleTime, name: "gap: \(length) frames not captured (\(reason))")
                 if format.isLinearPCM, length > 0 {
                     // Silence without writing it: a hole in the file, no disk blocks (see appendSilence).
                     try writer.appendSilence(frameCount: length)

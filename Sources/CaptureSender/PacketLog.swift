@@ -35,6 +35,14 @@ public struct LoggedPacket: Sendable, Equatable {
     }
 
     /// The sample index just past the entry.
+    /// The sample index of the entry's first frame (of the gap's start).
+    public var firstSampleTime: Int64 {
+        switch content {
+        case .audio(let packets): return packets.firstSampleTime
+        case .gap(let sampleTime, _, _): return sampleTime
+        }
+    }
+
     public var endSampleTime: Int64 {
         switch content {
         case .audio(let packets): return packets.firstSampleTime + Int64(packets.frameCount)

@@ -30,6 +30,9 @@ enum ConnectionOutcome: Sendable {
     /// receiver that is busy, shutting down or cannot write) or not (a refused format, a failed
     /// authentication, a resume the receiver cannot make). `streamed`: whether it got past the handshake.
     case interrupted(SenderError, retry: Bool, streamed: Bool)
+    /// The receiver cannot resume the stream from what this sender holds (it finalized the stream's
+    /// file after its resume window, or lost it): deliver the rest as a new stream that continues it.
+    case cannotResume(SenderError)
 }
 
 /// Drives the sender's side of one connection: sends Hello, then the packet log's entries from the
@@ -120,6 +123,11 @@ final class SenderSessionHandler: ChannelInboundHandler {
             event = try state.receive(unwrapInboundIn(data))
         } catch {
             if context.channel.isActive { context.writeAndFlush(wrapOutboundOut(.error(error.errorFrame)), promise: nil) }
+            if case .cannotResume = error {
+                complete(.cannotResume(.protocolViolation(error.description)))
+                context.close(promise: nil)
+                return
+            }
             fail(.protocolViolation(error.description), retry: Self.isRetryable(error))
             context.close(promise: nil)
             return
@@ -154,7 +162,10 @@ final class SenderSessionHandler: ChannelInboundHandler {
             complete(.delivered(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
             context.close(promise: nil)
         case .peerError(let error):
-            if error.fatal, error.code == .rateLimited {
+            if error.fatal, error.code == .sequenceGap, !streamed {
+                complete(.cannotResume(.refused(code: "\(error.code)", message: error.message)))
+                context.close(promise: nil)
+            } else if error.fatal, error.code == .rateLimited {
                 fail(.rateLimited(message: error.message, retryAfter: Double(error.retryAfterMs) / 1_000), retry: true)
                 context.close(promise: nil)
             } else if error.fatal {

@@ -120,6 +120,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
         configuration.streamID = spool.meta.streamID
         configuration.streamName = spool.meta.streamName
         configuration.resumeSecret = spool.meta.resumeSecret ?? []
+        configuration.continuation = spool.meta.continuation
         var streamLogger = logger
         streamLogger[metadataKey: "earlier-stream"] = "\(spool.meta.streamID.uuidString.lowercased())"
         streamLogger.notice("delivering audio an earlier run left in the spool", metadata: [

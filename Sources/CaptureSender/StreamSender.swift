@@ -36,6 +36,8 @@ public struct SenderConfiguration: Sendable {
     /// The stream's resume secret (PROTOCOL.md §6.1.1): random bytes made once per stream and kept
     /// with its spool, presented in every Hello; only a sender holding it may resume the stream.
     public var resumeSecret: [UInt8] = ResumeSecret.make()
+    /// Set when the stream is already delivered as a new stream that continues it (from its spool).
+    public var continuation: StreamContinuation? = nil
     /// TLS settings; nil for a plaintext connection.
     public var tls: SenderTLSConfiguration? = nil
     /// Delays between reconnection attempts.
@@ -92,8 +94,11 @@ public final class StreamSender: Sendable {
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
     private let control = SenderControl()
+    /// The stream this sender delivers as: the configured one, or the continuation it switched to.
+    private let delivery: LockedContinuation
 
     public init(configuration: SenderConfiguration, description: StreamDescription, log: PacketLog, logger: Logger) {
+        delivery = LockedContinuation(configuration.continuation)
         self.configuration = configuration
         self.description = description
         self.log = log
@@ -147,6 +152,19 @@ public final class StreamSender: Sendable {
             case .delivered(let summary):
                 control.link = .finished
                 return .success(summary)
+            case .cannotResume(let error):
+                if control.isAbandoned { return .failure(abandonedError()) }
+                if log.isComplete, let end = log.streamEnd {
+                    logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(error)"])
+                    return .success(StreamSummary(fileName: control.fileName, totalFrames: end.endSampleTime, totalPackets: 0))
+                }
+                guard let continuation = continueAsNewStream() else { return .failure(error) }
+                logger.warning("the receiver no longer resumes this stream (its resume window passed and its file was finalized): the audio from here on is delivered as a new stream that continues it, and the two recordings join without a hole", metadata: [
+                    "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
+                    "first-sample": "\(continuation.firstSampleTime)", "first-sample-time": "\(Self.utc(startOf: continuation, description))",
+                    "refusal": "\(error)",
+                ])
+                failures = 0
             case .interrupted(let error, let retry, let streamed):
                 if control.isAbandoned { return .failure(abandonedError()) }
                 if !retry {
@@ -255,16 +273,43 @@ public final class StreamSender: Sendable {
         ])
     }
 
+    /// Switches delivery to a new stream that continues the current one from the oldest entry the
+    /// log holds, and records it in the spool; nil when the log holds nothing to continue with.
+    private func continueAsNewStream() -> StreamContinuation? {
+        let first = log.oldestKeptSequence
+        guard let entry = log.entries(from: first, maxCount: 1).first else { return nil }
+        let current = delivery.value?.streamID ?? configuration.streamID
+        let continuation = StreamContinuation(streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime)
+        do throws(SpoolError) {
+            try log.spool?.recordContinuation(continuation)
+        } catch {
+            logger.error("cannot record in the spool that the stream continues as a new one; a restarted sender would try the old one", metadata: ["error": "\(error)"])
+        }
+        delivery.value = continuation
+        return continuation
+    }
+
+    /// The UTC time of a continuation's first frame.
+    private static func utc(startOf continuation: StreamContinuation, _ description: StreamDescription) -> String {
+        let time = description.startTime.addingTimeInterval(Double(continuation.firstSampleTime) / description.format.sampleRate)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: time)
+    }
+
     private func makeHello() -> Capture_V1_Hello {
-        .with {
+        let continuation = delivery.value
+        return .with {
             $0.protocolVersion = UInt32(WireProtocol.version)
-            $0.streamID = withUnsafeBytes(of: configuration.streamID.uuid) { Data($0) }
+            $0.streamID = (continuation?.streamID ?? configuration.streamID).wireBytes
             $0.streamName = configuration.streamName
             $0.authToken = configuration.authToken
             $0.format = Capture_V1_StreamFormat(description.format)
             $0.magicCookie = Data(description.magicCookie)
-            $0.startTimeUnixNs = Int64(description.startTime.timeIntervalSince1970 * 1e9)
-            $0.startSampleTime = 0
+            let firstSample = continuation?.firstSampleTime ?? 0
+            $0.startTimeUnixNs = Int64((description.startTime.timeIntervalSince1970 + Double(firstSample) / description.format.sampleRate) * 1e9)
+            $0.startSampleTime = firstSample
+            if let continuation { $0.continues = continuation.wire }
             $0.resumeFromSequence = log.oldestKeptSequence
             $0.sourceHost = configuration.sourceHost
             $0.application = configuration.application
@@ -396,4 +441,17 @@ final class SenderControl: @unchecked Sendable {
 /// `SenderControl.condition`.
 private final class ConnectionSlot: @unchecked Sendable {
     var result: Result<Channel, Error>?
+}
+
+/// The continuation a sender delivers as, shared between its run loop and its connections.
+private final class LockedContinuation: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: StreamContinuation?
+
+    init(_ value: StreamContinuation?) { stored = value }
+
+    var value: StreamContinuation? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
 }

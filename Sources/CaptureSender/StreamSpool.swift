@@ -36,6 +36,9 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     /// The stream's resume secret (see `SenderConfiguration.resumeSecret`); nil in spools written
     /// before resume secrets existed (their streams resume without one).
     public var resumeSecret: [UInt8]?
+    /// Set once the receiver no longer resumed the stream and its audio is delivered as a new stream
+    /// that continues it (PROTOCOL.md §8.1); nil otherwise.
+    public var continuation: StreamContinuation?
 
     public init(
         streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription,
@@ -301,6 +304,23 @@ public final class StreamSpool: @unchecked Sendable {
     }
 
     // MARK: - Last delivery error
+
+    /// Records, durably, that the stream's audio is now delivered as the new stream `continuation`
+    /// names, so a restarted sender carries on as that stream.
+    public func recordContinuation(_ continuation: StreamContinuation) throws(SpoolError) {
+        guard exists else { return }
+        var updated = meta
+        updated.continuation = continuation
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let path = (directory as NSString).appendingPathComponent("meta.json")
+        guard let json = try? encoder.encode(updated) else { throw SpoolError(DurableFileError(operation: "encoding", path: path, code: EINVAL)) }
+        do throws(DurableFileError) {
+            try DurableFile.replaceAtomically(path: path, with: Array(json))
+        } catch {
+            throw SpoolError(error)
+        }
+    }
 
     /// Records why the last delivery attempt failed (`last-error`, shown by `spool list`), when the
     /// stream's folder exists.

@@ -11,8 +11,10 @@ public struct ResumePoint: Sendable, Equatable {
         self.nextSampleTime = nextSampleTime
     }
 
-    /// The start of a new stream: sequence 1 at the Hello's start sample time.
+    /// The start of a new stream: sequence 1 at the Hello's start sample time, or, for a stream that
+    /// continues another (`Hello.continues`), its first sequence at its start sample time.
     public static func newStream(_ hello: ValidatedHello) -> ResumePoint {
-        ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: hello.message.startSampleTime)
+        let first = hello.message.hasContinues ? hello.message.continues.firstSequence : WireProtocol.firstSequence
+        return ResumePoint(nextSequence: first, nextSampleTime: hello.message.startSampleTime)
     }
 }

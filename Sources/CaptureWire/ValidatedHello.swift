@@ -45,6 +45,16 @@ public struct ValidatedHello: Sendable, Equatable {
                 message: .hello, field: "resume_secret",
                 reason: "\(hello.resumeSecret.count) bytes; a resume secret is \(WireProtocol.resumeSecretLengths.lowerBound) to \(WireProtocol.resumeSecretLengths.upperBound) random bytes")
         }
+        if hello.hasContinues {
+            guard hello.continues.streamID.count == WireProtocol.streamIDLength, hello.continues.streamID != hello.streamID else {
+                throw .invalidField(message: .hello, field: "continues.stream_id", reason: "a continued stream is named by another 16-byte stream id")
+            }
+            guard hello.continues.firstSequence >= WireProtocol.firstSequence, hello.continues.firstSequence == max(hello.resumeFromSequence, 1) else {
+                throw .invalidField(
+                    message: .hello, field: "continues.first_sequence",
+                    reason: "\(hello.continues.firstSequence); a continuing stream starts at the oldest sequence its sender holds (resume_from_sequence \(hello.resumeFromSequence))")
+            }
+        }
         guard hello.hasFormat else { throw .missingFormat }
         let format = try StreamFormat(wire: hello.format)
         if format.isLinearPCM {
@@ -62,13 +72,7 @@ public struct ValidatedHello: Sendable, Equatable {
             throw .invalidField(
                 message: .hello, field: "start_sample_time", reason: "\(hello.startSampleTime) is negative")
         }
-        let id = hello.streamID
-        let uuid = UUID(uuid: (
-            id[id.startIndex], id[id.startIndex + 1], id[id.startIndex + 2], id[id.startIndex + 3],
-            id[id.startIndex + 4], id[id.startIndex + 5], id[id.startIndex + 6], id[id.startIndex + 7],
-            id[id.startIndex + 8], id[id.startIndex + 9], id[id.startIndex + 10], id[id.startIndex + 11],
-            id[id.startIndex + 12], id[id.startIndex + 13], id[id.startIndex + 14], id[id.startIndex + 15]
-        ))
+        guard let uuid = UUID(wireBytes: hello.streamID) else { throw .sendOutOfOrder("the stream id was checked to be 16 bytes") }
         self.message = hello
         self.streamID = uuid
         self.format = format
@@ -129,5 +133,12 @@ extension UUID {
     /// The 16 bytes of the UUID, as `Hello.stream_id` carries them.
     public var wireBytes: Data {
         withUnsafeBytes(of: uuid) { Data($0) }
+    }
+
+    /// The UUID of 16 wire bytes (`Hello.stream_id`); nil for any other length.
+    public init?(wireBytes id: Data) {
+        guard id.count == WireProtocol.streamIDLength else { return nil }
+        let b = Array(id)
+        self.init(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
     }
 }

@@ -163,8 +163,15 @@ final class SharedStreamIndexTests: XCTestCase {
         XCTAssertNotNil(try StreamPositionLog.lastRecord(cafPath: abandoned.writer.path))
 
         XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Self.logger).finalized, 1)
-        XCTAssertEqual(index.streams(), [held.writer.streamIDForTests], "the expired stream is finished; the held one untouched")
         XCTAssertEqual(try CAFFile.read(path: abandoned.writer.path).totalFrames, 4)
+        // Its entry now records where its file ends, for a stream that continues it (PROTOCOL.md §8.1).
+        let entry = try String(contentsOfFile: index.entryPath(abandonedHello.streamID), encoding: .utf8)
+        XCTAssertTrue(entry.contains("frames=4 packets=4 last-sequence=1 end-sample=4 complete=0\n"), entry)
+        guard case .failure(.notResumable) = try open(pool, abandonedHello, mayCreate: true) else {
+            return XCTFail("a stream finalized after its window is not resumed, nor made again under its id")
+        }
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Self.logger).finalized, 0)
+        XCTAssertEqual(index.streams(), [held.writer.streamIDForTests], "one window later it leaves the index; the held one is untouched")
         XCTAssertTrue(FileManager.default.fileExists(atPath: held.writer.path + ".pakt-journal"), "still recording")
         held.writer.detach {}
         pool.shutDown()
@@ -192,7 +199,11 @@ final class SharedStreamIndexTests: XCTestCase {
             let finalized = try CAFFile.read(path: stream.writer.path).isFinalized
             XCTAssertEqual(finalized, position < 2, "the two waiting longest are finalized, the newer two still wait: \(position)")
         }
-        XCTAssertEqual(Set(index.streams()), Set([held.writer.streamIDForTests].compactMap { $0 } + detached.suffix(2).compactMap { $0.writer.streamIDForTests }))
+        XCTAssertEqual(Set(index.streams()), Set([held.writer.streamIDForTests].compactMap { $0 } + detached.compactMap { $0.writer.streamIDForTests }))
+        for stream in detached.prefix(2) {
+            let entry = try String(contentsOfFile: index.entryPath(try XCTUnwrap(stream.writer.streamIDForTests)), encoding: .utf8)
+            XCTAssertTrue(entry.hasPrefix("finished\n") && entry.contains("complete=0"), "the finalized ones record where they end: \(entry)")
+        }
         XCTAssertTrue(FileManager.default.fileExists(atPath: held.writer.path + ".pakt-journal"), "a held stream is never counted nor touched")
 
         let metrics = ReceiverMetrics()

@@ -21,7 +21,8 @@ final class SpoolClaimTests: XCTestCase {
 
     private func meta(_ id: UUID = UUID(), destination: SpoolDestination? = nil) -> SpoolMeta {
         SpoolMeta(streamID: id, streamName: "field", destination: destination ?? receiverA, description: StreamDescription(
-            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)))
+            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)),
+            resumeSecret: Array(repeating: 0xA5, count: 32))
     }
 
     private func packets(first: Int64, frames: Int) -> EncodedPackets {

@@ -21,7 +21,8 @@ final class SpoolTests: XCTestCase {
 
     private func meta(_ id: UUID = UUID()) -> SpoolMeta {
         SpoolMeta(streamID: id, streamName: "test", destination: SpoolDestination(address: "127.0.0.1:7373"), description: StreamDescription(
-            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)))
+            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)),
+            resumeSecret: Array(repeating: 0xA5, count: 32))
     }
 
     /// `frames` frames of distinct bytes starting at `first`.

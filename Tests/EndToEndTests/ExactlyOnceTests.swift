@@ -97,3 +97,48 @@ final class ExactlyOnceTests: XCTestCase {
         XCTAssertGreaterThan(bytes, 48_000 / 2 * 4, "every captured frame is still spooled: \(spooled)")
     }
 }
+
+/// Issue 19, item 2: a sender offline longer than the receiver's resume window keeps capturing, and
+/// delivers what the receiver no longer resumes as a new stream that names the one it continues; the
+/// two files join without a hole or a duplicate.
+final class ContinuationTests: XCTestCase {
+    func testASenderBackAfterTheResumeWindowContinuesAsANewStreamThatJoinsTheFirstWithoutAHole() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("continuation-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(work)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let receiver = try ReceiverUnderTest(extraArguments: ["--idle-timeout", "2", "--resume-window", "2"])
+        let link = try FaultProxy(upstreamPort: receiver.port, seed: 5)
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(link.port)", "--source", "tone", "--duration", "10", "--stream-name", "outage", "--buffer-seconds", "0.05",
+            "--spool", work.appendingPathComponent("spool").path, "--reconnect-min", "0.05", "--reconnect-max", "0.3",
+            "--idle-timeout", "30", "--log-level", "info",
+        ])
+        Resilience.waitUntil("the stream is recorded") { receiver.child.standardError.contains("stream opened") }
+        Thread.sleep(forTimeInterval: 1)
+        link.mode = .stall
+        Resilience.waitUntil("the receiver finalized the stream after its resume window") {
+            receiver.child.standardError.contains("did not come back within the resume window; file finalized")
+        }
+        link.mode = .pass
+        link.resetAll()
+        XCTAssertEqual(Resilience.finish(sender, seconds: 60), 0, sender.standardError)
+        XCTAssertTrue(sender.standardError.contains("is delivered as a new stream that continues it"), sender.standardError)
+
+        let files = receiver.files().sorted { $0.lastPathComponent < $1.lastPathComponent }
+        XCTAssertEqual(files.count, 2, "\(files)")
+        guard files.count == 2 else { return }
+        let first = try CAFFile.read(path: files[0].path)
+        let second = try CAFFile.read(path: files[1].path)
+        XCTAssertTrue(first.isFinalized && second.isFinalized)
+        let info = Dictionary(second.info.map { ($0.key, $0.value) }) { a, _ in a }
+        let firstInfo = Dictionary(first.info.map { ($0.key, $0.value) }) { a, _ in a }
+        XCTAssertEqual(info["continues stream id"], firstInfo["stream id"], "the second file names the stream it continues: \(second.info)")
+        let firstFrames = try first.readAudioData().count / 4
+        XCTAssertEqual(info["first sample"], "\(firstFrames)", "it begins exactly where the first file ends")
+        XCTAssertNotNil(info["first sample time"])
+        XCTAssertEqual(try first.readAudioData() + second.readAudioData(), try Resilience.toneBytes(frames: 10 * 48_000),
+                       "the two recordings join without a hole or a duplicate")
+        XCTAssertEqual(try SndFileReader.read(path: files[1].path).frames, 10 * 48_000 - firstFrames)
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+}

@@ -281,12 +281,11 @@ public struct ReceiverSession: Sendable {
                 actions.append(.forgetStream(hello.streamID))
                 return
             }
-            // A new file can hold the stream only if the sender still holds its beginning; if it
-            // does not, only an unfinished file of the stream can take it (else it is refused
-            // before any file is made).
+            // A new file can hold the stream only if the sender still holds its beginning (for a
+            // stream that continues another, the sequence it starts at); if it does not, only an
+            // unfinished file of the stream can take it (else it is refused before any file is made).
             var probe = protocolState
-            let mayCreate = (try? probe.accept(resumingAt: ResumePoint(
-                nextSequence: WireProtocol.firstSequence, nextSampleTime: hello.message.startSampleTime))) != nil
+            let mayCreate = (try? probe.accept(resumingAt: .newStream(hello))) != nil
             state = .opening
             actions.append(.openFile(hello, mayCreate: mayCreate))
         }
@@ -333,7 +332,7 @@ public struct ReceiverSession: Sendable {
             var probe = protocolState
             protocolState.reject()
             do {
-                try probe.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: hello?.message.startSampleTime ?? 0))
+                try probe.accept(resumingAt: hello.map { ResumePoint.newStream($0) } ?? ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
                 fail(.refused(.sequenceGap, "stream \(streamID) has no unfinished file in this receiver's output folder"), &actions)
             } catch {
                 fail(.wire(error), &actions)

@@ -1,4 +1,5 @@
 import CAF
+import CaptureCore
 import Foundation
 import Logging
 import NIOCore
@@ -63,6 +64,30 @@ enum AbandonedStreamSweeper {
         return waiting.sorted { $0.path < $1.path }
     }
 
+    /// Finalizes an abandoned stream's file under its claim and records where it ends in its entry
+    /// (a `FinishedStreamRecord` that is not complete), so that a stream continuing it begins right
+    /// after (PROTOCOL.md §8.1); the entry leaves the index one resume window later. Releases the claim.
+    private static func finalizeAbandoned(path: String, claim: StreamClaim, index: StreamIndex, logger: Logger) -> Bool {
+        guard let file = ResumableFiles.finalizeAbandoned(path: path, logger: logger) else {
+            claim.release(removingEntry: false)
+            return false
+        }
+        guard let end = file.end else {
+            claim.release(removingEntry: true)
+            return true
+        }
+        let record = FinishedStreamRecord(
+            relativePath: index.relativePath(of: path), frames: file.frames, packets: file.packets,
+            lastSequence: end.sequence, endSampleTime: end.sampleTime, complete: false)
+        do throws(DurableFileError) {
+            try claim.recordFinished(record, owner: index.entry(of: claim)?.owner)
+            claim.release(removingEntry: false)
+        } catch {
+            claim.release(removingEntry: true)
+        }
+        return true
+    }
+
     /// What a sweep did.
     struct SweepResult: Equatable {
         /// Files finalized.
@@ -100,8 +125,7 @@ enum AbandonedStreamSweeper {
                     claim.release(removingEntry: false)
                     continue
                 }
-                let done = ResumableFiles.finalizeAbandoned(path: path, logger: logger)
-                claim.release(removingEntry: done)
+                let done = finalizeAbandoned(path: path, claim: claim, index: index, logger: logger)
                 if done { finalized += 1 }
             case .finalizeResumable:
                 guard FileManager.default.fileExists(atPath: path + ".pakt-journal") else {
@@ -135,8 +159,7 @@ enum AbandonedStreamSweeper {
             logger.warning("more interrupted streams wait for their senders than --max-waiting-streams allows; finalizing the one waiting longest", metadata: [
                 "path": "\(path)", "stream-id": "\(candidate.stream)", "max-waiting-streams": "\(maximumWaiting)",
             ])
-            let done = ResumableFiles.finalizeAbandoned(path: path, logger: logger)
-            claim.release(removingEntry: done)
+            let done = finalizeAbandoned(path: path, claim: claim, index: index, logger: logger)
             if done { finalizedEarly += 1 }
         }
         return SweepResult(finalized: finalized + finalizedEarly, waiting: waiting.count - finalizedEarly)

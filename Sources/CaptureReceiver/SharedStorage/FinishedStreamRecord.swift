@@ -8,7 +8,7 @@ import Foundation
 /// ```
 /// finished
 /// RELATIVE/PATH.caf
-/// frames=N packets=N last-sequence=N end-sample=N
+/// frames=N packets=N last-sequence=N end-sample=N [complete=0]
 /// ```
 /// The entry's modification time is when the stream finished; the sweep removes it after the
 /// resume window.
@@ -21,14 +21,18 @@ public struct FinishedStreamRecord: Sendable, Equatable {
     public var packets: Int64
     /// EndOfStream's `last_sequence`.
     public var lastSequence: UInt64
-    /// EndOfStream's `end_sample_time`.
+    /// EndOfStream's `end_sample_time` (for an abandoned stream: where its file ends).
     public var endSampleTime: Int64
+    /// True when the stream ended with its EndOfStream; false when its file was finalized because its
+    /// sender did not come back within the resume window (then `lastSequence` and `endSampleTime` are
+    /// where the file ends, and a stream that continues it begins after them).
+    public var complete: Bool
 
     static let marker = "finished"
 
     /// The entry's text.
     var entryText: String {
-        "\(Self.marker)\n\(relativePath)\nframes=\(frames) packets=\(packets) last-sequence=\(lastSequence) end-sample=\(endSampleTime)\n"
+        "\(Self.marker)\n\(relativePath)\nframes=\(frames) packets=\(packets) last-sequence=\(lastSequence) end-sample=\(endSampleTime)\(complete ? "" : " complete=0")\n"
     }
 
     /// The record an entry's text holds; nil when the entry names an unfinished file (one line, a
@@ -45,10 +49,11 @@ public struct FinishedStreamRecord: Sendable, Equatable {
         guard let frames = fields["frames"].flatMap({ Int64($0) }), let packets = fields["packets"].flatMap({ Int64($0) }),
               let last = fields["last-sequence"].flatMap({ UInt64($0) }), let end = fields["end-sample"].flatMap({ Int64($0) })
         else { return nil }
-        self.init(relativePath: String(lines[1]), frames: frames, packets: packets, lastSequence: last, endSampleTime: end)
+        self.init(relativePath: String(lines[1]), frames: frames, packets: packets, lastSequence: last, endSampleTime: end, complete: fields["complete"] != "0")
     }
 
-    public init(relativePath: String, frames: Int64, packets: Int64, lastSequence: UInt64, endSampleTime: Int64) {
+    public init(relativePath: String, frames: Int64, packets: Int64, lastSequence: UInt64, endSampleTime: Int64, complete: Bool = true) {
+        self.complete = complete
         self.relativePath = relativePath
         self.frames = frames
         self.packets = packets

@@ -64,23 +64,43 @@ enum ResumableFiles {
         return found.values.sorted { $0.path < $1.path }
     }
 
-    /// Finalizes the file of a stream whose sender did not come back within the resume window:
-    /// everything the file holds is kept (`CAFRecovery`), and its position log is removed. False
-    /// when it could not be finalized (the file stays as it is).
+    /// How an abandoned stream's file was finalized: its frames and packets, and, when its position
+    /// log named it, the last sequence and the sample index the file ends at (where a stream that
+    /// continues it must begin, PROTOCOL.md §8.1).
+    struct AbandonedFile {
+        var frames: Int64
+        var packets: Int64
+        var end: (sequence: UInt64, sampleTime: Int64)?
+    }
+
+    /// Finalizes the file of a stream whose sender did not come back within the resume window, and
+    /// removes its position log. The file ends at the last acknowledged (durable) position its
+    /// position log records: audio written after it was never acknowledged, so its sender still
+    /// holds it and delivers it in the stream that continues this one, which then joins it exactly.
+    /// Without a position log everything the file holds is kept (`CAFRecovery`). Nil when it could not
+    /// be finalized (the file stays as it is).
     @discardableResult
-    static func finalizeAbandoned(path: String, logger: Logger) -> Bool {
+    static func finalizeAbandoned(path: String, logger: Logger) -> AbandonedFile? {
         do throws(CAFError) {
-            let report = try CAFRecovery.recover(path: path)
+            let finished: AbandonedFile
+            if let record = try? StreamPositionLog.lastRecord(cafPath: path) {
+                let writer = try CAFWriter.resume(path: path, keepingPackets: record.packets)
+                try writer.finalize()
+                finished = AbandonedFile(frames: writer.frameCount, packets: writer.packetCount, end: (record.sequence, record.sampleTime))
+            } else {
+                let report = try CAFRecovery.recover(path: path)
+                finished = AbandonedFile(frames: report.frameCount, packets: Int64(report.packetCount), end: nil)
+            }
             try? StreamPositionLog.remove(cafPath: path)
             logger.notice("the stream's sender did not come back within the resume window; file finalized", metadata: [
-                "path": "\(path)", "frames": "\(report.frameCount)", "packets": "\(report.packetCount)",
+                "path": "\(path)", "frames": "\(finished.frames)", "packets": "\(finished.packets)",
             ])
-            return true
+            return finished
         } catch {
             logger.error("cannot finalize an abandoned stream file; run `capture-recv recover` on it", metadata: [
                 "path": "\(path)", "error": "\(error.description)",
             ])
-            return false
+            return nil
         }
     }
 }

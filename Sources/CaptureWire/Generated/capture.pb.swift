@@ -146,11 +146,41 @@ public nonisolated struct Capture_V1_Hello: @unchecked Sendable {
     set {_uniqueStorage()._resumeSecret = newValue}
   }
 
+  /// on every reconnect; a resume must present it (PROTOCOL.md §6.1.2)
+  public var continues: Capture_V1_Continuation {
+    get {_storage._continues ?? Capture_V1_Continuation()}
+    set {_uniqueStorage()._continues = newValue}
+  }
+  /// Returns true if `continues` has been explicitly set.
+  public var hasContinues: Bool {_storage._continues != nil}
+  /// Clears the value of `continues`. Subsequent reads from it will return its default value.
+  public mutating func clearContinues() {_uniqueStorage()._continues = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// What a new stream continues: the earlier stream's id and the sequence this one starts at (the
+/// oldest its sender still holds). The new stream keeps the earlier one's sequence numbers and sample
+/// timeline: its Hello's start_sample_time is the sample index of its first frame in that timeline,
+/// and start_time_unix_ns that frame's UTC time, so the two recordings join without a hole.
+public nonisolated struct Capture_V1_Continuation: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 16 bytes: the stream this one continues
+  public var streamID: Data = Data()
+
+  /// the first sequence this stream carries (>= 1)
+  public var firstSequence: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// Receiver -> sender, the answer to Hello when the stream is accepted.
@@ -543,7 +573,7 @@ nonisolated extension Capture_V1_StreamFormat: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0\u{1}continues\0")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -559,6 +589,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
     var _application: String = String()
     var _primingFrames: UInt32 = 0
     var _resumeSecret: Data = Data()
+    var _continues: Capture_V1_Continuation? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -582,6 +613,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       _application = source._application
       _primingFrames = source._primingFrames
       _resumeSecret = source._resumeSecret
+      _continues = source._continues
     }
   }
 
@@ -613,6 +645,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         case 11: try { try decoder.decodeSingularStringField(value: &_storage._application) }()
         case 12: try { try decoder.decodeSingularUInt32Field(value: &_storage._primingFrames) }()
         case 13: try { try decoder.decodeSingularBytesField(value: &_storage._resumeSecret) }()
+        case 14: try { try decoder.decodeSingularMessageField(value: &_storage._continues) }()
         default: break
         }
       }
@@ -664,6 +697,9 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       if !_storage._resumeSecret.isEmpty {
         try visitor.visitSingularBytesField(value: _storage._resumeSecret, fieldNumber: 13)
       }
+      try { if let v = _storage._continues {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -686,10 +722,46 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         if _storage._application != rhs_storage._application {return false}
         if _storage._primingFrames != rhs_storage._primingFrames {return false}
         if _storage._resumeSecret != rhs_storage._resumeSecret {return false}
+        if _storage._continues != rhs_storage._continues {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Capture_V1_Continuation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Continuation"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stream_id\0\u{3}first_sequence\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.streamID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.firstSequence) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.streamID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.streamID, fieldNumber: 1)
+    }
+    if self.firstSequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.firstSequence, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Capture_V1_Continuation, rhs: Capture_V1_Continuation) -> Bool {
+    if lhs.streamID != rhs.streamID {return false}
+    if lhs.firstSequence != rhs.firstSequence {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -34,8 +34,6 @@ final class SimulatedSender: @unchecked Sendable {
     private let settings: SenderSettings
     /// The wall-clock time of the stream's first frame, set when it starts.
     private var startTimeUnixNs: Int64 = 0
-    /// The stream's resume secret: only its holder may resume the stream (PROTOCOL.md §6.1.2).
-    private let resumeSecret = Data((0..<32).map { _ in UInt8.random(in: .min ... .max) })
     private let onFinish: @Sendable (StreamResult) -> Void
 
     private var phase = Phase.waiting
@@ -167,7 +165,7 @@ final class SimulatedSender: @unchecked Sendable {
         }
         hello.startTimeUnixNs = startTimeUnixNs
         hello.startSampleTime = 0
-        hello.resumeSecret = resumeSecret
+        hello.resumeSecret = plan.resumeSecret
         hello.resumeFromSequence = connectionCount > 1 ? acknowledged + 1 : 0
         // A new connection repeats EndOfStream if the last one ended before EndAccepted.
         endSent = false

@@ -24,6 +24,10 @@ struct StreamPlan: Sendable {
     let index: Int
     let name: String
     let streamID: UUID
+    /// The stream's resume secret (PROTOCOL.md §6.1.2), derived from the seed like its id, so that a
+    /// run restarted with the same flags can resume its streams. Predictable: a load generator's
+    /// streams are test streams, not field recordings.
+    let resumeSecret: Data
     let codec: LoadCodec
     let format: StreamFormat
     /// Frames of real audio (the stream's duration); Opus adds priming and remainder around it.
@@ -50,6 +54,9 @@ struct StreamPlan: Sendable {
         let nameHash = (self.name + "/" + shape.codec.rawValue).utf8.reduce(UInt64(0xCBF2_9CE4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 }
         var generator = PayloadGenerator(seed: shape.seed ^ nameHash, stream: index, item: UInt64.max)
         generator.fill(&idBytes)
+        var secret = [UInt8](repeating: 0, count: 32)
+        generator.fill(&secret)
+        self.resumeSecret = Data(secret)
         idBytes[6] = (idBytes[6] & 0x0F) | 0x40  // version 4
         idBytes[8] = (idBytes[8] & 0x3F) | 0x80  // RFC 4122 variant
         self.streamID = UUID(uuid: (

@@ -164,6 +164,16 @@ enum StreamFiles {
         return .failure(.cannotCreate("cannot find a free file name for stream \(message.streamName) in \(configuration.outputDirectory)"))
     }
 
+    /// The stream's sample index of a file's first frame: a continuing stream's file records it
+    /// (`first sample`, which can lie after the Hello's start when the continued file already held
+    /// some of the audio); otherwise the Hello's start sample time.
+    private static func firstSample(of path: String, hello: ValidatedHello) -> Int64 {
+        guard hello.message.hasContinues,
+              let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) })
+        else { return hello.message.startSampleTime }
+        return recorded
+    }
+
     /// The `info` entries of a stream that continues another (`Hello.continues`): which stream, and
     /// where in its timeline this file begins, so the two recordings can be joined without a hole.
     static func continuationInfo(_ hello: ValidatedHello, firstSample: Int64, formatter: ISO8601DateFormatter) -> [(key: String, value: String)] {
@@ -218,7 +228,7 @@ enum StreamFiles {
             let positionLog = try StreamPositionLog.create(cafPath: path, initial: record)
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
-                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: hello.message.startSampleTime,
+                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: firstSample(of: path, hello: hello),
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))

@@ -77,6 +77,26 @@ final class SpoolTests: XCTestCase {
         withUnsafeBytes(of: value.bigEndian) { Array($0) }
     }
 
+    /// Issue 19, item 2: once a stream is delivered as a new stream that continues it, the spool
+    /// says so, so that a restarted sender carries on as the new stream (not the one the receiver
+    /// no longer resumes).
+    func testASpooledStreamRemembersTheStreamItContinuesAs() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        _ = log.append(packets(first: 0, frames: 480))
+        log.flushSpool()
+        let continuation = StreamContinuation(streamID: UUID(), continues: id, firstSequence: 1, firstSampleTime: 0)
+        try spool.recordContinuation(continuation)
+        spool.release()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let reopened = try XCTUnwrap(try Self.claimed(directory))
+        XCTAssertEqual(reopened.meta.continuation, continuation)
+        XCTAssertEqual(reopened.meta.resumeSecret, meta(id).resumeSecret, "the same resume secret goes with it")
+        XCTAssertEqual(reopened.meta.streamID, id, "the spool folder keeps its name")
+        reopened.release()
+    }
+
     func testSegmentsHoldTheDocumentedRecordLayoutByteForByte() throws {
         let id = UUID()
         let spool = try StreamSpool.create(root: root, meta: meta(id))

@@ -103,7 +103,7 @@ enum StreamFiles {
         defer { claim.release(removingEntry: false) }
         guard let entry = index.entry(of: claim), case .finished(let record) = entry.stream, !record.complete,
               entry.owner.map({ $0.refusal(of: owner) == nil }) ?? true,
-              record.lastSequence + 1 > start.nextSequence
+              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence
         else { return start }
         return ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime)
     }

@@ -49,7 +49,9 @@ public struct ValidatedHello: Sendable, Equatable {
             guard hello.continues.streamID.count == WireProtocol.streamIDLength, hello.continues.streamID != hello.streamID else {
                 throw .invalidField(message: .hello, field: "continues.stream_id", reason: "a continued stream is named by another 16-byte stream id")
             }
-            guard hello.continues.firstSequence >= WireProtocol.firstSequence, hello.continues.firstSequence == max(hello.resumeFromSequence, 1) else {
+            guard hello.continues.firstSequence >= WireProtocol.firstSequence, hello.continues.firstSequence <= WireProtocol.maximumSequence,
+                  hello.continues.firstSequence == max(hello.resumeFromSequence, 1)
+            else {
                 throw .invalidField(
                     message: .hello, field: "continues.first_sequence",
                     reason: "\(hello.continues.firstSequence); a continuing stream starts at the oldest sequence its sender holds (resume_from_sequence \(hello.resumeFromSequence))")

@@ -19,6 +19,9 @@ public enum WireProtocol {
     public static let streamIDLength = 16
     /// The sizes a Hello's `resume_secret` may have, in bytes (PROTOCOL.md §6.1.1); capture-send makes 32.
     public static let resumeSecretLengths = 16...64
+    /// The largest sequence a stream may start at (`Hello.continues.first_sequence`): far beyond any
+    /// real stream (2^62 messages), and far from the end of the counter, so no sequence can overflow.
+    public static let maximumSequence: UInt64 = 1 << 62
     /// The first sequence number of a stream; sequence 0 means "nothing" in acks.
     public static let firstSequence: UInt64 = 1
     /// How often each side sends a Heartbeat when it has sent nothing else.

@@ -87,6 +87,42 @@ final class ReceiverStreamStateTests: XCTestCase {
         assertError(.unsupportedVersion(received: 2, supported: 1)) { _ = try state.receive(.hello(hello)) }
     }
 
+    /// A resume secret is empty or 16-64 bytes; a continuation names another stream and starts at the
+    /// oldest sequence the sender holds, never near the end of the counter (PROTOCOL.md §6.1, §8.1).
+    func testResumeSecretAndContinuationRules() throws {
+        let other = Data(repeating: 9, count: 16)
+        let cases: [(secret: Int, continues: (id: Data, first: UInt64)?, resumeFrom: UInt64, valid: Bool)] = [
+            (0, nil, 0, true), (16, nil, 0, true), (64, nil, 0, true), (15, nil, 0, false), (65, nil, 0, false),
+            (32, (other, 501), 501, true),
+            (32, (other, 1), 0, true),
+            (32, (other, 501), 500, false),  // not the oldest sequence it holds
+            (32, (Data(repeating: 9, count: 15), 501), 501, false),
+            (32, (WireFixtures.hello().streamID, 501), 501, false),  // itself
+            (32, (other, UInt64.max), UInt64.max, false),  // would overflow the sequence counter
+            (32, (other, WireProtocol.maximumSequence), WireProtocol.maximumSequence, true),
+        ]
+        for row in cases {
+            var hello = WireFixtures.hello()
+            hello.resumeSecret = Data(repeating: 1, count: row.secret)
+            hello.resumeFromSequence = row.resumeFrom
+            if let continues = row.continues {
+                hello.continues = .with { $0.streamID = continues.id; $0.firstSequence = continues.first }
+            }
+            if row.valid {
+                XCTAssertNoThrow(try ValidatedHello(hello), "\(row)")
+            } else {
+                XCTAssertThrowsError(try ValidatedHello(hello), "\(row)") { error in
+                    XCTAssertEqual((error as? WireError)?.code, .invalidMessage, "\(row)")
+                }
+            }
+        }
+        var continuing = WireFixtures.hello()
+        continuing.resumeFromSequence = 501
+        continuing.startSampleTime = 96_000
+        continuing.continues = .with { $0.streamID = other; $0.firstSequence = 501 }
+        XCTAssertEqual(ResumePoint.newStream(try ValidatedHello(continuing)), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
+    }
+
     func testStreamIDMustBe16Bytes() throws {
         var hello = WireFixtures.hello()
         hello.streamID = Data(repeating: 7, count: 15)

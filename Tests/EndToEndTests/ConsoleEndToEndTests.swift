@@ -177,6 +177,7 @@ final class ConsoleEndToEndTests: XCTestCase {
         XCTAssertEqual(seen["states"] as? [String], ["live", "live"])
         XCTAssertEqual(seen["link"] as? String, "live", "the page follows the event stream")
         XCTAssertEqual(seen["meter_pictures_differ"] as? Bool, true, "the meters move: \(seen)")
+        XCTAssertGreaterThan(Set(seen["meter_widths"] as? [String] ?? []).count, 1, "the meter widths change: \(seen)")
         let times = seen["current_times"] as? [Double] ?? []
         XCTAssertGreaterThan(times.last ?? 0, 1.0, "the <audio> element plays the stream: \(seen)")
         XCTAssertTrue(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 }, "its time only advances: \(times)")

@@ -34,15 +34,17 @@ try:
     result["names"] = sorted(r.find_element(By.CSS_SELECTOR, ".name").text for r in rows)
     result["states"] = sorted(r.find_element(By.CSS_SELECTOR, ".state").text for r in rows)
     result["link"] = driver.find_element(By.ID, "link").text
-    # The meters move: two pictures of the levels cell a moment apart differ, and so do the widths.
+    # The meters move: pictures of the levels cell taken over 1.2 s (the level changes every 0.25 s)
+    # are not all the same, and neither are the meter widths. Two pictures alone can both fall in a
+    # quiet quarter second.
     cell = rows[0].find_element(By.CSS_SELECTOR, ".levels")
-    first_png = cell.screenshot_as_png
-    first_width = driver.execute_script("return arguments[0].querySelector('.rms').style.width", cell)
-    time.sleep(0.7)
-    second_png = cell.screenshot_as_png
-    second_width = driver.execute_script("return arguments[0].querySelector('.rms').style.width", cell)
-    result["meter_pictures_differ"] = first_png != second_png
-    result["meter_widths"] = [first_width, second_width]
+    pictures, widths = [], []
+    for _ in range(8):
+        pictures.append(cell.screenshot_as_png)
+        widths.append(driver.execute_script("return arguments[0].querySelector('.rms').style.width", cell))
+        time.sleep(0.15)
+    result["meter_pictures_differ"] = len(set(pictures)) > 1
+    result["meter_widths"] = widths
     result["meter_titles"] = [m.get_attribute("title") for m in rows[0].find_elements(By.CSS_SELECTOR, ".meter")]
     driver.save_screenshot(screenshot)
     # Play: the browser's own <audio> element on the listen URL; its currentTime must advance.

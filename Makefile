@@ -3,7 +3,7 @@ SWIFT ?= swift
 BIN_DEBUG := .build/debug
 BIN_RELEASE := .build-static/release
 
-.PHONY: deps build test demo bench release clean proto
+.PHONY: deps build test demo bench release clean proto fuzz
 
 deps:
 	@scripts/install-deps.sh
@@ -26,6 +26,10 @@ bench: release
 
 proto:
 	scripts/generate-proto.sh
+
+# libFuzzer targets (Fuzz/README.md); FUZZ_SECONDS per target, default 60.
+fuzz: deps
+	SWIFT=$(SWIFT) scripts/fuzz.sh
 
 clean:
 	rm -rf .build out

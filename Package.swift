@@ -1,7 +1,21 @@
 // swift-tools-version:6.0
 // The package of the network audio capture streamer: capture-send and capture-recv, and the libraries
 // they are built from. ARCHITECTURE.md (../shared) and docs/DESIGN.md explain the module layout.
+import Foundation
 import PackageDescription
+
+/// `make fuzz` sets CAPTURE_FUZZ=1: the code under fuzzing (and the fuzz targets) is then built with
+/// libFuzzer's coverage and AddressSanitizer, and each `fuzz-*` executable is a libFuzzer target.
+/// Only these modules are instrumented, so the build reuses everything else. Without it the `fuzz-*`
+/// executables replay saved inputs through the same checks (Fuzz/README.md).
+let fuzzing = ProcessInfo.processInfo.environment["CAPTURE_FUZZ"] == "1"
+let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+func fuzzTarget(_ name: String) -> Target {
+    .executableTarget(
+        name: "fuzz-\(name)", dependencies: ["FuzzChecks"], path: "Fuzz/fuzz-\(name)",
+        swiftSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"]), .define("FUZZING")] : [],
+        linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : [])
+}
 
 let package = Package(
     name: "capture-streamer",
@@ -47,14 +61,15 @@ let package = Package(
         // Encoders between the queue's callback and the packet log: PCM and Opus.
         .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus"]),
         // Core Audio Format files: writer, reader, crash recovery.
-        .target(name: "CAF", dependencies: ["CaptureCore"]),
+        .target(name: "CAF", dependencies: ["CaptureCore"], swiftSettings: underFuzzing),
         // Frames, messages and protocol state machines; pure, no sockets.
         .target(
             name: "CaptureWire",
             dependencies: [
                 "CaptureCore",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ]
+            ],
+            swiftSettings: underFuzzing
         ),
         // SwiftNIO adapters for the wire format: frame decoder and encoder handlers.
         .target(
@@ -86,7 +101,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: underFuzzing
         ),
         // The SwiftNIO server: accept, limits, sessions, stream store, durable acks.
         .target(
@@ -98,7 +114,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: underFuzzing
         ),
         // Live listening: Opus streams remuxed, PCM streams encoded while someone listens, into Ogg Opus per listener.
         .target(name: "CaptureListen", dependencies: ["CaptureCore", "CaptureCodecs", "COpus", "COgg", "CSoxr"]),
@@ -187,6 +204,10 @@ let package = Package(
             path: "bench/CaptureLoad"
         ),
 
+        // Fuzzing (issue 19): the invariants each fuzz target checks, and the targets (Fuzz/README.md).
+        .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
+        fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"),
+
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
         .testTarget(name: "CAFTests", dependencies: ["CAF", "COpus", "TestSupport"]),
@@ -250,6 +271,7 @@ let package = Package(
         ),
         .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
+        .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -64,7 +64,7 @@ enum CAFDescription {
             throw .unsupportedDescription(path: path, reason: "linear PCM with \(bits) bits per sample is not supported")
         }
         let containerBytes = bytesPerPacket / channels
-        guard bytesPerPacket > 0, bytesPerPacket % channels == 0, containerBytes * 8 >= bits else {
+        guard bytesPerPacket > 0, bytesPerPacket % channels == 0, containerBytes >= bits / 8, containerBytes <= 8 else {
             throw .unsupportedDescription(path: path, reason: "\(bytesPerPacket) bytes per packet cannot hold \(channels) channels of \(bits) bits")
         }
         guard flags & ~(cafFlagIsFloat | cafFlagIsLittleEndian) == 0 else {

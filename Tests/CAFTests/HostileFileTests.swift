@@ -103,6 +103,8 @@ final class HostileFileTests: XCTestCase {
         expect(fileHeader + desc(bytesPerPacket: 1) + data([])) { if case .unsupportedDescription = $0 { return true } else { return false } }
         expect(fileHeader + desc(framesPerPacket: 2) + data([])) { if case .unsupportedDescription = $0 { return true } else { return false } }
         expect(fileHeader + desc(flags: 0x40) + data([])) { if case .unsupportedDescription = $0 { return true } else { return false } }
+        // Found by fuzz-caf: a container this wide overflowed the bits check and stopped the process.
+        expect(fileHeader + desc(bytesPerPacket: 0xFFFF_FFFF, channels: 1, bits: 16) + data([])) { if case .unsupportedDescription = $0 { return true } else { return false } }
         expect(fileHeader + chunk("desc", [0, 0, 0]) + data([])) { if case .malformedChunk(_, "desc", _) = $0 { return true } else { return false } }
     }
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets with libFuzzer and AddressSanitizer (CAPTURE_FUZZ=1, see Package.swift)
+# and runs each for FUZZ_SECONDS (default 60), starting from its seed corpus in Fuzz/corpus/TARGET.
+# New inputs go to .build/fuzz/corpus/TARGET (kept between runs), findings to .build/fuzz/findings/TARGET.
+# Prints one line per target (executions, executions per second, coverage, findings) and exits
+# non-zero when a target found a crash, naming the input that reproduces it:
+#   .build/debug/fuzz-TARGET INPUT        replays it (a normal build replays, a fuzz build fuzzes)
+#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool
+set -uo pipefail
+cd "$(dirname "$0")/.."
+swift=${SWIFT:-swift}
+seconds=${FUZZ_SECONDS:-60}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool)
+for target in "${targets[@]}"; do
+  CAPTURE_FUZZ=1 "$swift" build --product "fuzz-$target" 2>&1 | grep -E "error|warning: unhandled" && { echo "fuzz: the build of fuzz-$target failed" >&2; exit 1; }
+done
+bin=$("$swift" build --show-bin-path)
+status=0
+printf '%-8s %12s %10s %8s %8s %9s\n' target executions "exec/s" cov ft findings
+for target in "${targets[@]}"; do
+  corpus=.build/fuzz/corpus/$target
+  findings=.build/fuzz/findings/$target
+  mkdir -p "$corpus" "$findings"
+  cp -n Fuzz/corpus/"$target"/* "$corpus"/ 2>/dev/null || true
+  log=.build/fuzz/$target.log
+  "$bin/fuzz-$target" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$findings/" \
+    -timeout=10 -rss_limit_mb=4096 > "$log" 2>&1
+  code=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  found=$(find "$findings" -type f | wc -l)
+  printf '%-8s %12s %10s %8s %8s %9s\n' "$target" "${runs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$found"
+  if [ "$code" -ne 0 ] || [ "$found" -gt 0 ]; then
+    status=1
+    echo "fuzz: fuzz-$target found a failure (exit $code); inputs: $(find "$findings" -type f | tr '\n' ' ')" >&2
+    grep -E "Fatal error|Precondition failed|ERROR: AddressSanitizer|SUMMARY" "$log" | head -5 >&2
+  fi
+done
+exit $status

@@ -16,6 +16,7 @@ test_packages=(
   strace                                                  # shows the socket options the executables really set
   haproxy                                                 # the load balancer the scale-out tests put in front of two receivers
   chromium chromium-driver                                # a real browser, driven over WebDriver, for the console's test
+  pulseaudio pulseaudio-utils libasound2-plugins          # a real-time paced capture device for the ALSA tests (PulseAudio's null sink via ALSA's pulse PCM)
 )
 python_packages=(
   selenium                                                # the WebDriver client the console's browser test uses

@@ -41,15 +41,14 @@ public enum FrameChecks {
         }
     }
 
+    /// A decoded message encodes to a frame that decodes to one message encoding to the same bytes
+    /// (compared as bytes: a NaN sample rate is not equal to itself).
     private static func checkRoundTrip(_ message: WireMessage) {
         guard let frame = try? message.encode() else { return }
-        var decoder = FrameDecoder(role: message.type == .hello || message.type == .audioData || message.type == .gap || message.type == .endOfStream ? .receiver : .sender, maxFrameBytes: Int.max)
-        if decoder.role == .receiver {
-            let again = try? decoder.decode(WirePreamble.bytes() + frame)
-            precondition(again == [message], "a decoded \(message.type) does not survive encoding: \(String(describing: again))")
-        } else {
-            let again = try? decoder.decode(frame)
-            precondition(again == [message], "a decoded \(message.type) does not survive encoding")
-        }
+        let role: WireRole = [.hello, .audioData, .gap, .endOfStream].contains(message.type) ? .receiver : .sender
+        var decoder = FrameDecoder(role: role, maxFrameBytes: Int.max)
+        let again = try? decoder.decode((role == .receiver ? WirePreamble.bytes() : []) + frame)
+        precondition(again?.count == 1, "a decoded \(message.type) does not decode again from its own encoding")
+        precondition((try? again?.first?.encode()) == frame, "a decoded \(message.type) does not encode to the same bytes twice")
     }
 }

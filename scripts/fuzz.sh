@@ -12,8 +12,13 @@ swift=${SWIFT:-swift}
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool)
+mkdir -p .build/fuzz
 for target in "${targets[@]}"; do
-  CAPTURE_FUZZ=1 "$swift" build --product "fuzz-$target" 2>&1 | grep -E "error|warning: unhandled" && { echo "fuzz: the build of fuzz-$target failed" >&2; exit 1; }
+  if ! CAPTURE_FUZZ=1 "$swift" build --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
+    grep -E "error:" .build/fuzz/build.log | head -20 >&2
+    echo "fuzz: the build of fuzz-$target failed (.build/fuzz/build.log)" >&2
+    exit 1
+  fi
 done
 bin=$("$swift" build --show-bin-path)
 status=0

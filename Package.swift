@@ -51,9 +51,10 @@ let package = Package(
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "COgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        .systemLibrary(name: "CTimex"),
 
         // Sound I/O and the queue: no network, no C library but libc.
-        .target(name: "CaptureCore"),
+        .target(name: "CaptureCore", dependencies: ["CTimex"]),
         // The file source over libsndfile (WAV, AIFF, FLAC, CAF in the file's own format).
         .target(name: "CaptureSndFile", dependencies: ["CaptureCore", "CSndFile"]),
         // The ALSA capture source over libasound.

@@ -15,6 +15,8 @@ public struct CAFFile: Sendable {
     public let format: StreamFormat
     /// The `chan` chunk's layout tag, if the file has one.
     public let channelLayoutTag: UInt32?
+    /// The `chan` chunk's channel bitmap (meaningful with tag 0x10000, use channel bitmap); 0 without one.
+    public let channelBitmap: UInt32
     /// The `info` chunk's key/value pairs, in file order.
     public let info: [(key: String, value: String)]
     /// The `kuki` chunk's bytes (empty when there is none).
@@ -94,13 +96,14 @@ public struct CAFFile: Sendable {
     }
 
     init(
-        path: String, format: StreamFormat, channelLayoutTag: UInt32?, info: [(key: String, value: String)],
+        path: String, format: StreamFormat, channelLayoutTag: UInt32?, channelBitmap: UInt32 = 0, info: [(key: String, value: String)],
         magicCookie: [UInt8], packetTable: CAFPacketTable?, dataChunkHeaderOffset: Int64, dataOffset: Int64,
         dataSize: Int64, isFinalized: Bool, markers: [CAFMarker]
     ) {
         self.path = path
         self.format = format
         self.channelLayoutTag = channelLayoutTag
+        self.channelBitmap = channelBitmap
         self.info = info
         self.magicCookie = magicCookie
         self.packetTable = packetTable

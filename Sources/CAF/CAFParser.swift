@@ -20,6 +20,7 @@ enum CAFParser {
 
         var format: StreamFormat?
         var channelLayoutTag: UInt32?
+        var channelBitmap: UInt32 = 0
         var info: [(key: String, value: String)] = []
         var magicCookie: [UInt8] = []
         var packetTableBody: [UInt8]?
@@ -84,6 +85,7 @@ enum CAFParser {
                         throw .malformedChunk(path: path, chunk: name, reason: "it is shorter than 12 bytes")
                     }
                     channelLayoutTag = tag
+                    channelBitmap = bodyReader.read(UInt32.self) ?? 0
                 case CAFChunkType.information:
                     info = try decodeInformation(body, path: path)
                 case CAFChunkType.magicCookie:
@@ -122,7 +124,7 @@ enum CAFParser {
             try CAFMarkerChunks.decodeMarkers(body, strings: strings, path: path)
         } ?? []
         return CAFFile(
-            path: path, format: format, channelLayoutTag: channelLayoutTag, info: info, magicCookie: magicCookie,
+            path: path, format: format, channelLayoutTag: channelLayoutTag, channelBitmap: channelBitmap, info: info, magicCookie: magicCookie,
             packetTable: packetTable, dataChunkHeaderOffset: data.headerOffset, dataOffset: data.offset,
             dataSize: data.size, isFinalized: data.finalized, markers: markers
         )

@@ -41,6 +41,7 @@ public final class CAFWriter {
     /// - Parameters:
     ///   - format: linear PCM or Opus; it must pass `StreamFormat.validate()`.
     ///   - channelLayoutTag: the `chan` chunk's tag; by default mono, stereo, or discrete-in-order.
+    ///   - channelBitmap: the `chan` chunk's channel bitmap, for tag 0x10000 (use channel bitmap).
     ///   - info: `info` chunk entries such as `("title", …)`, `("recorded date", …)`, `("source", …)`,
     ///     `("encoding application", …)`; keys and values must not contain NUL. No `info` chunk is written
     ///     when empty.
@@ -50,7 +51,7 @@ public final class CAFWriter {
     ///     (fsync each). A caller that makes the whole file system durable later (the receiver's sync
     ///     round, before anything written to the file is acknowledged) passes false.
     public init(
-        path: String, format: StreamFormat, channelLayoutTag: UInt32? = nil,
+        path: String, format: StreamFormat, channelLayoutTag: UInt32? = nil, channelBitmap: UInt32 = 0,
         info: [(key: String, value: String)], magicCookie: [UInt8] = [], primingFrames: Int = 0,
         synchronizing: Bool = true
     ) throws(CAFError) {
@@ -75,7 +76,7 @@ public final class CAFWriter {
         header.append(contentsOf: CAFChunkType.chunk(CAFChunkType.description, body: CAFDescription.encode(format)))
         var channelLayout = ByteWriter()
         channelLayout.append(channelLayoutTag ?? CAFChannelLayoutTag.default(channels: format.channelCount))
-        channelLayout.append(UInt32(0))  // mChannelBitmap
+        channelLayout.append(channelBitmap)  // mChannelBitmap
         channelLayout.append(UInt32(0))  // mNumberChannelDescriptions
         header.append(contentsOf: CAFChunkType.chunk(CAFChunkType.channelLayout, body: channelLayout.bytes))
         if !info.isEmpty {

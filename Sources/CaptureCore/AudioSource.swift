@@ -24,6 +24,9 @@ public protocol AudioSource: AnyObject {
     /// A source that is not real time (a file read with `--no-pace`) is made to wait.
     var isRealTime: Bool { get }
 
+    /// What each channel carries, when the source knows (a WAV file's channel mask); nil otherwise.
+    var channelLayout: ChannelLayout? { get }
+
     /// Starts (or restarts after `stop()`) delivering audio.
     func start() throws(CaptureError)
 
@@ -79,4 +82,9 @@ public enum CaptureError: Error, Equatable, Sendable, CustomStringConvertible {
             return message
         }
     }
+}
+
+extension AudioSource {
+    /// Most sources do not know their channels' speaker positions.
+    public var channelLayout: ChannelLayout? { nil }
 }

@@ -12,6 +12,7 @@ public final class DurationLimitedSource: AudioSource {
     }
 
     public var format: StreamFormat { inner.format }
+    public var channelLayout: ChannelLayout? { inner.channelLayout }
     public var isRealTime: Bool { inner.isRealTime }
 
     public func start() throws(CaptureError) { try inner.start() }

@@ -39,6 +39,7 @@ public final class ReopeningSource: AudioSource {
     }
 
     public var format: StreamFormat { inner.format }
+    public var channelLayout: ChannelLayout? { inner.channelLayout }
     public var isRealTime: Bool { inner.isRealTime }
 
     /// Stops retrying (from any thread); a read waiting to retry then ends the stream.

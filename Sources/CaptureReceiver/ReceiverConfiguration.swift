@@ -43,6 +43,11 @@ public struct ReceiverConfiguration: Sendable {
     /// Interrupted streams that may wait in the output folder for their senders at once; beyond it
     /// the sweep finalizes the ones waiting longest (`--max-waiting-streams`).
     public var maximumWaitingStreams: Int = 10_000
+    /// Cut each stream's recording into files of this length at UTC boundaries of its own timeline
+    /// (`--segment`); nil: one file per stream.
+    public var segmentLength: Duration? = nil
+    /// How recordings are named (`--name-template`).
+    public var nameTemplate: FileNameTemplate = .standard
 
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,

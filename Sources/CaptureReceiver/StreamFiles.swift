@@ -66,7 +66,7 @@ enum StreamFiles {
                     // resume binds it to that sender from now on.
                     try? claim.record(StreamIndexEntry(stream: .recording(relativePath: relative), owner: owner))
                 }
-                return reopen(path: path, claim: claim, hello: hello, configuration: configuration, events: events, lane: lane, pool: pool)
+                return reopen(path: path, claim: claim, hello: hello, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
                     .map { OpenedStream(writer: $0.0, resume: $0.1, resumed: true) }
             case .failure(.held):
                 return .failure(.streamBusy("stream \(stream) is being recorded on another connection or by another receiver sharing \(configuration.outputDirectory)"))
@@ -112,79 +112,56 @@ enum StreamFiles {
         hello: ValidatedHello, resume: ResumePoint, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<StreamWriter, StorageError> {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let message = hello.message
-        var source = message.sourceHost.isEmpty ? peer : "\(message.sourceHost) (\(peer))"
-        source = source.replacingOccurrences(of: "\0", with: "")
-        let info: [(key: String, value: String)] = [
-            ("title", message.streamName.replacingOccurrences(of: "\0", with: "")),
-            ("recorded date", formatter.string(from: start)),
-            ("source", source),
-            ("encoding application", (message.application.isEmpty ? "unknown sender" : message.application).replacingOccurrences(of: "\0", with: "") + ", \(configuration.applicationName)"),
-            ("stream id", hello.streamID.uuidString.lowercased()),
-        ] + continuationInfo(hello, firstSample: resume.nextSampleTime, formatter: formatter)
-        for attempt in 1...100 {
-            let name = StreamFileNaming.fileName(streamName: message.streamName, start: start, attempt: attempt)
-            let path = (configuration.outputDirectory as NSString).appendingPathComponent(name)
-            let caf: CAFWriter
-            do throws(CAFError) {
-                caf = try CAFWriter(
-                    path: path, format: hello.format, info: info, magicCookie: storedCookie(hello),
-                    primingFrames: Int(message.primingFrames), synchronizing: false
-                )
-            } catch .fileExists {
-                continue
-            } catch {
-                claim.release(removingEntry: true)
-                return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
-            }
-            let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
-            do throws(DurableFileError) {
-                // No fsync here: the pool's next sync round (syncfs) makes the new files and their
-                // folder entries durable before anything written to them is acknowledged.
-                let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
-                try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
-                return .success(StreamWriter(
-                    writer: caf, positionLog: positionLog, claim: claim,
-                    start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
-                    lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
-                ))
-            } catch {
-                // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
-                caf.close()
-                try? DurableFile.remove(path)
-                try? DurableFile.remove(path + ".pakt-journal")
-                try? StreamPositionLog.remove(cafPath: path)
-                claim.release(removingEntry: true)
-                return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
-            }
+        let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
+        // A stream's first file starts at its first frame; its first valid sample follows the codec's
+        // priming (a continuation keeps the stream's priming too).
+        let caf: CAFWriter
+        do throws(StorageError) {
+            caf = try maker.create(
+                firstFrame: resume.nextSampleTime, firstValid: resume.nextSampleTime + Int64(hello.message.primingFrames), extraInfo: continuationInfo(hello))
+        } catch {
+            claim.release(removingEntry: true)
+            return .failure(error)
         }
-        claim.release(removingEntry: true)
-        return .failure(.cannotCreate("cannot find a free file name for stream \(message.streamName) in \(configuration.outputDirectory)"))
+        let path = caf.path
+        let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
+        do throws(DurableFileError) {
+            // No fsync here: the pool's next sync round (syncfs) makes the new files and their
+            // folder entries durable before anything written to them is acknowledged.
+            let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
+            try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
+            return .success(StreamWriter(
+                writer: caf, positionLog: positionLog, claim: claim,
+                start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
+                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) },
+                lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
+            ))
+        } catch {
+            // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
+            caf.close()
+            try? DurableFile.remove(path)
+            try? DurableFile.remove(path + ".pakt-journal")
+            try? StreamPositionLog.remove(cafPath: path)
+            claim.release(removingEntry: true)
+            return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
+        }
     }
 
-    /// The stream's sample index of a file's first frame: a continuing stream's file records it
-    /// (`first sample`, which can lie after the Hello's start when the continued file already held
-    /// some of the audio); otherwise the Hello's start sample time.
+    /// The stream position of a file's first frame: every file records it (`first sample`: a
+    /// segment's, or a continuing stream's, which can lie after the Hello's start when the continued
+    /// file already held some of the audio); files from before that record nothing and begin at the
+    /// Hello's start sample time.
     private static func firstSample(of path: String, hello: ValidatedHello) -> Int64 {
-        guard hello.message.hasContinues,
-              let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) })
+        guard let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) })
         else { return hello.message.startSampleTime }
         return recorded
     }
 
-    /// The `info` entries of a stream that continues another (`Hello.continues`): which stream, and
-    /// where in its timeline this file begins, so the two recordings can be joined without a hole.
-    static func continuationInfo(_ hello: ValidatedHello, firstSample: Int64, formatter: ISO8601DateFormatter) -> [(key: String, value: String)] {
+    /// The `info` entry of a stream that continues another (`Hello.continues`): which stream, so the
+    /// two recordings can be joined without a hole (`first sample` says where this one begins).
+    static func continuationInfo(_ hello: ValidatedHello) -> [(key: String, value: String)] {
         guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else { return [] }
-        let skipped = Double(firstSample - hello.message.startSampleTime) / hello.format.sampleRate
-        let firstTime = Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9 + skipped)
-        return [
-            ("continues stream id", continued.uuidString.lowercased()),
-            ("first sample", "\(firstSample)"),
-            ("first sample time", formatter.string(from: firstTime)),
-        ]
+        return [("continues stream id", continued.uuidString.lowercased())]
     }
 
     /// The magic cookie the file keeps (PROTOCOL.md §11): Opus mono and stereo files carry none, since
@@ -201,7 +178,7 @@ enum StreamFiles {
     /// that point (never acknowledged) is cut off; the sender still holds it and resends it. On
     /// failure the claim is released and the file left as it was.
     private static func reopen(
-        path: String, claim: StreamClaim, hello: ValidatedHello, configuration: ReceiverConfiguration,
+        path: String, claim: StreamClaim, hello: ValidatedHello, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<(StreamWriter, ResumePoint), StorageError> {
         let record: StreamPositionRecord
@@ -226,9 +203,11 @@ enum StreamFiles {
         }
         do throws(DurableFileError) {
             let positionLog = try StreamPositionLog.create(cafPath: path, initial: record)
+            let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: firstSample(of: path, hello: hello),
+                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) },
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))

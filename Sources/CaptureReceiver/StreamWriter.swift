@@ -102,8 +102,16 @@ public struct StreamWriterEvents: Sendable {
 /// rounds make it durable and only then is `StreamWriterEvents.durable` told, and only then does the
 /// receiver acknowledge. Linear PCM gaps are filled with silence (so the timeline stays true) and
 /// marked with a CAF marker; a gap in a VBR stream is marked only.
+///
+/// With segments (`--segment`), the writer cuts the stream into files at the boundaries of a
+/// `SegmentClock`: the audio before a boundary ends one file, which is finalized (and so durable),
+/// the next file is created with its pre-roll (VBR), made durable with its position log, and only
+/// then does the stream's index entry name it; a crash at any step leaves a stream that resumes in one
+/// file or the other without losing or repeating a sample (docs/RECORDINGS.md).
+///
+/// `@unchecked Sendable`: every mutable field is touched only on `lane`, a serial thread.
 public final class StreamWriter: @unchecked Sendable {
-    /// The file's path.
+    /// The path of the file the writer opened with (with segments, later files have their own).
     public let path: String
     /// The stream's format.
     public let format: StreamFormat
@@ -115,7 +123,7 @@ public final class StreamWriter: @unchecked Sendable {
     private let metrics: ReceiverMetrics?
     /// The stream's sample index of the file's first frame (Hello's `start_sample_time`): markers
     /// are placed relative to it.
-    private let originSampleTime: Int64
+    private var originSampleTime: Int64
     // State below is touched on `lane` only.
     private var writer: CAFWriter?
     private var positionLog: StreamPositionLog?
@@ -135,13 +143,54 @@ public final class StreamWriter: @unchecked Sendable {
     private var entriesDurable: Bool
     /// A detach waiting for the sync round that makes everything written durable.
     private var pendingDetach: (finalizing: Bool, completion: @Sendable () -> Void)?
+    /// The file being written now.
+    private var currentPath: String
+    /// The stream position just past what the file holds (audio, PCM silence, or a VBR gap's
+    /// jump): audio before it is already in this file or the one before (resent after a reconnect
+    /// that followed a segment cut) and is dropped.
+    private var fileEnd: Int64
+    /// Cutting into segments, when asked.
+    private var segmenting: SegmentState?
+    /// Counts the files written; a sync round's position taken from an earlier file is not recorded
+    /// in a later one's position log.
+    private var fileGeneration = 0
+    private var roundGeneration = 0
+
+    /// How to cut a stream into segments: their length, and how to make each next file.
+    struct Segments: Sendable {
+        var length: Duration
+        var maker: RecordingFileMaker
+    }
+
+    /// A segmented stream's cutting state.
+    private struct SegmentState {
+        let clock: SegmentClock
+        let maker: RecordingFileMaker
+        /// Where the current file ends.
+        var boundary: Int64
+        /// The last packets (VBR), for the next file's pre-roll.
+        var preroll: PrerollPackets?
+    }
 
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
         writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, originSampleTime: Int64 = 0,
-        lane: WriterLane, pool: WriterPool, events: StreamWriterEvents, metrics: ReceiverMetrics?, entriesDurable: Bool = true
+        segments: Segments? = nil, lane: WriterLane, pool: WriterPool, events: StreamWriterEvents, metrics: ReceiverMetrics?,
+        entriesDurable: Bool = true
     ) {
+        currentPath = writer.path
+        // Right after a segment cut the file holds pre-roll and audio past the durable position.
+        fileEnd = max(start.sampleTime, originSampleTime + writer.frameCount)
+        if let segments {
+            let clock = SegmentClock(
+                length: segments.length, startTime: segments.maker.streamStart, origin: segments.maker.streamOrigin,
+                sampleRate: writer.format.sampleRate)
+            segmenting = SegmentState(
+                clock: clock, maker: segments.maker,
+                boundary: clock.nextBoundary(after: originSampleTime + Int64(writer.primingFrames)),
+                preroll: writer.format.isVariableBitRate ? PrerollPackets(framesPerPacket: Int64(writer.format.framesPerPacket)) : nil)
+        }
         self.originSampleTime = originSampleTime
         self.claim = claim
         self.entriesDurable = entriesDurable
@@ -166,41 +215,159 @@ public final class StreamWriter: @unchecked Sendable {
     /// Appends audio packets for `sequence`, whose frames end at `endSampleTime`.
     public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {
         lane.submit { [self] in
-            guard failure == nil, let writer else { return }
-            let started = ContinuousClock.now
-            let appended: Result<Void, CAFError> = payload.withUnsafeBytes { bytes in
-                Result { () throws(CAFError) in try writer.append(bytes, packetSizes: packetSizes, frameCount: frameCount) }
-            }
-            metrics?.diskWrite(duration: ContinuousClock.now - started)
-            if case .failure(let error) = appended {
-                fail(.writeFailed(error.description))
-                return
+            guard failure == nil, writer != nil else { return }
+            let audio = TimedAudio(first: endSampleTime - Int64(frameCount), payload: payload, packetSizes: packetSizes, frameCount: frameCount)
+            if var rest = audio.dropping(before: fileEnd, format: format) {
+                while let boundary = segmenting?.boundary, rest.end > boundary {
+                    if rest.first < boundary {
+                        let parts = rest.split(at: boundary, format: format)
+                        guard append(parts.before) else { return }
+                        guard cut(remainder: parts.remainder, nextAudioStart: parts.after.first, firstValid: boundary) else { return }
+                        rest = parts.after
+                    } else {
+                        // The boundary fell where no audio is (a VBR gap): the next file begins with this audio.
+                        guard cut(remainder: 0, nextAudioStart: rest.first, firstValid: rest.first) else { return }
+                    }
+                }
+                guard append(rest) else { return }
             }
             written = DurablePosition(sequence: sequence, sampleTime: endSampleTime)
-            unsyncedBytes += payload.count
             askForRound()
         }
+    }
+
+    /// Appends audio to the current file (and remembers VBR packets for pre-roll). False when it
+    /// failed, and the stream with it.
+    private func append(_ audio: TimedAudio) -> Bool {
+        guard let writer else { return false }
+        let started = ContinuousClock.now
+        let appended: Result<Void, CAFError> = audio.payload.withUnsafeBytes { bytes in
+            Result { () throws(CAFError) in try writer.append(bytes, packetSizes: audio.packetSizes, frameCount: audio.frameCount) }
+        }
+        metrics?.diskWrite(duration: ContinuousClock.now - started)
+        if case .failure(let error) = appended {
+            fail(.writeFailed(error.description))
+            return false
+        }
+        segmenting?.preroll?.remember(audio)
+        fileEnd = audio.end
+        unsyncedBytes += audio.payload.count
+        return true
+    }
+
+    /// Ends the current file at its segment boundary and goes on in the next: finalizes the file
+    /// (`remainder`: VBR frames of its last packet past the boundary), which makes it durable; creates
+    /// the next file, beginning with the pre-roll that ends at `nextAudioStart` (VBR), with its first
+    /// valid sample at `firstValid`, and makes it and its position log durable; then names it in the
+    /// stream's index entry, durably, and removes the old file's position log. False when it failed
+    /// (the stream fails: its sender resumes where the durable state says).
+    private func cut(remainder: Int, nextAudioStart: Int64, firstValid: Int64) -> Bool {
+        guard let writer, let claim, var state = segmenting else { return false }
+        let finished = currentPath
+        do throws(CAFError) {
+            try writer.finalize(remainderFrames: format.isVariableBitRate ? remainder : 0)
+        } catch {
+            fail(.writeFailed(error.description))
+            return false
+        }
+        self.writer = nil
+        positionLog = nil
+        let preroll = state.preroll?.preroll(endingAt: nextAudioStart)
+        let firstFrame = preroll?.first ?? min(nextAudioStart, firstValid)
+        let next: CAFWriter
+        do throws(StorageError) {
+            next = try state.maker.create(firstFrame: firstFrame, firstValid: firstValid)
+        } catch {
+            fail(error)
+            return false
+        }
+        let index = StreamIndex(outputDirectory: state.maker.outputDirectory)
+        do {
+            if let preroll {
+                try next.append([UInt8](preroll.payload), packetSizes: preroll.packetSizes, frameCount: preroll.frameCount)
+            }
+            try next.synchronize()
+            // Resuming in the new file starts at the same stream position as now (nothing of the
+            // message being cut counts as written), with its pre-roll kept.
+            let log = try StreamPositionLog.create(
+                cafPath: next.path, initial: StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: next.packetCount))
+            try DurableFile.synchronizeDirectory(DurableFile.folder(of: next.path))
+            let owner = (try? claim.contents()).flatMap { StreamIndexEntry(text: $0) }?.owner
+            try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: next.path)), owner: owner), synchronizing: true)
+            positionLog = log
+        } catch {
+            next.close()
+            fail(.writeFailed("cannot begin the next segment file \(next.path): \(error)"))
+            return false
+        }
+        try? StreamPositionLog.remove(cafPath: finished)
+        self.writer = next
+        currentPath = next.path
+        originSampleTime = firstFrame
+        fileEnd = nextAudioStart
+        gapCount = 0
+        fileGeneration += 1
+        // The finalized file holds everything written so far; the new file's log records it.
+        submitted = written
+        unsyncedBytes = 0
+        if durable != written {
+            durable = written
+            events.durable(durable)
+        }
+        state.boundary = state.clock.nextBoundary(after: firstValid)
+        segmenting = state
+        return true
     }
 
     /// Records a gap of `length` frames at `sampleTime` for `sequence`.
     public func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
         lane.submit { [self] in
-            guard failure == nil, let writer else { return }
-            do throws(CAFError) {
-                try writer.addMarker(framePosition: sampleTime - originSampleTime, name: "gap: \(length) frames not captured (\(reason))")
-                if format.isLinearPCM, length > 0 {
-                    // Silence without writing it: a hole in the file, no disk blocks (see appendSilence).
-                    try writer.appendSilence(frameCount: length)
-                    unsyncedBytes += 1
+            guard failure == nil, writer != nil else { return }
+            let end = sampleTime + length
+            if end > fileEnd || (length == 0 && sampleTime >= fileEnd) {
+                // The marker goes in the file where the gap begins (it may have begun in the one before).
+                let start = max(sampleTime, fileEnd)
+                guard let writer else { return }
+                do throws(CAFError) {
+                    try writer.addMarker(framePosition: start - originSampleTime, name: "gap: \(length) frames not captured (\(reason))")
+                } catch {
+                    fail(.writeFailed(error.description))
+                    return
                 }
-            } catch {
-                fail(.writeFailed(error.description))
-                return
+                gapCount += 1
+                guard fillGap(from: start, to: end) else { return }
             }
-            gapCount += 1
-            written = DurablePosition(sequence: sequence, sampleTime: sampleTime + length)
+            written = DurablePosition(sequence: sequence, sampleTime: end)
             askForRound()
         }
+    }
+
+    /// Moves the file past a gap: linear PCM as silence (a hole, no disk blocks: see appendSilence),
+    /// cut at segment boundaries like audio; VBR by its timeline only.
+    private func fillGap(from start: Int64, to end: Int64) -> Bool {
+        var position = start
+        while position < end {
+            var stop = end
+            if let boundary = segmenting?.boundary, boundary <= position {
+                guard cut(remainder: 0, nextAudioStart: position, firstValid: position) else { return false }
+            }
+            if let boundary = segmenting?.boundary { stop = min(end, boundary) }
+            if format.isLinearPCM {
+                guard let writer else { return false }
+                do throws(CAFError) {
+                    try writer.appendSilence(frameCount: stop - position)
+                } catch {
+                    fail(.writeFailed(error.description))
+                    return false
+                }
+                unsyncedBytes += 1
+            } else {
+                segmenting?.preroll?.forget()
+            }
+            fileEnd = stop
+            position = stop
+        }
+        return true
     }
 
     /// Finalizes the file (sizes, packet table, markers) after everything submitted before, records
@@ -211,7 +378,7 @@ public final class StreamWriter: @unchecked Sendable {
     public func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
         lane.submit { [self] in
             if let failure { return completion(.failure(failure)) }
-            guard let writer else { return completion(.failure(.writeFailed("\(path) was already closed"))) }
+            guard let writer else { return completion(.failure(.writeFailed("\(currentPath) was already closed"))) }
             do throws(CAFError) {
                 try writer.finalize(remainderFrames: format.isVariableBitRate ? end?.remainderFrames ?? 0 : 0)
             } catch {
@@ -221,7 +388,7 @@ public final class StreamWriter: @unchecked Sendable {
             }
             self.writer = nil
             positionLog = nil
-            try? StreamPositionLog.remove(cafPath: path)
+            try? StreamPositionLog.remove(cafPath: currentPath)
             // The entry names the file relative to the output folder; it becomes the finished record.
             let entry = (try? claim?.contents()).flatMap { StreamIndexEntry(text: $0) }
             if let claim, let end, let entry, case .recording(let relativePath) = entry.stream, !relativePath.isEmpty {
@@ -241,7 +408,7 @@ public final class StreamWriter: @unchecked Sendable {
             claim = nil
             durable = written
             events.durable(durable)
-            completion(.success(FinishedFile(path: path, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)))
+            completion(.success(FinishedFile(path: currentPath, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)))
         }
     }
 
@@ -293,6 +460,7 @@ public final class StreamWriter: @unchecked Sendable {
     func takeRoundPosition() -> StreamPositionRecord? {
         awaitingRound = false
         guard failure == nil, let writer, positionLog != nil, written != submitted else { return nil }
+        roundGeneration = fileGeneration
         unsyncedBytes = 0
         submitted = written
         return StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount)
@@ -329,6 +497,8 @@ public final class StreamWriter: @unchecked Sendable {
     /// stream failed or closed meanwhile.
     func writePositionRecord(_ record: StreamPositionRecord) -> Bool {
         guard failure == nil, writer != nil, let positionLog else { return false }
+        // Taken from a file since finalized by a segment cut, which made it durable: nothing to record.
+        guard roundGeneration == fileGeneration else { return true }
         do throws(DurableFileError) {
             try positionLog.write(record)
             return true
@@ -356,7 +526,7 @@ public final class StreamWriter: @unchecked Sendable {
         guard failure == nil, writer != nil else { return }
         entriesDurable = true
         let position = DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime)
-        if position != durable {
+        if position != durable, position.sequence >= durable.sequence {
             durable = position
             events.durable(position)
         }

@@ -70,8 +70,17 @@ public struct StreamDescription: Sendable {
     public var primingFrames: Int
     /// UTC wall-clock time of sample 0.
     public var startTime: Date
+    /// Whether the clock that stamped `startTime` was synchronized.
+    public var clock: ClockSynchronization
+    /// What each channel carries, when known (linear PCM from a file with a channel mask).
+    public var channelLayout: ChannelLayout?
 
-    public init(format: StreamFormat, magicCookie: [UInt8], primingFrames: Int, startTime: Date) {
+    public init(
+        format: StreamFormat, magicCookie: [UInt8], primingFrames: Int, startTime: Date,
+        clock: ClockSynchronization = .unknown, channelLayout: ChannelLayout? = nil
+    ) {
+        self.clock = clock
+        self.channelLayout = channelLayout
         self.format = format
         self.magicCookie = magicCookie
         self.primingFrames = primingFrames
@@ -315,6 +324,8 @@ public final class StreamSender: Sendable {
             $0.application = configuration.application
             $0.primingFrames = UInt32(description.primingFrames)
             $0.resumeSecret = Data(configuration.resumeSecret)
+            $0.clock = Capture_V1_ClockState(description.clock)
+            if let layout = description.channelLayout { $0.channelLayout = .with { $0.tag = layout.tag; $0.bitmap = layout.bitmap } }
         }
     }
 

@@ -39,6 +39,10 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     /// Set once the receiver no longer resumed the stream and its audio is delivered as a new stream
     /// that continues it (PROTOCOL.md §8.1); nil otherwise.
     public var continuation: StreamContinuation?
+    /// Whether the clock that stamped `startTime` was synchronized; nil in older spools.
+    public var clock: ClockSynchronization?
+    /// The stream's channel layout, when it has one.
+    public var channelLayout: ChannelLayout?
 
     public init(
         streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription,
@@ -60,6 +64,8 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
         magicCookie = description.magicCookie
         primingFrames = description.primingFrames
         startTime = description.startTime.timeIntervalSince1970
+        clock = description.clock
+        channelLayout = description.channelLayout
     }
 
     /// The stream's description for the handshake.
@@ -69,7 +75,8 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
                 sampleRate: sampleRate, formatID: AudioFormatID(rawValue: formatID), formatFlags: AudioFormatFlags(rawValue: formatFlags),
                 bytesPerPacket: bytesPerPacket, framesPerPacket: framesPerPacket, bytesPerFrame: bytesPerFrame,
                 channelsPerFrame: channelsPerFrame, bitsPerChannel: bitsPerChannel),
-            magicCookie: magicCookie, primingFrames: primingFrames, startTime: Date(timeIntervalSince1970: startTime))
+            magicCookie: magicCookie, primingFrames: primingFrames, startTime: Date(timeIntervalSince1970: startTime),
+            clock: clock ?? .unknown, channelLayout: channelLayout)
     }
 }
 

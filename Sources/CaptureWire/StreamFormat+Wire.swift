@@ -32,3 +32,30 @@ extension StreamFormat {
         }
     }
 }
+
+extension Capture_V1_ClockState {
+    /// The wire value of a clock state.
+    public init(_ clock: ClockSynchronization) {
+        switch clock {
+        case .synchronized: self = .synchronized
+        case .unsynchronized: self = .unsynchronized
+        case .unknown: self = .unknown
+        }
+    }
+
+    /// The clock state a wire value says (an unknown future value: unknown).
+    public var clockSynchronization: ClockSynchronization {
+        switch self {
+        case .synchronized: return .synchronized
+        case .unsynchronized: return .unsynchronized
+        default: return .unknown
+        }
+    }
+}
+
+extension ValidatedHello {
+    /// The channel layout the Hello gives (checked against the format); nil when it gives none.
+    public var channelLayout: ChannelLayout? {
+        message.hasChannelLayout ? ChannelLayout(tag: message.channelLayout.tag, bitmap: message.channelLayout.bitmap) : nil
+    }
+}

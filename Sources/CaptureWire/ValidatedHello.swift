@@ -70,6 +70,9 @@ public struct ValidatedHello: Sendable, Equatable {
         if format.formatID == .opus {
             try Self.checkOpus(hello, format: format)
         }
+        if hello.hasChannelLayout {
+            try Self.checkChannelLayout(hello.channelLayout, channels: format.channelCount)
+        }
         guard hello.startSampleTime >= 0 else {
             throw .invalidField(
                 message: .hello, field: "start_sample_time", reason: "\(hello.startSampleTime) is negative")
@@ -121,6 +124,27 @@ public struct ValidatedHello: Sendable, Equatable {
             else { throw invalid("the channel mapping table names streams that do not exist") }
         default:
             throw invalid("channel mapping family \(cookie[18]) is not one this receiver stores (0 or 1)")
+        }
+    }
+
+    /// Core Audio's tag for a layout given as a channel bitmap (`kAudioChannelLayoutTag_UseChannelBitmap`).
+    public static let channelBitmapLayoutTag: UInt32 = 0x10000
+
+    /// A channel layout (PROTOCOL.md §6.1.3) must describe exactly the format's channels: a bitmap
+    /// with one bit per channel, or a predefined Core Audio tag whose low 16 bits are the channel count.
+    private static func checkChannelLayout(_ layout: Capture_V1_ChannelLayout, channels: Int) throws(WireError) {
+        if layout.tag == channelBitmapLayoutTag {
+            guard layout.bitmap.nonzeroBitCount == channels, layout.bitmap < (1 << 18) else {
+                throw .invalidField(
+                    message: .hello, field: "channel_layout.bitmap",
+                    reason: "0x\(String(layout.bitmap, radix: 16)) names \(layout.bitmap.nonzeroBitCount) channels (of the 18 defined) but the format has \(channels)")
+            }
+            return
+        }
+        guard layout.tag > channelBitmapLayoutTag, Int(layout.tag & 0xFFFF) == channels, layout.bitmap == 0 else {
+            throw .invalidField(
+                message: .hello, field: "channel_layout.tag",
+                reason: "0x\(String(layout.tag, radix: 16)) is no Core Audio layout tag for \(channels) channels (a predefined tag's low 16 bits are its channel count; 0x10000 takes a bitmap)")
         }
     }
 

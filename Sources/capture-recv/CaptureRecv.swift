@@ -117,6 +117,9 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "Interrupted streams")
     var durability: DurabilityOptions
 
+    @OptionGroup(title: "Recordings: segments and names (docs/RECORDINGS.md)")
+    var recordings: RecordingOptions
+
     @OptionGroup(title: "Configuration")
     var configFile: ConfigFileOption
 
@@ -152,6 +155,7 @@ struct Serve: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
+        try recordings.apply(to: &configuration)
         try security.apply(to: &configuration, logger: logger)
         let access: ConsoleAccess?
         do {

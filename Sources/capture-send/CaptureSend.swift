@@ -198,7 +198,10 @@ struct CaptureSend: ParsableCommand {
         let streamID = UUID()
         let resumeSecret = ResumeSecret.make()
         let description = StreamDescription(
-            format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date()
+            format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date(),
+            clock: ClockSynchronization.current(),
+            // Opus carries its channel mapping in the OpusHead; a layout is passed on for linear PCM.
+            channelLayout: encoder.outputFormat.isLinearPCM ? audioSource.channelLayout : nil
         )
         let destination = try security.destination(for: receiver)
         let log = try delivery.makeLog(

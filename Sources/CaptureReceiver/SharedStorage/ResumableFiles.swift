@@ -27,15 +27,32 @@ enum ResumableFiles {
         var since: Date
     }
 
-    /// The resumable CAF files directly in `directory`: unfinished ones (a journal beside them) and
+    /// The CAF files in `directory` and its folders (a `--name-template` makes folders), not in
+    /// hidden folders (the receiver's own, such as the stream index), sorted.
+    static func cafFiles(in directory: String) -> [String] {
+        var paths: [String] = []
+        var folders = [directory]
+        while let folder = folders.popLast() {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where !name.hasPrefix(".") {
+                let path = (folder as NSString).appendingPathComponent(name)
+                if name.hasSuffix(".caf") {
+                    paths.append(path)
+                } else if (try? FileManager.default.attributesOfItem(atPath: path)[.type] as? FileAttributeType) == .typeDirectory {
+                    // Not a symbolic link's target (attributesOfItem does not follow links): no loops.
+                    folders.append(path)
+                }
+            }
+        }
+        return paths.sorted()
+    }
+
+    /// The resumable CAF files in `directory` and its folders: unfinished ones (a journal beside them) and
     /// finished ones that kept their position log (finalized when a receiver shut down, or a crash
     /// between finalizing and removing the log), with the stream each belongs to (its `info` chunk's
     /// "stream id"). Files that cannot be read are logged and left alone for `capture-recv recover`.
     static func scan(directory: String, logger: Logger) -> [Found] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         var found: [UUID: Found] = [:]
-        for name in names.sorted() where name.hasSuffix(".caf") {
-            let path = (directory as NSString).appendingPathComponent(name)
+        for path in cafFiles(in: directory) {
             // Unfinished files have a journal; files finalized at a shutdown keep their position log.
             guard isUnfinished(path) else { continue }
             let file: CAFFile

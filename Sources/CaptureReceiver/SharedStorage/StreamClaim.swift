@@ -82,11 +82,22 @@ final class StreamClaim: @unchecked Sendable {
 
     /// Writes the entry: the stream file's path (relative to the output folder) and its owner. Not
     /// synced: the next sync round's `syncfs` makes it durable with the stream's new files.
-    func record(_ entry: StreamIndexEntry) throws(DurableFileError) {
-        let bytes = Array(entry.text.utf8)
-        guard ftruncate(descriptor, 0) == 0 else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
+    ///
+    /// `synchronizing` (a segment cut moving a recording stream to its next file): the entry is
+    /// overwritten in place, padded with empty lines (which a reader skips) to cover the old text,
+    /// and synced, so a crash at any moment leaves either the old entry or the new one.
+    func record(_ entry: StreamIndexEntry, synchronizing: Bool = false) throws(DurableFileError) {
+        var bytes = Array(entry.text.utf8)
+        if synchronizing {
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else { throw DurableFileError(operation: "reading", path: entryPath, code: errno) }
+            if Int(status.st_size) > bytes.count { bytes += [UInt8](repeating: 0x0A, count: Int(status.st_size) - bytes.count) }
+        } else {
+            guard ftruncate(descriptor, 0) == 0 else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
+        }
         let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         guard written == bytes.count else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
+        if synchronizing, fdatasync(descriptor) != 0 { throw DurableFileError(operation: "syncing", path: entryPath, code: errno) }
     }
 
     /// Replaces the entry with the record of the finished stream, durably (written and synced)

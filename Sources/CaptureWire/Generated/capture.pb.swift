@@ -29,6 +29,52 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+/// Whether the sender's clock was disciplined by a time service when the stream's start was stamped,
+/// so a reader knows how far to trust the files' timestamps.
+public nonisolated enum Capture_V1_ClockState: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// not reported (older senders, or the system cannot tell)
+  case unknown // = 0
+
+  /// the kernel's clock is synchronized (adjtimex: not TIME_ERROR)
+  case synchronized // = 1
+
+  /// free-running: timestamps may be off by any amount
+  case unsynchronized // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unknown
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unknown
+    case 1: self = .synchronized
+    case 2: self = .unsynchronized
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unknown: return 0
+    case .synchronized: return 1
+    case .unsynchronized: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Capture_V1_ClockState] = [
+    .unknown,
+    .synchronized,
+    .unsynchronized,
+  ]
+
+}
+
 /// The audio format, with the fields and meaning of Core Audio's AudioStreamBasicDescription.
 public nonisolated struct Capture_V1_StreamFormat: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -156,11 +202,46 @@ public nonisolated struct Capture_V1_Hello: @unchecked Sendable {
   /// Clears the value of `continues`. Subsequent reads from it will return its default value.
   public mutating func clearContinues() {_uniqueStorage()._continues = nil}
 
+  /// resumes (its resume window passed): PROTOCOL.md §8.1
+  public var clock: Capture_V1_ClockState {
+    get {_storage._clock}
+    set {_uniqueStorage()._clock = newValue}
+  }
+
+  /// it stamped start_time_unix_ns (Linux: adjtimex)
+  public var channelLayout: Capture_V1_ChannelLayout {
+    get {_storage._channelLayout ?? Capture_V1_ChannelLayout()}
+    set {_uniqueStorage()._channelLayout = newValue}
+  }
+  /// Returns true if `channelLayout` has been explicitly set.
+  public var hasChannelLayout: Bool {_storage._channelLayout != nil}
+  /// Clears the value of `channelLayout`. Subsequent reads from it will return its default value.
+  public mutating func clearChannelLayout() {_uniqueStorage()._channelLayout = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// The channel layout, as Core Audio's AudioChannelLayout without channel descriptions: either
+/// tag 0x10000 (kAudioChannelLayoutTag_UseChannelBitmap) with a bitmap whose bits are the
+/// channels present in order (the same bits as a WAVE_FORMAT_EXTENSIBLE channel mask: 1 = front
+/// left, 2 = front right, 4 = front center, 8 = LFE, 16 = back left, 32 = back right, ...), or a
+/// predefined Core Audio layout tag whose low 16 bits are the channel count.
+public nonisolated struct Capture_V1_ChannelLayout: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tag: UInt32 = 0
+
+  public var bitmap: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// What a new stream continues: the earlier stream's id and the sequence this one starts at (the
@@ -506,6 +587,10 @@ public nonisolated struct Capture_V1_Error: Sendable {
 
 fileprivate nonisolated let _protobuf_package = "capture.v1"
 
+nonisolated extension Capture_V1_ClockState: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CLOCK_STATE_UNKNOWN\0\u{1}CLOCK_STATE_SYNCHRONIZED\0\u{1}CLOCK_STATE_UNSYNCHRONIZED\0")
+}
+
 nonisolated extension Capture_V1_StreamFormat: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamFormat"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}sample_rate\0\u{3}format_id\0\u{3}format_flags\0\u{3}bytes_per_packet\0\u{3}frames_per_packet\0\u{3}bytes_per_frame\0\u{3}channels_per_frame\0\u{3}bits_per_channel\0")
@@ -573,7 +658,7 @@ nonisolated extension Capture_V1_StreamFormat: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0\u{1}continues\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0\u{1}continues\0\u{1}clock\0\u{3}channel_layout\0")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -590,6 +675,8 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
     var _primingFrames: UInt32 = 0
     var _resumeSecret: Data = Data()
     var _continues: Capture_V1_Continuation? = nil
+    var _clock: Capture_V1_ClockState = .unknown
+    var _channelLayout: Capture_V1_ChannelLayout? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -614,6 +701,8 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       _primingFrames = source._primingFrames
       _resumeSecret = source._resumeSecret
       _continues = source._continues
+      _clock = source._clock
+      _channelLayout = source._channelLayout
     }
   }
 
@@ -646,6 +735,8 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         case 12: try { try decoder.decodeSingularUInt32Field(value: &_storage._primingFrames) }()
         case 13: try { try decoder.decodeSingularBytesField(value: &_storage._resumeSecret) }()
         case 14: try { try decoder.decodeSingularMessageField(value: &_storage._continues) }()
+        case 15: try { try decoder.decodeSingularEnumField(value: &_storage._clock) }()
+        case 16: try { try decoder.decodeSingularMessageField(value: &_storage._channelLayout) }()
         default: break
         }
       }
@@ -700,6 +791,12 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       try { if let v = _storage._continues {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
       } }()
+      if _storage._clock != .unknown {
+        try visitor.visitSingularEnumField(value: _storage._clock, fieldNumber: 15)
+      }
+      try { if let v = _storage._channelLayout {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -723,10 +820,47 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         if _storage._primingFrames != rhs_storage._primingFrames {return false}
         if _storage._resumeSecret != rhs_storage._resumeSecret {return false}
         if _storage._continues != rhs_storage._continues {return false}
+        if _storage._clock != rhs_storage._clock {return false}
+        if _storage._channelLayout != rhs_storage._channelLayout {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Capture_V1_ChannelLayout: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChannelLayout"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tag\0\u{1}bitmap\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.tag) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.bitmap) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tag != 0 {
+      try visitor.visitSingularUInt32Field(value: self.tag, fieldNumber: 1)
+    }
+    if self.bitmap != 0 {
+      try visitor.visitSingularUInt32Field(value: self.bitmap, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Capture_V1_ChannelLayout, rhs: Capture_V1_ChannelLayout) -> Bool {
+    if lhs.tag != rhs.tag {return false}
+    if lhs.bitmap != rhs.bitmap {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

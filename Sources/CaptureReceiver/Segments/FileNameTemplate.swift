@@ -1,0 +1,94 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Names recordings from a template (`--name-template`): strftime fields (`%Y`, `%m`, `%d`, `%H`,
+/// `%M`, `%S`, `%j`, ...) of the file's start time in UTC, and `{stream}` (the stream's name),
+/// `{stream_id}` (its id), `{host}` (the sender's host). `/` makes folders. Every folder and file name
+/// is sanitized on its own (`StreamFileNaming.sanitize`: no `..`, no leading dot, no control or path
+/// characters), so a name never leaves the output folder whatever the template or the sender sends.
+/// `.caf` is appended, and `-2`, `-3`... before it when the name is taken.
+public struct FileNameTemplate: Sendable, Equatable, CustomStringConvertible {
+    /// Today's names: `NAME_YYYYMMDDTHHMMSSZ.caf`.
+    public static let standard = FileNameTemplate(unchecked: "{stream}_%Y%m%dT%H%M%SZ")
+
+    /// The template as given.
+    public let text: String
+    public var description: String { text }
+
+    /// The values of a file's placeholders.
+    public struct Fields: Sendable, Equatable {
+        public var stream: String
+        public var streamID: UUID
+        public var host: String
+        /// The file's start: its first valid sample's UTC time, in ns since 1970.
+        public var start: Int64
+
+        public init(stream: String, streamID: UUID, host: String, start: Int64) {
+            self.stream = stream
+            self.streamID = streamID
+            self.host = host
+            self.start = start
+        }
+    }
+
+    /// Why a template cannot be used.
+    public enum TemplateError: Error, Equatable, CustomStringConvertible {
+        case empty
+        case absolute(String)
+        case unknownPlaceholder(String)
+
+        public var description: String {
+            switch self {
+            case .empty: return "the file name template is empty; give one such as '{stream}/%Y-%m-%d/{stream}_%H%M%SZ'"
+            case .absolute(let text): return "the file name template '\(text)' starts with '/'; names are relative to --out"
+            case .unknownPlaceholder(let name): return "the file name template uses {\(name)}; the placeholders are {stream}, {stream_id} and {host}"
+            }
+        }
+    }
+
+    private static let placeholders: Set<String> = ["stream", "stream_id", "host"]
+
+    /// A template, checked: not empty, not absolute, only known `{...}` placeholders.
+    public init(_ text: String) throws(TemplateError) {
+        guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw .empty }
+        guard !text.hasPrefix("/") else { throw .absolute(text) }
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "{") {
+            guard let close = rest[open...].firstIndex(of: "}") else { break }
+            let name = String(rest[rest.index(after: open)..<close])
+            guard Self.placeholders.contains(name) else { throw .unknownPlaceholder(name) }
+            rest = rest[rest.index(after: close)...]
+        }
+        self.text = text
+    }
+
+    private init(unchecked text: String) { self.text = text }
+
+    /// The file's path relative to the output folder, `attempt` > 1 adding `-attempt`.
+    public func relativePath(_ fields: Fields, attempt: Int = 1) -> String {
+        let expanded = Self.strftime(
+            text.replacingOccurrences(of: "{stream_id}", with: fields.streamID.uuidString.lowercased())
+                .replacingOccurrences(of: "{stream}", with: StreamFileNaming.sanitize(fields.stream))
+                .replacingOccurrences(of: "{host}", with: fields.host.isEmpty ? "unknown-host" : StreamFileNaming.sanitize(fields.host)),
+            at: fields.start)
+        let components = expanded.split(separator: "/").map { StreamFileNaming.sanitize(String($0)) }
+        let folders = components.dropLast()
+        let suffix = attempt > 1 ? "-\(attempt)" : ""
+        let file = (components.last ?? "stream") + suffix + ".caf"
+        return (folders + [file]).joined(separator: "/")
+    }
+
+    /// `format` with its strftime fields filled in for `time` (ns since 1970) in UTC.
+    static func strftime(_ format: String, at time: Int64) -> String {
+        var seconds = time_t(time >= 0 ? time / 1_000_000_000 : (time - 999_999_999) / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        var buffer = [CChar](repeating: 0, count: 4_096)
+        let count = Glibc.strftime(&buffer, buffer.count, format, &parts)
+        guard count > 0 || format.isEmpty else { return format }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,61 @@
+import ArgumentParser
+import CaptureReceiver
+
+/// capture-recv's options for how recordings are cut and named (docs/RECORDINGS.md).
+struct RecordingOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Cut each stream into files of this length (e.g. 1h, 15m, 10s, 1h30m) at UTC boundaries of the stream's own timeline, counted from each UTC midnight: a file holds exactly its hour, also across reconnects. (default: one file per stream)",
+        valueName: "DURATION"))
+    var segment: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "File names: strftime fields of the file's first sample time in UTC (%Y %m %d %H %M %S ...), {stream}, {stream_id}, {host}; '/' makes folders inside --out; .caf is appended, -2, -3 on a clash. (default: {stream}_%Y%m%dT%H%M%SZ)",
+        valueName: "TEMPLATE"))
+    var nameTemplate: String?
+
+    func validate() throws {
+        if let segment { _ = try Self.parseDuration(segment) }
+        if let nameTemplate {
+            do { _ = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.description) }
+        }
+    }
+
+    /// Applies the options to the receiver's configuration.
+    func apply(to configuration: inout ReceiverConfiguration) throws {
+        if let segment { configuration.segmentLength = .seconds(try Self.parseDuration(segment)) }
+        if let nameTemplate {
+            do { configuration.nameTemplate = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.description) }
+        }
+    }
+
+    /// Seconds in `1h`, `15m`, `10s`, `1h30m`, `90` (seconds): at least 1 s, at most a day.
+    static func parseDuration(_ text: String) throws -> Int64 {
+        let invalid = ValidationError("--segment \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 24 hours)")
+        var total: Int64 = 0
+        var number = ""
+        var sawUnit = false
+        for character in text.lowercased() {
+            if character.isASCII, character.isNumber {
+                number.append(character)
+                continue
+            }
+            let unit: Int64
+            switch character {
+            case "h": unit = 3_600
+            case "m": unit = 60
+            case "s": unit = 1
+            default: throw invalid
+            }
+            guard let value = Int64(number), value <= 86_400 else { throw invalid }
+            total += value * unit
+            number = ""
+            sawUnit = true
+        }
+        if !number.isEmpty {
+            guard !sawUnit, let value = Int64(number), value <= 86_400 else { throw invalid }
+            total += value
+        }
+        guard total >= 1, total <= 86_400 else { throw invalid }
+        return total
+    }
+}

@@ -1,0 +1,160 @@
+import CAF
+import CSndFile
+import Foundation
+import TestSupport
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--segment` and `--name-template` (issue 17, items 1-3) with the real executables: a stream cut
+/// at 10 s UTC boundaries of its own timeline, its link reset again and again (so it resumes across
+/// boundaries), tiles exactly: no sample lost, none repeated, each file its own 10 s.
+final class SegmentTests: XCTestCase {
+    private var work: URL!
+
+    override func setUpWithError() throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("segments-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(work)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: work)
+    }
+
+    /// A 35 s stereo s16 WAV whose every sample is distinct (a frame counter on the left, its
+    /// negation on the right), so any lost or repeated frame shows.
+    private func counterSource(seconds: Int) throws -> (path: String, ints: [Int32]) {
+        let frames = 48_000 * seconds
+        var ints: [Int32] = []
+        ints.reserveCapacity(frames * 2)
+        for frame in 0..<frames {
+            let value = Int32(truncatingIfNeeded: Int16(truncatingIfNeeded: frame &* 7 &+ frame >> 16))
+            ints.append(value << 16)
+            ints.append(Int32(truncatingIfNeeded: Int16(truncatingIfNeeded: ~(frame >> 3))) << 16)
+        }
+        let path = work.appendingPathComponent("counter.wav").path
+        try writeWAV(path: path, subtype: Int32(SF_FORMAT_PCM_16), rate: 48_000, channels: 2, ints: ints)
+        Unprivileged.handOver(path)
+        return (path, ints)
+    }
+
+    /// Every CAF file under `folder`, with its path relative to it.
+    private func recordings(in folder: URL) -> [String] {
+        let enumerator = FileManager.default.enumerator(atPath: folder.path)
+        var found: [String] = []
+        while let name = enumerator?.nextObject() as? String {
+            if name.hasSuffix(".caf"), !name.hasPrefix(".") { found.append(name) }
+        }
+        return found.sorted()
+    }
+
+    private func info(_ file: CAFFile, _ key: String) -> String? { file.info.first(where: { $0.key == key })?.value }
+
+    private func nanoseconds(_ iso: String) throws -> Int64 {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let date = try XCTUnwrap(formatter.date(from: iso), iso)
+        return Int64((date.timeIntervalSince1970 * 1e6).rounded()) * 1_000
+    }
+
+    func testSegmentsOfAResumedPCMStreamTileItExactlyAndAreNamedByTheTemplate() throws {
+        let (source, ints) = try counterSource(seconds: 35)
+        let receiver = try ReceiverUnderTest(extraArguments: [
+            "--segment", "10s", "--name-template", "{stream}/%Y/%m/%d/{stream}_%H%M%S", "--log-level", "info",
+        ])
+        let link = try FaultProxy(upstreamPort: receiver.port, seed: 11)
+        link.mode = .resetAfterRandomBytes(400_000...1_500_000)
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(link.port)", "--source", "file", "--file", source, "--no-pace", "--stream-name", "tiles",
+            "--spool", work.appendingPathComponent("spool").path, "--reconnect-min", "0.05", "--reconnect-max", "0.3", "--log-level", "info",
+        ])
+        XCTAssertEqual(Resilience.finish(sender, seconds: 120), 0, sender.standardError)
+        XCTAssertGreaterThanOrEqual(link.acceptedConnections, 3, "the link was reset: the stream resumed")
+
+        let names = recordings(in: receiver.directory)
+        XCTAssertGreaterThanOrEqual(names.count, 4, "35 s in 10 s segments: \(names)")
+        XCTAssertLessThanOrEqual(names.count, 5, "\(names)")
+        var files: [(name: String, caf: CAFFile, first: Int64)] = []
+        for name in names {
+            // {stream}/%Y/%m/%d/{stream}_%H%M%S.caf
+            let parts = name.split(separator: "/")
+            XCTAssertEqual(parts.count, 5, name)
+            XCTAssertEqual(parts.first, "tiles", name)
+            let caf = try CAFFile.read(path: receiver.directory.appendingPathComponent(name).path)
+            XCTAssertTrue(caf.isFinalized, name)
+            let first = try XCTUnwrap(info(caf, "first valid sample").flatMap { Int64($0) }, name)
+            files.append((name, caf, first))
+        }
+        files.sort { $0.first < $1.first }
+        XCTAssertEqual(files.first?.first, 0)
+
+        // Concatenated, read by libsndfile: the source, bit-exact.
+        var joined: [Int32] = []
+        for (index, file) in files.enumerated() {
+            let path = receiver.directory.appendingPathComponent(file.name).path
+            let audio = try SndFileReader.read(path: path)
+            XCTAssertEqual(Int64(joined.count / 2), file.first, "\(file.name) begins where the one before ends")
+            joined += audio.int32Samples
+            // Each file is named by, and records, the UTC time of its first sample; after the first
+            // that is a 10 s boundary (to within one sample period).
+            let start = try nanoseconds(try XCTUnwrap(info(file.caf, "first sample time")))
+            if index > 0 {
+                XCTAssertLessThan(start % 10_000_000_000, 21_000 + 1_000, "\(file.name) starts on a 10 s boundary: \(start)")
+                if index < files.count - 1 { XCTAssertEqual(audio.frames, 480_000, "\(file.name) holds exactly 10 s") }
+            }
+            let clock = FileNameTemplateClock(nanoseconds: start)
+            XCTAssertEqual(String(file.name.split(separator: "/").last ?? ""), "tiles_\(clock.hhmmss).caf", "named by its start time")
+            XCTAssertEqual(info(file.caf, "source host")?.isEmpty, false)
+            XCTAssertTrue(["yes", "no", "unknown"].contains(info(file.caf, "clock synchronized") ?? ""), "\(file.caf.info)")
+        }
+        XCTAssertEqual(joined.count, ints.count, "every frame once")
+        XCTAssertTrue(joined == ints, "the segments concatenated are the source, bit-exact")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+
+    func testOpusSegmentsEachDecodeAloneAndTheirValidFramesTileTheStream() throws {
+        let (source, _) = try counterSource(seconds: 25)
+        let receiver = try ReceiverUnderTest(extraArguments: ["--segment", "10s", "--log-level", "info"])
+        let (status, stderr) = try runSender([
+            receiver.address, "--source", "file", "--file", source, "--no-pace", "--codec", "opus", "--stream-name", "opus-tiles",
+        ])
+        XCTAssertEqual(status, 0, stderr)
+        let files = receiver.files()
+        XCTAssertGreaterThanOrEqual(files.count, 3, "\(files)")
+        var segments: [(caf: CAFFile, first: Int64, path: String)] = []
+        for file in files {
+            let caf = try CAFFile.read(path: file.path)
+            segments.append((caf, try XCTUnwrap(info(caf, "first valid sample").flatMap { Int64($0) }), file.path))
+        }
+        segments.sort { $0.first < $1.first }
+        var expectedFirst: Int64 = 0
+        for (index, segment) in segments.enumerated() {
+            let table = try XCTUnwrap(segment.caf.packetTable, segment.path)
+            XCTAssertEqual(segment.first, expectedFirst, "valid frames tile the stream")
+            expectedFirst += table.validFrames
+            if index > 0 {
+                // 80 ms of pre-roll (4 packets of 960 frames) plus the boundary's offset in its packet.
+                XCTAssertGreaterThanOrEqual(table.primingFrames, 3_840, "pre-roll counted in the priming")
+                XCTAssertLessThan(table.primingFrames, 3_840 + 960)
+            }
+            // Each segment decodes on its own.
+            let decoded = try ToolRunner.run("ffmpeg", ["-v", "error", "-i", segment.path, "-f", "s16le", "-"])
+            XCTAssertTrue(decoded.succeeded, "\(segment.path): \(decoded.errorText)")
+        }
+        XCTAssertEqual(expectedFirst, 25 * 48_000, "the valid frames add up to the captured frames")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+}
+
+/// The `%H%M%S` of a time, as the template renders it (UTC).
+private struct FileNameTemplateClock {
+    let hhmmss: String
+    init(nanoseconds: Int64) {
+        var seconds = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        hhmmss = String(format: "%02d%02d%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
+    }
+}

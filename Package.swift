@@ -60,7 +60,7 @@ let package = Package(
         // The ALSA capture source over libasound.
         .target(name: "CaptureALSA", dependencies: ["CaptureCore", "CALSA"]),
         // Encoders between the queue's callback and the packet log: PCM and Opus.
-        .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus"]),
+        .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus", "CSoxr"]),
         // Core Audio Format files: writer, reader, crash recovery.
         .target(name: "CAF", dependencies: ["CaptureCore"], swiftSettings: underFuzzing),
         // Frames, messages and protocol state machines; pure, no sockets.

@@ -379,6 +379,8 @@ struct CaptureSend: ParsableCommand {
                     frameDuration: try OpusFrameDuration(parsing: frameMs),
                     complexity: complexity, bitrateMode: bitrateMode.mode, application: application
                 )
+                // Opus runs at 8, 12, 16, 24 or 48 kHz; any other rate is resampled to 48 kHz first.
+                if ResamplingOpusEncoder.needsResampling(input) { return try ResamplingOpusEncoder(inputFormat: input, settings: settings) }
                 return try OpusEncoder(inputFormat: input, settings: settings)
             }
         } catch {

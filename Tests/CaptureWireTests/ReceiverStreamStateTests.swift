@@ -123,6 +123,41 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertEqual(ResumePoint.newStream(try ValidatedHello(continuing)), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
     }
 
+    /// A channel layout must describe exactly the format's channels (PROTOCOL.md §6.1.3).
+    func testChannelLayoutRules() throws {
+        struct Row { let channels: UInt32; let tag: UInt32; let bitmap: UInt32; let valid: Bool; let line: UInt }
+        let rows: [Row] = [
+            Row(channels: 2, tag: 0x10000, bitmap: 0x3, valid: true, line: #line),
+            Row(channels: 6, tag: 0x10000, bitmap: 0x3F, valid: true, line: #line),  // 5.1
+            Row(channels: 6, tag: 0x10000, bitmap: 0x60F, valid: true, line: #line),  // 5.1 (side)
+            Row(channels: 6, tag: 0x10000, bitmap: 0x1F, valid: false, line: #line),  // 5 bits for 6 channels
+            Row(channels: 2, tag: 0x10000, bitmap: 0, valid: false, line: #line),
+            Row(channels: 1, tag: 0x10000, bitmap: 1 << 18, valid: false, line: #line),  // no such channel
+            Row(channels: 6, tag: (121 << 16) | 6, bitmap: 0, valid: true, line: #line),  // kAudioChannelLayoutTag_MPEG_5_1_A
+            Row(channels: 2, tag: (121 << 16) | 6, bitmap: 0, valid: false, line: #line),  // a 6-channel tag on stereo
+            Row(channels: 2, tag: 0, bitmap: 0, valid: false, line: #line),  // channel descriptions: not carried
+            Row(channels: 2, tag: (101 << 16) | 2, bitmap: 3, valid: false, line: #line),  // a tag takes no bitmap
+        ]
+        for row in rows {
+            var hello = WireFixtures.hello()
+            hello.format.channelsPerFrame = row.channels
+            hello.format.bytesPerFrame = row.channels * 2
+            hello.format.bytesPerPacket = row.channels * 2
+            hello.channelLayout = .with { $0.tag = row.tag; $0.bitmap = row.bitmap }
+            if row.valid {
+                let validated = try ValidatedHello(hello)
+                XCTAssertEqual(validated.channelLayout, ChannelLayout(tag: row.tag, bitmap: row.bitmap), line: row.line)
+            } else {
+                XCTAssertThrowsError(try ValidatedHello(hello), line: row.line) { error in
+                    XCTAssertEqual((error as? WireError)?.code, .invalidMessage, line: row.line)
+                }
+            }
+        }
+        XCTAssertNil(try ValidatedHello(WireFixtures.hello()).channelLayout, "no layout given")
+        XCTAssertEqual(Capture_V1_ClockState.unsynchronized.clockSynchronization, .unsynchronized)
+        XCTAssertEqual(Capture_V1_ClockState(rawValue: 9)?.clockSynchronization, .unknown, "a future value reads as unknown")
+    }
+
     func testStreamIDMustBe16Bytes() throws {
         var hello = WireFixtures.hello()
         hello.streamID = Data(repeating: 7, count: 15)

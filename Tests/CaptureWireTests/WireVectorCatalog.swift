@@ -50,6 +50,14 @@ enum WireVectorCatalog {
             ],
             content: .frame(.hello(WireFixtures.hello(resumeFrom: 42)))),
         WireVector(
+            file: "frame-01-hello-surround.hex",
+            comments: [
+                "Hello (type 1) of a 5.1 stream: as frame-01-hello.hex with 6 channels (12 bytes/frame),",
+                "clock CLOCK_STATE_SYNCHRONIZED (field 15 = 1) and channel_layout (field 16) tag 0x10000",
+                "(use channel bitmap) with bitmap 0x3F (FL FR FC LFE BL BR).",
+            ],
+            content: .frame(.hello(surroundHello))),
+        WireVector(
             file: "frame-02-hello-accepted.hex",
             comments: [
                 "HelloAccepted (type 2): next_sequence 1, next_sample_time 0, heartbeat 5000 ms,",
@@ -182,6 +190,19 @@ enum WireVectorCatalog {
                 .hello(badFormatHello), error: .badFormat(.sampleRateOutOfRange(1000)))),
     ]
 
+
+    static var surroundHello: Capture_V1_Hello {
+        var hello = WireFixtures.hello()
+        hello.format.channelsPerFrame = 6
+        hello.format.bytesPerFrame = 12
+        hello.format.bytesPerPacket = 12
+        hello.clock = .synchronized
+        hello.channelLayout = .with {
+            $0.tag = 0x10000
+            $0.bitmap = 0x3F
+        }
+        return hello
+    }
     static var badFormatHello: Capture_V1_Hello {
         var hello = WireFixtures.hello()
         hello.format.sampleRate = 1000

@@ -77,6 +77,53 @@ final class OpusEndToEndTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0)
     }
 
+    /// A 44.1 kHz source with `--codec opus` is resampled to 48 kHz (libsoxr) instead of refused: the
+    /// file is 48 kHz Opus whose valid frames are the source's duration at 48 kHz to the sample, and
+    /// whose audio, decoded by ffmpeg and aligned by the file's own priming, is the same two tones.
+    func testA44100HzSourceIsResampledTo48kHzOpusOfTheSourcesDuration() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("opus-44k-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(directory)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let frames = 44_100 * 3 + 77
+        func twoTone(_ index: Int, rate: Double) -> Float {
+            let time = Double(index) / rate
+            return Float(0.25 * sin(2 * .pi * 440 * time) + 0.25 * sin(2 * .pi * 1_000 * time))
+        }
+        let source = (0..<frames).flatMap { [twoTone($0, rate: 44_100), twoTone($0, rate: 44_100)] }
+        let path = directory.appendingPathComponent("cd-rate.wav").path
+        try writeWAV(path: path, subtype: Int32(SF_FORMAT_FLOAT), rate: 44_100, channels: 2, floats: source)
+        Unprivileged.handOver(path)
+
+        let receiver = try ReceiverUnderTest()
+        let result = try runSender([receiver.address, "--source", "file", "--file", path, "--no-pace", "--codec", "opus", "--stream-name", "cd-rate"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let file = try XCTUnwrap(receiver.files().first)
+        let caf = try CAFFile.read(path: file.path)
+        XCTAssertEqual(caf.format.sampleRate, 48_000)
+        let table = try XCTUnwrap(caf.packetTable)
+        let expected = Int64((Double(frames) * 48_000 / 44_100).rounded())
+        XCTAssertEqual(table.validFrames, expected, "the source's duration at 48 kHz, to the sample")
+        XCTAssertEqual(table.primingFrames, 312)
+
+        let decoded = try ToolRunner.run("ffmpeg", ["-v", "error", "-i", file.path, "-f", "f32le", "-ac", "2", "-"])
+        XCTAssertTrue(decoded.succeeded, decoded.errorText)
+        let samples = decoded.standardOutput.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let start = Int(table.primingFrames) * 2
+        let aligned = samples[start..<(start + Int(table.validFrames) * 2)]
+        // Against the same tones rendered at 48 kHz, leaving out the first and last 10 ms.
+        var signal = 0.0
+        var noise = 0.0
+        for index in 480..<(Int(expected) - 480) {
+            let reference = Double(twoTone(index, rate: 48_000))
+            let coded = Double(aligned[aligned.startIndex + index * 2])
+            signal += reference * reference
+            noise += (reference - coded) * (reference - coded)
+        }
+        let snr = 10 * log10(signal / max(noise, 1e-20))
+        XCTAssertGreaterThanOrEqual(snr, 20, "SNR \(snr) dB: in time with the source")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+
     /// A sender whose capture falls behind loses audio in overruns; its Opus stream must still be
     /// accepted (it was refused: "sample times must continue without holes"), and the file keeps the
     /// capture timeline, the lost stretch encoded as silence. The sender is stopped (SIGSTOP) for

@@ -114,6 +114,49 @@ final class SegmentTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0)
     }
 
+    /// The receiver is SIGKILLed after its first cut and restarted on the same folder: the stream
+    /// resumes in the segment the index names, the sender catches up across the next boundaries, and
+    /// the segments still tile the tone exactly.
+    func testAReceiverKilledAfterACutResumesInTheRightSegmentAndTheSegmentsStillTileTheStream() throws {
+        let output = work.appendingPathComponent("out")
+        let options = Resilience.receiverOptions + ["--segment", "4s"]
+        let first = try ReceiverUnderTest(extraArguments: options, outputDirectory: output)
+        let proxy = try FaultProxy(upstreamPort: first.port, seed: 13)
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(proxy.port)", "--source", "tone", "--duration", "13", "--stream-name", "cut-kill",
+        ] + Resilience.senderOptions(spool: work.appendingPathComponent("spool")))
+        Resilience.waitUntil("the first segment was cut") { self.recordings(in: output).count >= 2 }
+        Thread.sleep(forTimeInterval: 0.5)
+        first.child.signal(SIGKILL)
+        first.child.wait()
+        Thread.sleep(forTimeInterval: 1)
+        let second = try ReceiverUnderTest(extraArguments: options, outputDirectory: output)
+        proxy.upstreamPort = second.port
+        XCTAssertEqual(Resilience.finish(sender), 0, sender.standardError)
+        XCTAssertTrue(second.child.standardError.contains("stream resumed"), second.child.standardError)
+
+        var files: [(path: String, first: Int64, frames: Int)] = []
+        for name in recordings(in: output) {
+            let path = output.appendingPathComponent(name).path
+            let caf = try CAFFile.read(path: path)
+            XCTAssertTrue(caf.isFinalized, name)
+            files.append((path, try XCTUnwrap(info(caf, "first valid sample").flatMap { Int64($0) }), try SndFileReader.read(path: path).frames))
+        }
+        files.sort { $0.first < $1.first }
+        XCTAssertGreaterThanOrEqual(files.count, 4, "13 s in 4 s segments: \(files.map(\.path))")
+        var joined: [UInt8] = []
+        for (index, file) in files.enumerated() {
+            XCTAssertEqual(Int64(joined.count / 4), file.first, "\(file.path) begins where the one before ends")
+            let audio = try CAFFile.read(path: file.path).readAudioData()
+            XCTAssertEqual(audio.count / 4, file.frames, "libsndfile reads what the file holds")
+            if index > 0, index < files.count - 1 { XCTAssertEqual(file.frames, 4 * 48_000, "a whole segment: \(file.path)") }
+            joined += audio
+        }
+        XCTAssertTrue(joined == (try Resilience.toneBytes(frames: 13 * 48_000)), "the segments are the tone, once: \(joined.count / 4) frames")
+        XCTAssertEqual(second.stop(), 0)
+        _ = first
+    }
+
     func testOpusSegmentsEachDecodeAloneAndTheirValidFramesTileTheStream() throws {
         let (source, _) = try counterSource(seconds: 25)
         let receiver = try ReceiverUnderTest(extraArguments: ["--segment", "10s", "--log-level", "info"])

@@ -71,6 +71,8 @@ public final class CaptureReceiverServer: Sendable {
         let storage = PooledStreamStorage(pool: writerPool, configuration: configuration)
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
+        // Hand-offs a previous run did not complete run again.
+        configuration.handOff?.start()
         AbandonedStreamSweeper.start(configuration: configuration, writerPool: writerPool, eventLoop: group.next(), logger: logger)
         let directory = StreamDirectory(settings: StreamDirectory.Settings(resumeWindow: configuration.resumeWindow))
         group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }

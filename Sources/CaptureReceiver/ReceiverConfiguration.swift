@@ -46,6 +46,8 @@ public struct ReceiverConfiguration: Sendable {
     /// Cut each stream's recording into files of this length at UTC boundaries of its own timeline
     /// (`--segment`); nil: one file per stream.
     public var segmentLength: Duration? = nil
+    /// Hands finished files on (`--on-finalize`, `--export-on-finalize`); nil: nothing runs.
+    public var handOff: FinishedFileHandOff? = nil
     /// How recordings are named (`--name-template`).
     public var nameTemplate: FileNameTemplate = .standard
 

@@ -133,7 +133,7 @@ enum StreamFiles {
             return .success(StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
                 start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
-                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) },
+                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
             ))
         } catch {
@@ -207,7 +207,7 @@ enum StreamFiles {
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: firstSample(of: path, hello: hello),
-                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) },
+                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))

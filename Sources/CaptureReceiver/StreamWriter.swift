@@ -151,6 +151,8 @@ public final class StreamWriter: @unchecked Sendable {
     private var fileEnd: Int64
     /// Cutting into segments, when asked.
     private var segmenting: SegmentState?
+    /// Told of every file finished (`--on-finalize`).
+    private let handOff: FinishedFileHandOff?
     /// Counts the files written; a sync round's position taken from an earlier file is not recorded
     /// in a later one's position log.
     private var fileGeneration = 0
@@ -176,9 +178,10 @@ public final class StreamWriter: @unchecked Sendable {
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
         writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, originSampleTime: Int64 = 0,
-        segments: Segments? = nil, lane: WriterLane, pool: WriterPool, events: StreamWriterEvents, metrics: ReceiverMetrics?,
-        entriesDurable: Bool = true
+        segments: Segments? = nil, handOff: FinishedFileHandOff? = nil, lane: WriterLane, pool: WriterPool, events: StreamWriterEvents,
+        metrics: ReceiverMetrics?, entriesDurable: Bool = true
     ) {
+        self.handOff = handOff
         currentPath = writer.path
         // Right after a segment cut the file holds pre-roll and audio past the durable position.
         fileEnd = max(start.sampleTime, originSampleTime + writer.frameCount)
@@ -272,6 +275,9 @@ public final class StreamWriter: @unchecked Sendable {
         }
         self.writer = nil
         positionLog = nil
+        // Journaled before the entry names the next file: a crash in between resumes this one,
+        // cuts it again and journals it again.
+        journalHandOff(finished, frames: writer.frameCount, complete: true)
         let preroll = state.preroll?.preroll(endingAt: nextAudioStart)
         let firstFrame = preroll?.first ?? min(nextAudioStart, firstValid)
         let next: CAFWriter
@@ -388,6 +394,9 @@ public final class StreamWriter: @unchecked Sendable {
             }
             self.writer = nil
             positionLog = nil
+            // Journaled before the position log goes: a crash in between leaves the stream
+            // resumable, and its end finishes (and journals) the file again.
+            journalHandOff(currentPath, frames: writer.frameCount, complete: end != nil)
             try? StreamPositionLog.remove(cafPath: currentPath)
             // The entry names the file relative to the output folder; it becomes the finished record.
             let entry = (try? claim?.contents()).flatMap { StreamIndexEntry(text: $0) }
@@ -534,6 +543,14 @@ public final class StreamWriter: @unchecked Sendable {
             pendingDetach = nil
             close(finalizing: detach.finalizing, completion: detach.completion)
         }
+    }
+
+    /// Journals a finished file for its hand-off (`--on-finalize`), when one is configured.
+    private func journalHandOff(_ path: String, frames: Int64, complete: Bool) {
+        guard let handOff else { return }
+        let outputDirectory = claim.map { DurableFile.folder(of: DurableFile.folder(of: $0.entryPath)) } ?? DurableFile.folder(of: path)
+        let relative = path.hasPrefix(outputDirectory + "/") ? String(path.dropFirst(outputDirectory.count + 1)) : (path as NSString).lastPathComponent
+        handOff.journal(path: path, relativePath: relative, frames: frames, complete: complete)
     }
 
     /// Fails the stream because the file system sync failed and its files could not be synced alone.

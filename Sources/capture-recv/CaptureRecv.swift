@@ -155,7 +155,7 @@ struct Serve: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
-        try recordings.apply(to: &configuration)
+        try recordings.apply(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)
         let access: ConsoleAccess?
         do {

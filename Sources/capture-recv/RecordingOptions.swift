@@ -1,5 +1,6 @@
 import ArgumentParser
 import CaptureReceiver
+import Logging
 
 /// capture-recv's options for how recordings are cut and named (docs/RECORDINGS.md).
 struct RecordingOptions: ParsableArguments {
@@ -13,7 +14,15 @@ struct RecordingOptions: ParsableArguments {
         valueName: "TEMPLATE"))
     var nameTemplate: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Run this shell command for each finished file (each segment, each stream's file): `sh -c CMD` with the file's path as $1 and CAPTURE_FILE, CAPTURE_RELATIVE_PATH, CAPTURE_STREAM_NAME, CAPTURE_STREAM_ID, CAPTURE_SOURCE_HOST, CAPTURE_FIRST_SAMPLE_TIME, CAPTURE_FRAMES, CAPTURE_COMPLETE in its environment. At least once, also across a crash (journaled in OUT/.handoff), retried with backoff until it exits 0, never twice at once for one file: make it idempotent. Example: 'rclone copyto \"$1\" archive:recordings/$CAPTURE_RELATIVE_PATH'. (default: none)",
+        valueName: "CMD"))
+    var onFinalize: String?
+
     func validate() throws {
+        if let onFinalize, onFinalize.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("--on-finalize is empty; give the command to run for each finished file, e.g. 'cp \"$1\" /archive/'")
+        }
         if let segment { _ = try Self.parseDuration(segment) }
         if let nameTemplate {
             do { _ = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.description) }
@@ -21,7 +30,11 @@ struct RecordingOptions: ParsableArguments {
     }
 
     /// Applies the options to the receiver's configuration.
-    func apply(to configuration: inout ReceiverConfiguration) throws {
+    func apply(to configuration: inout ReceiverConfiguration, logger: Logger) throws {
+        if let onFinalize {
+            configuration.handOff = FinishedFileHandOff(
+                outputDirectory: configuration.outputDirectory, settings: .init(command: onFinalize), logger: logger)
+        }
         if let segment { configuration.segmentLength = .seconds(try Self.parseDuration(segment)) }
         if let nameTemplate {
             do { configuration.nameTemplate = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.description) }

@@ -37,7 +37,7 @@ enum AbandonedStreamSweeper {
         let metrics = configuration.metrics
         let sweepNow: @Sendable () -> Void = {
             writerPool.submit {
-                let result = sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), logger: logger)
+                let result = sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), handOff: configuration.handOff, logger: logger)
                 metrics?.waitingStreams(result.waiting)
             }
         }
@@ -67,8 +67,13 @@ enum AbandonedStreamSweeper {
     /// Finalizes an abandoned stream's file under its claim and records where it ends in its entry
     /// (a `FinishedStreamRecord` that is not complete), so that a stream continuing it begins right
     /// after (PROTOCOL.md §8.1); the entry leaves the index one resume window later. Releases the claim.
-    private static func finalizeAbandoned(path: String, claim: StreamClaim, index: StreamIndex, logger: Logger) -> Bool {
-        guard let file = ResumableFiles.finalizeAbandoned(path: path, logger: logger) else {
+    private static func finalizeAbandoned(path: String, claim: StreamClaim, index: StreamIndex, handOff: FinishedFileHandOff?, logger: Logger) -> Bool {
+        var journal: (@Sendable (String, Int64) -> Void)?
+        if let handOff {
+            let relative = index.relativePath(of: path)
+            journal = { path, frames in handOff.journal(path: path, relativePath: relative, frames: frames, complete: false) }
+        }
+        guard let file = ResumableFiles.finalizeAbandoned(path: path, logger: logger, beforeRemovingLog: journal) else {
             claim.release(removingEntry: false)
             return false
         }
@@ -99,7 +104,7 @@ enum AbandonedStreamSweeper {
     /// Goes through the index once: every stream nobody holds is claimed for a moment and dealt with
     /// as `mode` says; entries whose file is finished or missing are removed.
     @discardableResult
-    static func sweep(index: StreamIndex, mode: Mode, logger: Logger) -> SweepResult {
+    static func sweep(index: StreamIndex, mode: Mode, handOff: FinishedFileHandOff? = nil, logger: Logger) -> SweepResult {
         var finalized = 0
         var waiting: [(stream: UUID, since: Date)] = []
         for stream in index.streams() {
@@ -125,7 +130,7 @@ enum AbandonedStreamSweeper {
                     claim.release(removingEntry: false)
                     continue
                 }
-                let done = finalizeAbandoned(path: path, claim: claim, index: index, logger: logger)
+                let done = finalizeAbandoned(path: path, claim: claim, index: index, handOff: handOff, logger: logger)
                 if done { finalized += 1 }
             case .finalizeResumable:
                 guard FileManager.default.fileExists(atPath: path + ".pakt-journal") else {
@@ -159,7 +164,7 @@ enum AbandonedStreamSweeper {
             logger.warning("more interrupted streams wait for their senders than --max-waiting-streams allows; finalizing the one waiting longest", metadata: [
                 "path": "\(path)", "stream-id": "\(candidate.stream)", "max-waiting-streams": "\(maximumWaiting)",
             ])
-            let done = finalizeAbandoned(path: path, claim: claim, index: index, logger: logger)
+            let done = finalizeAbandoned(path: path, claim: claim, index: index, handOff: handOff, logger: logger)
             if done { finalizedEarly += 1 }
         }
         return SweepResult(finalized: finalized + finalizedEarly, waiting: waiting.count - finalizedEarly)

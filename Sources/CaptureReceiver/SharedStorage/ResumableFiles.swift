@@ -97,7 +97,10 @@ enum ResumableFiles {
     /// Without a position log everything the file holds is kept (`CAFRecovery`). Nil when it could not
     /// be finalized (the file stays as it is).
     @discardableResult
-    static func finalizeAbandoned(path: String, logger: Logger) -> AbandonedFile? {
+    ///
+    /// `beforeRemovingLog` is told of the finalized file (path, frames) before its position log goes:
+    /// the hand-off journal records it there, so a crash in between leaves it resumable, not lost.
+    static func finalizeAbandoned(path: String, logger: Logger, beforeRemovingLog: (@Sendable (String, Int64) -> Void)? = nil) -> AbandonedFile? {
         do throws(CAFError) {
             let finished: AbandonedFile
             if let record = try? StreamPositionLog.lastRecord(cafPath: path) {
@@ -108,6 +111,7 @@ enum ResumableFiles {
                 let report = try CAFRecovery.recover(path: path)
                 finished = AbandonedFile(frames: report.frameCount, packets: Int64(report.packetCount), end: nil)
             }
+            beforeRemovingLog?(path, finished.frames)
             try? StreamPositionLog.remove(cafPath: path)
             logger.notice("the stream's sender did not come back within the resume window; file finalized", metadata: [
                 "path": "\(path)", "frames": "\(finished.frames)", "packets": "\(finished.packets)",

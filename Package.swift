@@ -119,6 +119,8 @@ let package = Package(
             swiftSettings: underFuzzing
         ),
         // Live listening: Opus streams remuxed, PCM streams encoded while someone listens, into Ogg Opus per listener.
+        // Exports of finished recordings: Broadcast Wave, RF64, FLAC (libsndfile), Ogg Opus (libogg).
+        .target(name: "CaptureExport", dependencies: ["CAF", "CaptureCore", "CaptureSndFile", "CSndFile", "COpus", "COgg"]),
         .target(name: "CaptureListen", dependencies: ["CaptureCore", "CaptureCodecs", "COpus", "COgg", "CSoxr"]),
         // The sender's status line: level bars, link state, backlog; terminal and plain styles.
         .target(name: "CaptureStatus", dependencies: ["CaptureCore"]),
@@ -182,6 +184,7 @@ let package = Package(
             name: "capture-recv",
             dependencies: [
                 "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureConsole", "CaptureService", "CaptureSecurity",
+                "CaptureExport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -270,6 +273,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv", "capture-load"]
         ),
+        .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),
         .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
         .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"]),

@@ -75,29 +75,11 @@ public final class FileSource: AudioSource {
         wideScratch = UnsafeMutablePointer<Int32>.allocate(capacity: max(wideScratchFrames * Int(info.channels), 1))
     }
 
-    /// libsndfile's channel positions, in WAVE_FORMAT_EXTENSIBLE mask order (bit n = the n-th).
-    private static let maskOrder: [Int32] = [
-        Int32(SF_CHANNEL_MAP_LEFT), Int32(SF_CHANNEL_MAP_RIGHT), Int32(SF_CHANNEL_MAP_CENTER), Int32(SF_CHANNEL_MAP_LFE),
-        Int32(SF_CHANNEL_MAP_REAR_LEFT), Int32(SF_CHANNEL_MAP_REAR_RIGHT), Int32(SF_CHANNEL_MAP_FRONT_LEFT_OF_CENTER),
-        Int32(SF_CHANNEL_MAP_FRONT_RIGHT_OF_CENTER), Int32(SF_CHANNEL_MAP_REAR_CENTER), Int32(SF_CHANNEL_MAP_SIDE_LEFT),
-        Int32(SF_CHANNEL_MAP_SIDE_RIGHT), Int32(SF_CHANNEL_MAP_TOP_CENTER), Int32(SF_CHANNEL_MAP_TOP_FRONT_LEFT),
-        Int32(SF_CHANNEL_MAP_TOP_FRONT_CENTER), Int32(SF_CHANNEL_MAP_TOP_FRONT_RIGHT), Int32(SF_CHANNEL_MAP_TOP_REAR_LEFT),
-        Int32(SF_CHANNEL_MAP_TOP_REAR_CENTER), Int32(SF_CHANNEL_MAP_TOP_REAR_RIGHT),
-    ]
-
-    /// The file's channel map as a channel mask layout: nil when the file has none, or names a
-    /// position a mask cannot, or not in the mask's ascending order (a mask cannot reorder channels).
+    /// The file's channel map as a channel mask layout (`SndFileChannelMask`); nil without one.
     private static func channelLayout(of handle: OpaquePointer, channels: Int) -> ChannelLayout? {
         var map = [Int32](repeating: 0, count: channels)
         let known = map.withUnsafeMutableBytes { sf_command(handle, Int32(SFC_GET_CHANNEL_MAP_INFO), $0.baseAddress, Int32($0.count)) }
-        guard known == Int32(SF_TRUE) else { return nil }
-        var mask: UInt32 = 0
-        var lastBit = -1
-        for position in map {
-            guard let bit = maskOrder.firstIndex(of: position), bit > lastBit else { return nil }
-            mask |= 1 << UInt32(bit)
-            lastBit = bit
-        }
+        guard known == Int32(SF_TRUE), let mask = SndFileChannelMask.mask(of: map) else { return nil }
         return ChannelLayout(channelMask: mask)
     }
 

@@ -23,7 +23,7 @@ struct CaptureRecv: AsyncParsableCommand {
               capture-recv --out DIR [--listen HOST:PORT]
             See `capture-recv serve --help` for every option.
             """,
-        subcommands: [Serve.self, Recover.self, GenCert.self],
+        subcommands: [Serve.self, Recover.self, Export.self, GenCert.self],
         defaultSubcommand: Serve.self
     )
 
@@ -52,6 +52,7 @@ struct CaptureRecv: AsyncParsableCommand {
             SUBCOMMANDS:
               serve (default)         \(Serve.configuration.abstract)
               recover                 \(Recover.configuration.abstract)
+              export                  \(Export.configuration.abstract)
               gen-cert                \(GenCert.configuration.abstract)
 
               See 'capture-recv help <subcommand>' for detailed help.

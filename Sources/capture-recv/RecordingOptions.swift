@@ -1,4 +1,5 @@
 import ArgumentParser
+import CaptureExport
 import CaptureReceiver
 import Logging
 
@@ -19,6 +20,11 @@ struct RecordingOptions: ParsableArguments {
         valueName: "CMD"))
     var onFinalize: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Export each finished file beside it as wav, rf64, flac or ogg (see `capture-recv export --help`), before --on-finalize runs (which gets the export's path as CAPTURE_EXPORT). (default: none)",
+        valueName: "FORMAT"))
+    var exportOnFinalize: ExportFormat?
+
     func validate() throws {
         if let onFinalize, onFinalize.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ValidationError("--on-finalize is empty; give the command to run for each finished file, e.g. 'cp \"$1\" /archive/'")
@@ -31,9 +37,19 @@ struct RecordingOptions: ParsableArguments {
 
     /// Applies the options to the receiver's configuration.
     func apply(to configuration: inout ReceiverConfiguration, logger: Logger) throws {
-        if let onFinalize {
+        if onFinalize != nil || exportOnFinalize != nil {
+            var exporter: FinishedFileHandOff.Exporter?
+            if let format = exportOnFinalize {
+                exporter = { path in
+                    do throws(ExportError) {
+                        return try RecordingExporter.export(cafPath: path, as: format, replacing: true)
+                    } catch {
+                        throw error
+                    }
+                }
+            }
             configuration.handOff = FinishedFileHandOff(
-                outputDirectory: configuration.outputDirectory, settings: .init(command: onFinalize), logger: logger)
+                outputDirectory: configuration.outputDirectory, settings: .init(command: onFinalize), exporter: exporter, logger: logger)
         }
         if let segment { configuration.segmentLength = .seconds(try Self.parseDuration(segment)) }
         if let nameTemplate {

@@ -113,3 +113,57 @@ final class HandOffTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0)
     }
 }
+
+/// `capture-recv export` and `--export-on-finalize` with the real executable (issue 17, item 4).
+final class ExportCommandTests: XCTestCase {
+    private var work: URL!
+
+    override func setUpWithError() throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("export-cli-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(work)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: work)
+    }
+
+    /// Segments and exports compose: each finished segment gets its FLAC beside it before the hook
+    /// runs, and the hook is told where (CAPTURE_EXPORT); each FLAC holds its segment's samples.
+    func testExportOnFinalizeWritesAFLACBesideEachSegmentBeforeTheHookRuns() throws {
+        let log = work.appendingPathComponent("exports.log")
+        let receiver = try ReceiverUnderTest(extraArguments: [
+            "--segment", "2s", "--export-on-finalize", "flac", "--on-finalize", "echo \"$CAPTURE_EXPORT\" >> \(log.path)",
+        ])
+        let (status, stderr) = try runSender([receiver.address, "--source", "tone", "--duration", "5", "--no-pace", "--stream-name", "flacs"])
+        XCTAssertEqual(status, 0, stderr)
+        let files = receiver.files()
+        XCTAssertGreaterThanOrEqual(files.count, 3)
+        XCTAssertTrue(waitFor(20) { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").count == files.count }, receiver.child.standardError)
+        let exported = Set(((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init))
+        for file in files {
+            let flac = file.deletingPathExtension().appendingPathExtension("flac").path
+            XCTAssertTrue(exported.contains(flac), "\(flac) in \(exported)")
+            let fromCAF = try ToolRunner.run("ffmpeg", ["-v", "error", "-i", file.path, "-f", "s16le", "-"])
+            let fromFLAC = try ToolRunner.run("ffmpeg", ["-v", "error", "-i", flac, "-f", "s16le", "-"])
+            XCTAssertTrue(fromFLAC.succeeded, fromFLAC.errorText)
+            XCTAssertEqual(fromFLAC.standardOutput, fromCAF.standardOutput, "\(flac) holds its segment's samples")
+        }
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+
+    func testTheExportCommandSaysWhatIsWrongInOneLine() throws {
+        let notAudio = work.appendingPathComponent("notes.caf")
+        try Data("hello".utf8).write(to: notAudio)
+        let missing = try ToolRunner.run(Products.recv, ["export", work.appendingPathComponent("missing.caf").path, notAudio.path, "--to", "wav"])
+        XCTAssertEqual(missing.exitStatus, 1)
+        let lines = missing.errorText.split(separator: "\n")
+        XCTAssertEqual(lines.count, 2, "one line per file that failed: \(missing.errorText)")
+        XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("capture-recv: cannot read") }, missing.errorText)
+        let badFormat = try ToolRunner.run(Products.recv, ["export", notAudio.path, "--to", "mp3"])
+        XCTAssertNotEqual(badFormat.exitStatus, 0)
+        XCTAssertTrue(badFormat.errorText.contains("wav") && badFormat.errorText.contains("flac"), badFormat.errorText)
+        let help = try ToolRunner.run(Products.recv, ["export", "--help"])
+        let text = help.outputText.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        XCTAssertTrue(text.contains("--to") && text.contains("--force") && text.contains("(default: beside each recording)"), help.outputText)
+    }
+}

@@ -121,11 +121,13 @@ public final class FinishedFileHandOff: @unchecked Sendable {
             return true
         }
         var environment = ProcessInfo.processInfo.environment
+        // The stream name and host come from the sender: no control characters reach the command.
+        func plain(_ text: String) -> String { String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init)) }
         environment["CAPTURE_FILE"] = path
         environment["CAPTURE_RELATIVE_PATH"] = recording.relativePath
-        environment["CAPTURE_STREAM_NAME"] = recording.streamName
-        environment["CAPTURE_STREAM_ID"] = recording.streamID
-        environment["CAPTURE_SOURCE_HOST"] = recording.sourceHost
+        environment["CAPTURE_STREAM_NAME"] = plain(recording.streamName)
+        environment["CAPTURE_STREAM_ID"] = plain(recording.streamID)
+        environment["CAPTURE_SOURCE_HOST"] = plain(recording.sourceHost)
         environment["CAPTURE_FIRST_SAMPLE_TIME"] = recording.firstSampleTime
         environment["CAPTURE_FRAMES"] = "\(recording.frames)"
         environment["CAPTURE_COMPLETE"] = recording.complete ? "1" : "0"

@@ -1,0 +1,73 @@
+import CAF
+import Foundation
+
+/// What a recording's `info` chunk says about where it lies in time (written by capture-recv, see
+/// docs/RECORDINGS.md), in the forms exports need.
+struct RecordingFacts: Equatable {
+    /// UTC time of the first valid sample, ns since 1970 (nil when the file does not say).
+    var firstSampleTime: Int64?
+    /// The first valid sample's index in its stream.
+    var firstValidSample: Int64?
+    var title: String
+    var streamID: String
+    var sourceHost: String
+    var clockSynchronized: String
+
+    init(info: [(key: String, value: String)]) {
+        func value(_ key: String) -> String? { info.first(where: { $0.key == key })?.value }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let plain = ISO8601DateFormatter()
+        let text = value("first sample time") ?? value("recorded date")
+        if let text, let date = formatter.date(from: text) ?? plain.date(from: text) {
+            // Microseconds survive the Date round trip; the text carries milliseconds.
+            firstSampleTime = Int64((date.timeIntervalSince1970 * 1e6).rounded()) * 1_000
+        }
+        firstValidSample = value("first valid sample").flatMap { Int64($0) }
+        title = value("title") ?? ""
+        streamID = value("stream id") ?? ""
+        sourceHost = value("source host") ?? ""
+        clockSynchronized = value("clock synchronized") ?? "unknown"
+    }
+
+    /// Samples at `rate` since the UTC midnight before the first valid sample (bext TimeReference).
+    func timeReference(rate: Int) -> UInt64? {
+        guard let firstSampleTime else { return nil }
+        let day: Int64 = 86_400_000_000_000
+        let sinceMidnight = ((firstSampleTime % day) + day) % day
+        return UInt64((Int128(sinceMidnight) * Int128(rate) + 500_000_000) / 1_000_000_000)
+    }
+
+    /// `yyyy-mm-dd` and `hh:mm:ss` of the first valid sample, UTC.
+    var originationDateAndTime: (date: String, time: String)? {
+        guard let firstSampleTime else { return nil }
+        var seconds = time_t(firstSampleTime / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return (
+            String(format: "%04d-%02d-%02d", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday),
+            String(format: "%02d:%02d:%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
+        )
+    }
+
+    /// ISO 8601 UTC with milliseconds.
+    var isoTime: String? {
+        guard let firstSampleTime else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(firstSampleTime) / 1e9))
+    }
+
+    /// One line for a description field: what, from where, when, how far to trust the time.
+    func summary(timeReference: UInt64?) -> String {
+        var parts: [String] = []
+        if !title.isEmpty { parts.append("stream \(title)") }
+        if !streamID.isEmpty { parts.append("id \(streamID)") }
+        if !sourceHost.isEmpty { parts.append("from \(sourceHost)") }
+        if let isoTime { parts.append("first sample \(isoTime)") }
+        if let firstValidSample { parts.append("sample index \(firstValidSample)") }
+        if let timeReference { parts.append("time reference \(timeReference)") }
+        parts.append("clock synchronized: \(clockSynchronized)")
+        return parts.joined(separator: "; ")
+    }
+}

@@ -1,0 +1,184 @@
+import CAF
+import CSndFile
+import CaptureSndFile
+import Foundation
+
+/// Writes a recording's valid audio through libsndfile as Broadcast Wave (WAV or RF64) or FLAC:
+/// `bext` with the origination date and time and TimeReference (samples since UTC midnight) of the
+/// first valid sample, gap markers as `cue` points (libsndfile) labelled by a `LIST`/`adtl` chunk of
+/// `labl`s (appended here: libsndfile 1.2 writes cue points without their names), the channel mask
+/// from the CAF's channel bitmap, and the times as text (`LIST`/`INFO` in WAV, Vorbis comments in
+/// FLAC).
+enum SoundFileExport {
+    /// Sample format of the export (libsndfile subtype) for a recording. FLAC holds at most 24 bits:
+    /// 32-bit integer and float recordings become 24-bit. Decoded Opus becomes 24-bit.
+    static func subtype(for file: CAFFile, as format: ExportFormat) -> Int32 {
+        guard file.format.isLinearPCM else { return Int32(SF_FORMAT_PCM_24) }
+        let isFloat = file.format.formatFlags.contains(.isFloat)
+        switch (Int(file.format.bitsPerChannel), isFloat, format) {
+        case (16, false, _): return Int32(SF_FORMAT_PCM_16)
+        case (24, false, _): return Int32(SF_FORMAT_PCM_24)
+        case (_, _, .flac): return Int32(SF_FORMAT_PCM_24)
+        case (32, false, _): return Int32(SF_FORMAT_PCM_32)
+        default: return Int32(SF_FORMAT_FLOAT)
+        }
+    }
+
+    static func write(_ audio: RecordingAudio, facts: RecordingFacts, as format: ExportFormat, to path: String) throws(ExportError) {
+        let file = audio.file
+        let bitmap = file.channelLayoutTag == 0x10000 ? file.channelBitmap : 0
+        let major: Int32
+        switch format {
+        case .wav: major = Int32(audio.channels > 2 || bitmap != 0 ? SF_FORMAT_WAVEX : SF_FORMAT_WAV)
+        case .rf64: major = Int32(SF_FORMAT_RF64)
+        case .flac: major = Int32(SF_FORMAT_FLAC)
+        case .ogg: throw .unsupported("Ogg is written by the Ogg Opus exporter")
+        }
+        var info = SF_INFO(frames: 0, samplerate: Int32(audio.sampleRate), channels: Int32(audio.channels), format: major | subtype(for: file, as: format), sections: 0, seekable: 0)
+        guard let handle = sf_open(path, Int32(SFM_WRITE), &info) else {
+            throw .writeFailed("cannot write \(path): \(String(cString: sf_strerror(nil)))")
+        }
+        var closed = false
+        defer { if !closed { sf_close(handle) } }
+        sf_command(handle, Int32(SFC_SET_CLIPPING), nil, Int32(SF_TRUE))
+        let timeReference = facts.timeReference(rate: audio.sampleRate)
+        let summary = facts.summary(timeReference: timeReference)
+        if format != .flac {
+            var broadcast = SF_BROADCAST_INFO()
+            fill(&broadcast.description, summary)
+            fill(&broadcast.originator, "capture-recv")
+            fill(&broadcast.originator_reference, facts.streamID.replacingOccurrences(of: "-", with: ""), terminated: false)
+            if let (date, time) = facts.originationDateAndTime {
+                fill(&broadcast.origination_date, date, terminated: false)
+                fill(&broadcast.origination_time, time, terminated: false)
+            }
+            let reference = timeReference ?? 0
+            broadcast.time_reference_low = UInt32(truncatingIfNeeded: reference)
+            broadcast.time_reference_high = UInt32(truncatingIfNeeded: reference >> 32)
+            broadcast.version = 2
+            broadcast.loudness_value = 0x7FFF
+            broadcast.loudness_range = 0x7FFF
+            broadcast.max_true_peak_level = 0x7FFF
+            broadcast.max_momentary_loudness = 0x7FFF
+            broadcast.max_shortterm_loudness = 0x7FFF
+            guard sf_command(handle, Int32(SFC_SET_BROADCAST_INFO), &broadcast, Int32(MemoryLayout<SF_BROADCAST_INFO>.size)) == Int32(SF_TRUE) else {
+                throw .writeFailed("libsndfile refused the bext chunk for \(path): \(String(cString: sf_strerror(handle)))")
+            }
+        }
+        let cues = cuePoints(file.markers, leadingFrames: audio.leadingFrames, validFrames: audio.validFrames)
+        if format != .flac, !cues.isEmpty {
+            var table = SF_CUES()
+            table.cue_count = UInt32(cues.count)
+            withUnsafeMutableBytes(of: &table.cue_points) { raw in
+                let points = raw.bindMemory(to: SF_CUE_POINT.self)
+                for (index, cue) in cues.enumerated() {
+                    var point = SF_CUE_POINT()
+                    point.indx = Int32(index + 1)
+                    point.position = cue.position
+                    point.fcc_chunk = Int32(bitPattern: 0x6174_6164)  // 'data', little-endian
+                    point.sample_offset = cue.position
+                    fill(&point.name, cue.name)
+                    points[index] = point
+                }
+            }
+            guard sf_command(handle, Int32(SFC_SET_CUE), &table, Int32(MemoryLayout<SF_CUES>.size)) == Int32(SF_TRUE) else {
+                throw .writeFailed("libsndfile refused the cue points for \(path): \(String(cString: sf_strerror(handle)))")
+            }
+        }
+        if bitmap != 0, format != .flac {
+            var map = SndFileChannelMask.map(of: bitmap)
+            if map.count == audio.channels {
+                _ = map.withUnsafeMutableBytes { sf_command(handle, Int32(SFC_SET_CHANNEL_MAP_INFO), $0.baseAddress, Int32($0.count)) }
+            }
+        }
+        setString(handle, SF_STR_TITLE, facts.title)
+        setString(handle, SF_STR_SOFTWARE, "capture-recv export")
+        if let iso = facts.isoTime { setString(handle, SF_STR_DATE, iso) }
+        setString(handle, SF_STR_COMMENT, summary)
+        while let piece = try audio.next() {
+            let written: sf_count_t
+            let expected: sf_count_t
+            switch piece {
+            case .integers(var samples):
+                expected = sf_count_t(samples.count)
+                written = sf_write_int(handle, &samples, expected)
+            case .floats(var samples):
+                expected = sf_count_t(samples.count)
+                written = sf_write_float(handle, &samples, expected)
+            }
+            guard written == expected else {
+                throw .writeFailed("writing \(path) failed: \(String(cString: sf_strerror(handle)))")
+            }
+        }
+        closed = true
+        guard sf_close(handle) == 0 else { throw .writeFailed("closing \(path) failed") }
+        if format != .flac, !cues.isEmpty {
+            try RIFFLabels.append(cues.enumerated().map { (UInt32($0.offset + 1), $0.element.name) }, to: path, rf64: format == .rf64)
+        }
+    }
+
+    /// Gap markers as cue points on the export's timeline (stored frames less `leadingFrames`),
+    /// those inside the valid audio only; at most 100 (libsndfile's limit).
+    static func cuePoints(_ markers: [CAFMarker], leadingFrames: Int64, validFrames: Int64) -> [(position: UInt32, name: String)] {
+        markers.compactMap { marker in
+            let position = marker.framePosition - leadingFrames
+            guard position >= 0, position <= validFrames, position <= Int64(UInt32.max) else { return nil }
+            return (UInt32(position), marker.name)
+        }.prefix(100).map { $0 }
+    }
+
+    private static func setString(_ handle: OpaquePointer, _ kind: Int, _ value: String) {
+        guard !value.isEmpty else { return }
+        _ = sf_set_string(handle, Int32(kind), value)
+    }
+
+    /// Copies `text` (UTF-8, truncated, NUL-padded) into a C character array; `terminated`: keep
+    /// room for a final NUL (bext's fixed-width date, time and reference fields need none).
+    static func fill<T>(_ field: inout T, _ text: String, terminated: Bool = true) {
+        withUnsafeMutableBytes(of: &field) { raw in
+            raw.initializeMemory(as: UInt8.self, repeating: 0)
+            let bytes = Array(text.utf8.prefix(terminated ? raw.count - 1 : raw.count))
+            raw.copyBytes(from: bytes)
+        }
+    }
+}
+
+/// Appends a `LIST` chunk of type `adtl` with one `labl` per cue point to a WAV or RF64 file that
+/// libsndfile wrote and closed, and updates the RIFF size (in the header, or for RF64 in `ds64`).
+enum RIFFLabels {
+    static func append(_ labels: [(id: UInt32, text: String)], to path: String, rf64: Bool) throws(ExportError) {
+        var body: [UInt8] = Array("adtl".utf8)
+        for label in labels {
+            var text = Array(label.text.utf8) + [0]
+            let size = UInt32(4 + text.count)
+            if text.count % 2 == 1 { text.append(0) }
+            body += Array("labl".utf8) + le32(size) + le32(label.id) + text
+        }
+        let chunk = Array("LIST".utf8) + le32(UInt32(body.count)) + body
+        guard let handle = FileHandle(forUpdatingAtPath: path) else { throw .writeFailed("cannot reopen \(path) to label its cue points") }
+        defer { try? handle.close() }
+        do {
+            var end = try handle.seekToEnd()
+            if end % 2 == 1 {
+                try handle.write(contentsOf: [0])
+                end += 1
+            }
+            try handle.write(contentsOf: chunk)
+            let riffSize = end + UInt64(chunk.count) - 8
+            if rf64 {
+                // ds64 follows the 12-byte RF64 header: "ds64", size, then riffSize (64 bits).
+                try handle.seek(toOffset: 20)
+                try handle.write(contentsOf: le64(riffSize))
+            } else {
+                try handle.seek(toOffset: 4)
+                try handle.write(contentsOf: le32(UInt32(clamping: riffSize)))
+            }
+            try handle.synchronize()
+        } catch {
+            throw .writeFailed("cannot label the cue points of \(path): \(error)")
+        }
+    }
+
+    static func le32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+    static func le64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+}

@@ -1,5 +1,7 @@
 import CAF
 import CSndFile
+import CaptureCore
+import CaptureWire
 import Foundation
 import TestSupport
 import XCTest
@@ -155,6 +157,74 @@ final class SegmentTests: XCTestCase {
         XCTAssertTrue(joined == (try Resilience.toneBytes(frames: 13 * 48_000)), "the segments are the tone, once: \(joined.count / 4) frames")
         XCTAssertEqual(second.stop(), 0)
         _ = first
+    }
+
+    /// A stream spoken byte by byte: its start 2.5 s after a 10 s boundary, a gap over the first
+    /// boundary, an AudioData straddling the second. The gap's marker stays in the file where it
+    /// begins, its silence is split between the files, and the straddling message is cut at its
+    /// boundary frame.
+    func testAGapOverABoundaryKeepsItsMarkerWhereItBeginsAndAMessageIsCutAtItsBoundaryFrame() throws {
+        let receiver = try ReceiverUnderTest(extraArguments: ["--segment", "10s"])
+        let second: Int64 = 1_000_000_000
+        let now = Int64(Date().timeIntervalSince1970) * second
+        let start = now / (10 * second) * (10 * second) - 30 * second + 2_500_000_000
+        func audio(_ sequence: UInt64, from first: Int64, frames: Int) -> WireMessage {
+            var payload = Data(count: frames * 4)
+            payload.withUnsafeMutableBytes { raw in
+                let samples = raw.bindMemory(to: Int16.self)
+                for frame in 0..<frames {
+                    let value = Int16(truncatingIfNeeded: (first + Int64(frame)) &* 3 | 1)
+                    samples[frame * 2] = value
+                    samples[frame * 2 + 1] = ~value
+                }
+            }
+            return .audioData(.with {
+                $0.sequence = sequence; $0.firstSampleTime = first; $0.packetCount = UInt32(frames); $0.frameCount = UInt32(frames); $0.payload = payload
+            })
+        }
+        let client = try ProtocolClient(port: receiver.port, timeout: 20)
+        try client.sendPreamble()
+        try client.send(.hello(.with {
+            $0.protocolVersion = 1
+            $0.streamID = UUID().wireBytes
+            $0.streamName = "gaps"
+            $0.startTimeUnixNs = start
+            $0.format = Capture_V1_StreamFormat(.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16))
+            $0.resumeSecret = Data(repeating: 7, count: 32)
+        }))
+        guard case .helloAccepted = try client.nextAnswer() else { return XCTFail("not accepted: \(receiver.child.standardError)") }
+        var messages: [WireMessage] = [audio(1, from: 0, frames: 100_000), audio(2, from: 100_000, frames: 100_000), audio(3, from: 200_000, frames: 100_000)]
+        // A gap over the boundary at 7.5 s (frame 360,000).
+        messages.append(.gap(.with { $0.sequence = 4; $0.sampleTime = 300_000; $0.lengthFrames = 100_000; $0.reason = "overrun" }))
+        for index in 0..<5 { messages.append(audio(UInt64(5 + index), from: 400_000 + Int64(index) * 100_000, frames: 100_000)) }
+        // The last one, [800,000, 900,000), straddles the boundary at 17.5 s (frame 840,000).
+        messages.append(.endOfStream(.with { $0.lastSequence = 9; $0.endSampleTime = 900_000; $0.reason = "end-of-file" }))
+        for message in messages { try client.send(message) }
+        guard case .endAccepted = try client.nextAnswer() else { return XCTFail("no EndAccepted: \(receiver.child.standardError)") }
+
+        var files: [(caf: CAFFile, first: Int64, path: String)] = []
+        for file in receiver.files() {
+            let caf = try CAFFile.read(path: file.path)
+            files.append((caf, try XCTUnwrap(info(caf, "first valid sample").flatMap { Int64($0) }), file.path))
+        }
+        files.sort { $0.first < $1.first }
+        XCTAssertEqual(files.map(\.first), [0, 360_000, 840_000], "cut at 7.5 s and 17.5 s")
+        XCTAssertEqual(files.map { $0.caf.totalFrames }, [360_000, 480_000, 60_000])
+        XCTAssertEqual(files[0].caf.markers.map(\.framePosition), [300_000], "the gap's marker where it begins")
+        XCTAssertEqual(files[0].caf.markers.first?.name, "gap: 100000 frames not captured (overrun)")
+        XCTAssertEqual(files[1].caf.markers, [])
+        XCTAssertEqual(files[2].caf.markers, [])
+        // Read by libsndfile: the audio with the gap's silence, in order.
+        var joined: [Int32] = []
+        for file in files { joined += try SndFileReader.read(path: file.path).int32Samples }
+        XCTAssertEqual(joined.count, 900_000 * 2)
+        for frame in stride(from: 0, to: 900_000, by: 997) {
+            let expected: Int32 = (300_000..<400_000).contains(frame) ? 0 : Int32(Int16(truncatingIfNeeded: Int64(frame) &* 3 | 1)) << 16
+            XCTAssertEqual(joined[frame * 2], expected, "frame \(frame)")
+        }
+        XCTAssertEqual(joined[839_999 * 2], Int32(Int16(truncatingIfNeeded: Int64(839_999) &* 3 | 1)) << 16)
+        XCTAssertEqual(joined[840_000 * 2], Int32(Int16(truncatingIfNeeded: Int64(840_000) &* 3 | 1)) << 16)
+        XCTAssertEqual(receiver.stop(), 0)
     }
 
     func testOpusSegmentsEachDecodeAloneAndTheirValidFramesTileTheStream() throws {

@@ -237,6 +237,25 @@ public final class CAFWriter {
         durablePacketCount = packets
     }
 
+    /// The last `count` packets appended (fewer when the file holds fewer), oldest first: variable bit
+    /// rate formats only (their sizes come from the journal). A segmented stream that resumes in this
+    /// file reads them back for the next file's pre-roll.
+    public func lastPackets(_ count: Int) throws(CAFError) -> [[UInt8]] {
+        guard let file, format.isVariableBitRate, count > 0, packetCount > 0 else { return [] }
+        let sizes = Array((try CAFJournal.read(cafPath: path)?.packetSizes ?? []).prefix(Int(packetCount)))
+        guard Int64(sizes.count) == packetCount else {
+            throw .journalCorrupt(path: journalPath, reason: "it lists \(sizes.count) packet sizes but the file holds \(packetCount) packets")
+        }
+        let kept = sizes.suffix(count)
+        var offset = dataByteCount - Int64(kept.reduce(0) { $0 + Int($1) })
+        var packets: [[UInt8]] = []
+        for size in kept {
+            packets.append(try file.read(count: Int(size), at: layout.dataOffset + offset))
+            offset += Int64(size)
+        }
+        return packets
+    }
+
     /// Records a marker at `framePosition` (for example a capture gap or overrun). It is journaled at
     /// once (durable with the next `synchronize()`) and written to the `mark` and `strg` chunks at
     /// `finalize()`. If it throws, the marker is not recorded.

@@ -64,10 +64,8 @@ public final class OpusEncoder: AudioEncoder {
     private var timelineInputFrames: Int64 = 0
     private var finishedRemainder: Int?
 
-    /// Creates an encoder for `inputFormat` with `settings`; throws a message that says what to
-    /// change when Opus cannot take the input or the settings.
-    public init(inputFormat: StreamFormat, settings: OpusEncoderSettings = OpusEncoderSettings()) throws(EncoderError) {
-        try settings.validate(for: inputFormat)
+    /// The sample format of a valid interleaved little-endian PCM input; throws what is wrong with any other.
+    static func checkedInputSample(_ inputFormat: StreamFormat) throws(EncoderError) -> PCMSampleFormat {
         guard let inputSample = inputFormat.pcmSampleFormat else {
             throw .invalidConfiguration("the Opus encoder takes interleaved little-endian PCM: the input is \(inputFormat)")
         }
@@ -76,6 +74,14 @@ public final class OpusEncoder: AudioEncoder {
         } catch {
             throw .invalidConfiguration("the Opus encoder's input format is unusable: \(error)")
         }
+        return inputSample
+    }
+
+    /// Creates an encoder for `inputFormat` with `settings`; throws a message that says what to
+    /// change when Opus cannot take the input or the settings.
+    public init(inputFormat: StreamFormat, settings: OpusEncoderSettings = OpusEncoderSettings()) throws(EncoderError) {
+        try settings.validate(for: inputFormat)
+        let inputSample = try Self.checkedInputSample(inputFormat)
         let sampleRate = Int(inputFormat.sampleRate)
         let channels = inputFormat.channelCount
         let codec = try OpusCodecHandle(sampleRate: sampleRate, channels: channels, application: settings.application)

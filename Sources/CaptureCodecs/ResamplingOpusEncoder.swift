@@ -44,14 +44,7 @@ public final class ResamplingOpusEncoder: AudioEncoder {
 
     /// Creates an encoder for `inputFormat` (any rate from 8 to 192 kHz) with `settings`.
     public init(inputFormat: StreamFormat, settings: OpusEncoderSettings = OpusEncoderSettings()) throws(EncoderError) {
-        guard let inputSample = inputFormat.pcmSampleFormat else {
-            throw .invalidConfiguration("the Opus encoder takes interleaved little-endian PCM: the input is \(inputFormat)")
-        }
-        do {
-            try inputFormat.validate()
-        } catch {
-            throw .invalidConfiguration("the Opus encoder's input format is unusable: \(error)")
-        }
+        let inputSample = try OpusEncoder.checkedInputSample(inputFormat)
         let channels = inputFormat.channelCount
         let opus = try OpusEncoder(inputFormat: .linearPCM(sampleRate: 48_000, channels: channels, sample: .f32), settings: settings)
         var error: soxr_error_t?

@@ -193,6 +193,12 @@ public final class StreamWriter: @unchecked Sendable {
                 clock: clock, maker: segments.maker,
                 boundary: clock.nextBoundary(after: originSampleTime + Int64(writer.primingFrames)),
                 preroll: writer.format.isVariableBitRate ? PrerollPackets(framesPerPacket: Int64(writer.format.framesPerPacket)) : nil)
+            // Resuming in a file: its last packets are the pre-roll of a boundary that follows soon
+            // (what the file holds runs contiguously to its end unless a gap intervened, and then
+            // the positions do not join and no pre-roll is taken from them).
+            if let capacity = segmenting?.preroll?.capacity, let readBack = try? writer.lastPackets(capacity + 1), !readBack.isEmpty {
+                segmenting?.preroll?.remember(readBack: readBack, endingAt: originSampleTime + writer.frameCount)
+            }
         }
         self.originSampleTime = originSampleTime
         self.claim = claim

@@ -86,6 +86,9 @@ final class CrashResumeTests: XCTestCase {
         }
         let resumed = try CAFWriter.resume(path: path, keepingPackets: 15)
         XCTAssertEqual(resumed.packetCount, 15)
+        // What a segmented stream reads back for its next file's pre-roll: the last kept packets.
+        XCTAssertEqual(try resumed.lastPackets(5), Array(opus.packets[10..<15]))
+        XCTAssertEqual(try resumed.lastPackets(50), Array(opus.packets[0..<15]))
         XCTAssertEqual(resumed.frameCount, 15 * 960)
         XCTAssertEqual(resumed.primingFrames, opus.lookahead)
         let rest = Array(opus.packets[15...])

@@ -100,6 +100,10 @@ final class SegmentTimelineTests: XCTestCase {
         XCTAssertNil(ring.preroll(endingAt: 20 * 960))
         ring.forget()
         XCTAssertNil(ring.preroll(endingAt: 10 * 960))
+        // Read back from a file a stream resumes in: placed so that the last ends where the file does.
+        ring.remember(readBack: [[1], [2], [3], [4], [5]], endingAt: 30 * 960)
+        XCTAssertEqual(ring.preroll(endingAt: 30 * 960)?.payload, Data([2, 3, 4, 5]))
+        XCTAssertEqual(ring.preroll(endingAt: 30 * 960)?.first, 26 * 960)
     }
 
     func testNamesFromATemplateStayInsideTheOutputFolder() throws {

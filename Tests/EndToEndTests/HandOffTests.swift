@@ -102,7 +102,8 @@ final class HandOffTests: XCTestCase {
         let (status, stderr) = try runSender([receiver.address, "--source", "tone", "--duration", "1", "--no-pace", "--stream-name", "retry"])
         XCTAssertEqual(status, 0, stderr)
         let file = try XCTUnwrap(receiver.files().first)
-        XCTAssertTrue(waitFor(20) { FileManager.default.fileExists(atPath: self.archive.appendingPathComponent(file.lastPathComponent).path) }, receiver.child.standardError)
+        XCTAssertTrue(waitFor(20) { receiver.child.standardError.contains("hand-off of a finished file done") }, receiver.child.standardError)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: archive.appendingPathComponent(file.lastPathComponent).path))
         XCTAssertEqual(lines(counter), ["3"], "two failures, then success")
         let log = receiver.child.standardError
         XCTAssertTrue(log.contains("hand-off of a finished file failed"), log)

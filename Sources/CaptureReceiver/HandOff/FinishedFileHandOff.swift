@@ -100,7 +100,7 @@ public final class FinishedFileHandOff: @unchecked Sendable {
                 recordings[path] = nil
             case .retry(let path, let at, let attempt):
                 logger.warning("hand-off will be retried", metadata: [
-                    "path": "\(path)", "attempt": "\(attempt)", "retry_in_s": "\(max(0, at - Self.now()) / 1_000_000_000)",
+                    "path": "\(path)", "attempt": "\(attempt)", "retry_in_s": "\(String(format: "%.1f", Double(max(0, at - Self.now())) / 1e9))",
                 ])
             case .wake(let at):
                 guard wakeScheduled.map({ $0 > at }) ?? true else { continue }

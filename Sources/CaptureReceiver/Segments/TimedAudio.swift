@@ -122,4 +122,12 @@ struct PrerollPackets {
     }
 
     mutating func forget() { packets.removeAll() }
+
+    /// Remembers packets read back from a file (a stream resuming in it), the last ending at `end`.
+    mutating func remember(readBack: [[UInt8]], endingAt end: Int64) {
+        let first = end - Int64(readBack.count) * framesPerPacket
+        remember(TimedAudio(
+            first: first, payload: Data(readBack.joined()), packetSizes: readBack.map { UInt32($0.count) },
+            frameCount: readBack.count * Int(framesPerPacket)))
+    }
 }

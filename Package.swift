@@ -225,7 +225,15 @@ let package = Package(
         ),
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
-        .testTarget(name: "CaptureSenderTests", dependencies: ["CaptureSender"]),
+        .testTarget(
+            name: "CaptureSenderTests",
+            dependencies: [
+                "CaptureSender", "CaptureWire", "CaptureCore", "CaptureCodecs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "CaptureCLISupportTests",
             dependencies: [

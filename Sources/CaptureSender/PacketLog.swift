@@ -437,8 +437,10 @@ public final class PacketLog: @unchecked Sendable {
     }
 
     /// Up to `maxCount` kept entries starting at `sequence` (which must not be acknowledged yet);
-    /// entries no longer in memory are read back from the spool.
-    public func entries(from sequence: UInt64, maxCount: Int) -> [LoggedPacket] {
+    /// entries no longer in memory are read back from the spool, so this may wait on the disk: never
+    /// call it on an event loop (a session fetches through its `PacketFetcher`). Throws when an entry
+    /// the stream still needs cannot be read back (none of the audio from there on can be sent).
+    public func entries(from sequence: UInt64, maxCount: Int) throws(SpoolError) -> [LoggedPacket] {
         let picked: [Slot] = condition.withLock {
             guard let start = slotIndex(sequence) else { return [] }
             return Array(slots[start..<min(slots.count, start + maxCount)])
@@ -448,13 +450,35 @@ public final class PacketLog: @unchecked Sendable {
         for slot in picked {
             if let packet = slot.packet {
                 result.append(packet)
-            } else if let location = slot.location, let spool, let packet = try? spool.read(location, sequence: slot.sequence) {
-                result.append(packet)
+            } else if let location = slot.location, let spool {
+                do throws(SpoolError) {
+                    result.append(try spool.read(location, sequence: slot.sequence))
+                } catch {
+                    // What was read so far can go; the failure is met again at its own sequence.
+                    if result.isEmpty { throw error }
+                    return result
+                }
+            } else if result.isEmpty, slot.sequence > acknowledgedSequence {
+                throw SpoolError("spool: entry \(slot.sequence) is neither in memory nor in the spool")
             } else {
                 break
             }
         }
         return result
+    }
+
+    /// The entries from `sequence` on that are still in memory, up to `maxCount`: stops at the first
+    /// that would have to be read back from the spool. Never waits on the disk.
+    public func entriesInMemory(from sequence: UInt64, maxCount: Int) -> [LoggedPacket] {
+        condition.withLock {
+            guard let start = slotIndex(sequence) else { return [] }
+            var result: [LoggedPacket] = []
+            for slot in slots[start..<min(slots.count, start + maxCount)] {
+                guard let packet = slot.packet else { break }
+                result.append(packet)
+            }
+            return result
+        }
     }
 
     /// Deletes the spool: the receiver confirmed the whole stream.

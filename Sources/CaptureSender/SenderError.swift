@@ -19,6 +19,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case timedOut(String)
     /// TLS could not be set up or the receiver's (or this sender's) certificate was refused.
     case tls(String)
+    /// Audio kept in the spool for sending could not be read back: the stream cannot go on from it.
+    case spoolUnreadable(firstSequence: UInt64, reason: String)
 
     public var description: String {
         switch self {
@@ -40,6 +42,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "timed out: \(reason)"
         case .tls(let reason):
             return "TLS: \(reason)"
+        case .spoolUnreadable(let sequence, let reason):
+            return "the spool cannot give back the audio from sequence \(sequence) on: \(reason); that audio cannot be delivered and stays in the spool for `capture-send spool list` (check the disk: dmesg, df)"
         }
     }
 }

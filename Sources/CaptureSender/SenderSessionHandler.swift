@@ -23,7 +23,7 @@ public struct StreamSummary: Sendable, Equatable {
 }
 
 /// How one connection ended.
-enum ConnectionOutcome: Sendable {
+enum ConnectionOutcome: Sendable, Equatable {
     /// The receiver confirmed the whole stream.
     case delivered(StreamSummary)
     /// The connection ended first. `retry`: whether reconnecting can help (a lost connection, a
@@ -35,32 +35,23 @@ enum ConnectionOutcome: Sendable {
     case cannotResume(SenderError)
 }
 
-/// Drives the sender's side of one connection: sends Hello, then the packet log's entries from the
-/// receiver's resume point within a send window, releases what the receiver acknowledges, and sends
-/// EndOfStream once the log has ended and everything was sent. Completes `done` with the receiver's
-/// summary, or with why the connection ended and whether reconnecting can help.
+/// The I/O shell of a `SenderSession`: feeds it the connection's events (channel up, frames read,
+/// writability, idle timers, the packet log growing, fetched entries) and performs its actions
+/// (writes frames, fetches entries through a `PacketFetcher` so that spool reads never run on the
+/// event loop, releases acknowledged entries from the log, completes `done` with the outcome). TLS is
+/// explained here, where the handshake's report is.
 final class SenderSessionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
 
-    private let hello: Capture_V1_Hello
+    private var session: SenderSession
     private let log: PacketLog
-    private let windowBytes: Int
+    private let fetcher: PacketFetcher
     private let done: EventLoopPromise<ConnectionOutcome>
     private let onAccepted: @Sendable (Capture_V1_HelloAccepted) -> Void
-    private var streamed = false
     private var logger: Logger
-    private var state: SenderStreamState
     private var context: ChannelHandlerContext?
-    private var nextToSend: UInt64 = WireProtocol.firstSequence
-    /// Sequences sent and not yet acknowledged, with their byte counts, oldest first.
-    private var inFlight: [(sequence: UInt64, bytes: Int)] = []
-    private var inFlightHead = 0
-    private var inFlightBytes = 0
-    private var endSent = false
-    private var completed = false
     private var pumpScheduled = false
-    private var accepted = false
     private let security: Security?
     private var tlsHandshakeDone = false
     private var tlsHandshakeTimeout: Scheduled<Void>?
@@ -76,19 +67,20 @@ final class SenderSessionHandler: ChannelInboundHandler {
     }
 
     init(
-        hello: Capture_V1_Hello, log: PacketLog, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
+        hello: Capture_V1_Hello, log: PacketLog, fetcher: PacketFetcher, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
         security: Security? = nil, onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
     ) {
         self.security = security
-        self.hello = hello
         self.onAccepted = onAccepted
         self.log = log
-        self.windowBytes = windowBytes
+        self.fetcher = fetcher
         self.done = done
         self.logger = logger
-        state = SenderStreamState(
-            oldestHeldSequence: log.oldestKeptSequence, nextNewSequence: log.lastSequence + 1,
-            endedBefore: log.streamEnd.map { SenderStreamState.StreamEnd(lastSequence: log.lastSequence, endSampleTime: $0.endSampleTime) })
+        session = SenderSession(hello: hello, windowBytes: windowBytes, oldestHeld: log.oldestKeptSequence, log: Self.position(of: log))
+    }
+
+    private static func position(of log: PacketLog) -> LogPosition {
+        LogPosition(lastSequence: log.lastSequence, end: log.streamEnd)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -101,84 +93,22 @@ final class SenderSessionHandler: ChannelInboundHandler {
         log.addListener {
             eventLoop.execute { loopBound.value.schedulePump() }
         }
-        do {
-            try state.helloSent()
-        } catch {
-            return fail(.protocolViolation(error.description), retry: false)
-        }
         if let security {
             tlsHandshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: security.handshakeTimeout) { [self] in
                 guard !tlsHandshakeDone else { return }
-                fail(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"), retry: true)
-                self.context?.close(promise: nil)
+                handle(.transportFailed(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"), retry: true))
             }
         }
-        context.writeAndFlush(wrapOutboundOut(.hello(hello)), promise: nil)
+        handle(.channelActive)
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let event: SenderEvent
-        do {
-            event = try state.receive(unwrapInboundIn(data))
-        } catch {
-            if context.channel.isActive { context.writeAndFlush(wrapOutboundOut(.error(error.errorFrame)), promise: nil) }
-            if case .cannotResume = error {
-                complete(.cannotResume(.protocolViolation(error.description)))
-                context.close(promise: nil)
-                return
-            }
-            fail(.protocolViolation(error.description), retry: Self.isRetryable(error))
-            context.close(promise: nil)
-            return
-        }
-        switch event {
-        case .accepted(let accepted):
-            self.accepted = true
-            nextToSend = accepted.nextSequence
-            streamed = true
-            if accepted.nextSequence > 1 { log.acknowledge(through: accepted.nextSequence - 1) }
-            onAccepted(accepted)
-            logger.info("streaming", metadata: [
-                "file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)", "next-sequence": "\(accepted.nextSequence)",
-                "backlog-sequences": "\(log.lastSequence + 1 - accepted.nextSequence)",
-            ])
-            pump()
-        case .acknowledged(let ack):
-            log.acknowledge(through: ack.durableSequence)
-            while inFlightHead < inFlight.count, inFlight[inFlightHead].sequence <= ack.durableSequence {
-                inFlightBytes -= inFlight[inFlightHead].bytes
-                inFlightHead += 1
-            }
-            if inFlightHead > 4096 {
-                inFlight.removeFirst(inFlightHead)
-                inFlightHead = 0
-            }
-            pump()
-        case .staleAck, .heartbeat:
-            break
-        case .endAccepted(let accepted):
-            log.acknowledge(through: log.lastSequence)
-            complete(.delivered(StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)))
-            context.close(promise: nil)
-        case .peerError(let error):
-            if error.fatal, error.code == .sequenceGap, !streamed {
-                complete(.cannotResume(.refused(code: "\(error.code)", message: error.message)))
-                context.close(promise: nil)
-            } else if error.fatal, error.code == .rateLimited {
-                fail(.rateLimited(message: error.message, retryAfter: Double(error.retryAfterMs) / 1_000), retry: true)
-                context.close(promise: nil)
-            } else if error.fatal {
-                fail(.refused(code: "\(error.code)", message: error.message), retry: Self.isRetryable(error.code, afterHandshake: streamed))
-                context.close(promise: nil)
-            } else {
-                logger.warning("the receiver reported a problem", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
-            }
-        }
+        handle(.received(unwrapInboundIn(data), writable: context.channel.isWritable, log: Self.position(of: log)))
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { pump() }
+        if context.channel.isWritable { handle(.sendable(writable: true, log: Self.position(of: log))) }
         context.fireChannelWritabilityChanged()
     }
 
@@ -189,13 +119,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
             logger.debug("TLS handshake completed", metadata: ["alpn": "\(protocolName ?? "none")"])
         } else if let idle = event as? IdleStateHandler.IdleStateEvent {
             switch idle {
-            case .write:
-                context.writeAndFlush(wrapOutboundOut(.heartbeat(.with { $0.sentUnixNs = Int64(Date().timeIntervalSince1970 * 1e9) })), promise: nil)
-            case .read:
-                fail(.timedOut("no data from the receiver for too long; the connection is considered dead"), retry: true)
-                context.close(promise: nil)
-            case .all:
-                break
+            case .write: handle(.writeIdle(unixNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)))
+            case .read: handle(.readIdle)
+            case .all: break
             }
         } else {
             context.fireUserInboundEventTriggered(event)
@@ -204,30 +130,27 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
-            fail(.protocolViolation(wire.description), retry: Self.isRetryable(wire))
+            handle(.transportFailed(.protocolViolation(wire.description), retry: SenderSession.isRetryable(wire)))
         } else if let security {
             // A certificate either side cannot trust, or a receiver that does not speak TLS, are
             // settings to fix: reconnecting cannot help. Other TLS errors are connection faults.
             let explained = SenderTLSFailure.explain(error, report: security.report, host: security.host, handshakeDone: tlsHandshakeDone)
             if case .tls = explained {
-                fail(explained, retry: false)
+                handle(.transportFailed(explained, retry: false))
             } else {
-                fail(explained, retry: true)
+                handle(.transportFailed(explained, retry: true))
             }
         } else {
-            fail(.connectionLost(SystemErrorText.describe(error)), retry: true)
+            handle(.transportFailed(.connectionLost(SystemErrorText.describe(error)), retry: true))
         }
-        context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         tlsHandshakeTimeout?.cancel()
         if let security, !tlsHandshakeDone {
-            fail(SenderTLSFailure.explain(ChannelError.eof, report: security.report, host: security.host, handshakeDone: false), retry: false)
-        } else if !accepted, security == nil, !streamed {
-            fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"), retry: true)
+            handle(.transportFailed(SenderTLSFailure.explain(ChannelError.eof, report: security.report, host: security.host, handshakeDone: false), retry: false))
         }
-        fail(.connectionLost("the receiver closed the connection"), retry: true)
+        handle(.channelInactive(plainTCP: security == nil))
         context.fireChannelInactive()
     }
 
@@ -236,86 +159,50 @@ final class SenderSessionHandler: ChannelInboundHandler {
         pumpScheduled = true
         context?.eventLoop.assumeIsolated().execute { [self] in
             pumpScheduled = false
-            pump()
+            guard let context, context.channel.isActive else { return }
+            handle(.sendable(writable: context.channel.isWritable, log: Self.position(of: log)))
         }
     }
 
-    /// Sends what the window and the channel allow, then EndOfStream when everything is sent.
-    private func pump() {
-        guard let context, context.channel.isActive, state.phase == .streaming else { return }
-        var wrote = false
-        while context.channel.isWritable, inFlightBytes < windowBytes {
-            let batch = log.entries(from: nextToSend, maxCount: 32)
-            if batch.isEmpty { break }
-            for entry in batch {
-                do {
-                    try state.sent(sequence: entry.sequence)
-                } catch {
-                    return fail(.protocolViolation(error.description), retry: false)
+    private func handle(_ event: SenderSession.Event) {
+        for action in session.handle(event) { perform(action) }
+    }
+
+    private func perform(_ action: SenderSession.Action) {
+        switch action {
+        case .send(let message):
+            guard let context, context.channel.isActive else { return }
+            context.write(wrapOutboundOut(message), promise: nil)
+        case .flush:
+            context?.flush()
+        case .fetch(let sequence, let maxCount):
+            guard let context else { return }
+            fetcher.fetch(from: sequence, maxCount: maxCount, on: context.eventLoop).assumeIsolated().whenComplete { [self] result in
+                switch result {
+                case .success(let packets):
+                    handle(.fetched(packets, writable: self.context?.channel.isWritable ?? false, log: Self.position(of: log)))
+                case .failure(let error):
+                    let reason = (error as? SpoolError)?.description ?? "\(error)"
+                    logger.error("the spool cannot give back audio to send", metadata: ["from-sequence": "\(sequence)", "error": "\(reason)"])
+                    handle(.fetchFailed(from: sequence, reason: reason))
                 }
-                context.write(wrapOutboundOut(entry.wireMessage), promise: nil)
-                wrote = true
-                nextToSend = entry.sequence + 1
-                inFlight.append((entry.sequence, entry.byteCount))
-                inFlightBytes += entry.byteCount
-                // Stop at the channel's high-water mark too, not only between batches: a batch of
-                // 32 PCM buffers would otherwise queue megabytes of frames in memory.
-                if inFlightBytes >= windowBytes || !context.channel.isWritable { break }
             }
-        }
-        if wrote, nextToSend > 1 { log.markSent(through: nextToSend - 1) }
-        if !endSent, let end = log.streamEnd, nextToSend > log.lastSequence {
-            do {
-                try state.endOfStreamSent(lastSequence: nextToSend - 1, endSampleTime: end.endSampleTime)
-            } catch {
-                return fail(.protocolViolation(error.description), retry: false)
-            }
-            endSent = true
-            context.write(wrapOutboundOut(.endOfStream(.with {
-                $0.lastSequence = nextToSend - 1
-                $0.endSampleTime = end.endSampleTime
-                $0.remainderFrames = UInt32(end.remainderFrames)
-                $0.reason = end.reason
-            })), promise: nil)
-            wrote = true
-        }
-        if wrote { context.flush() }
-    }
-
-    private func fail(_ error: SenderError, retry: Bool) {
-        complete(.interrupted(error, retry: retry, streamed: streamed))
-    }
-
-    private func complete(_ outcome: ConnectionOutcome) {
-        guard !completed else { return }
-        completed = true
-        done.succeed(outcome)
-    }
-
-    /// Whether an Error from the receiver is worth a reconnect. Refusals that a retry cannot change
-    /// (format, version, authentication, broken rules) are permanent; a SEQUENCE_GAP at the handshake
-    /// means the receiver cannot resume what this sender holds, which is permanent too, while one
-    /// during streaming asks for a resend from the receiver's position (a reconnect).
-    static func isRetryable(_ code: Capture_V1_Error.Code, afterHandshake: Bool) -> Bool {
-        switch code {
-        case .badFormat, .unsupportedVersion, .authenticationFailed, .invalidMessage, .unexpectedMessage, .notStreamOwner,
-            .malformedFrame, .frameTooLarge, .internal:
-            return false
-        case .sequenceGap:
-            return afterHandshake
-        default:
-            return true
-        }
-    }
-
-    /// Whether a problem this side detected is worth a reconnect: a connection cut mid-frame is; a
-    /// receiver that speaks another protocol, or cannot resume this stream, is not.
-    static func isRetryable(_ error: WireError) -> Bool {
-        switch error {
-        case .receiverSpeaksTLS, .receiverSpeaksHTTP, .unsupportedVersion, .cannotResume, .resumeBeyondSent, .sendOutOfOrder:
-            return false
-        default:
-            return true
+        case .acknowledge(let sequence):
+            log.acknowledge(through: sequence)
+        case .markSent(let sequence):
+            log.markSent(through: sequence)
+        case .accepted(let accepted):
+            onAccepted(accepted)
+            logger.info("streaming", metadata: [
+                "file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)", "next-sequence": "\(accepted.nextSequence)",
+                "backlog-sequences": "\(log.lastSequence + 1 - accepted.nextSequence)",
+            ])
+        case .warn(let code, let message):
+            logger.warning("the receiver reported a problem", metadata: ["code": "\(code)", "message": "\(message)"])
+        case .complete(let outcome):
+            done.succeed(outcome)
+        case .close:
+            context?.close(promise: nil)
         }
     }
 }

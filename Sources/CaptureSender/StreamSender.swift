@@ -102,6 +102,8 @@ public final class StreamSender: Sendable {
     private let log: PacketLog
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
+    /// Where spool reads for resends run: never on the event loop (`PacketFetcher`).
+    private let spoolReads: NIOThreadPool
     private let control = SenderControl()
     /// The stream this sender delivers as: the configured one, or the continuation it switched to.
     private let delivery: LockedContinuation
@@ -113,6 +115,7 @@ public final class StreamSender: Sendable {
         self.log = log
         self.logger = logger
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        spoolReads = NIOThreadPool(numberOfThreads: 1)
     }
 
     /// Where the connection stands now.
@@ -130,9 +133,11 @@ public final class StreamSender: Sendable {
     /// Connects, streams, reconnects as often as needed, and blocks until the receiver confirmed the
     /// end of the stream, the receiver refused it for good, or `abandon()` was called.
     public func run() -> Result<StreamSummary, SenderError> {
+        spoolReads.start()
         defer {
             log.removeListeners()
             try? group.syncShutdownGracefully()
+            try? spoolReads.syncShutdownGracefully()
         }
         let tlsContext: NIOSSLContext?
         do throws(SenderError) {
@@ -212,6 +217,7 @@ public final class StreamSender: Sendable {
         let logger = self.logger
         let control = self.control
         let sampleRate = description.format.sampleRate
+        let fetcher = PacketFetcher(log: log, pool: spoolReads)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -231,7 +237,7 @@ public final class StreamSender: Sendable {
                         ByteToMessageHandler(WireFrameDecoder(role: .sender)),
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(
-                            hello: hello, log: log, windowBytes: configuration.windowBytes, done: done, logger: logger,
+                            hello: hello, log: log, fetcher: fetcher, windowBytes: configuration.windowBytes, done: done, logger: logger,
                             security: security, onAccepted: { accepted in
                                 let before = control.link
                                 control.fileName = accepted.fileName
@@ -286,7 +292,14 @@ public final class StreamSender: Sendable {
     /// log holds, and records it in the spool; nil when the log holds nothing to continue with.
     private func continueAsNewStream() -> StreamContinuation? {
         let first = log.oldestKeptSequence
-        guard let entry = log.entries(from: first, maxCount: 1).first else { return nil }
+        let entry: LoggedPacket
+        do throws(SpoolError) {
+            guard let oldest = try log.entries(from: first, maxCount: 1).first else { return nil }
+            entry = oldest
+        } catch {
+            logger.error("the spool cannot give back the oldest audio it holds; the stream cannot continue", metadata: ["error": "\(error)"])
+            return nil
+        }
         let current = delivery.value?.streamID ?? configuration.streamID
         let continuation = StreamContinuation(streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime)
         do throws(SpoolError) {

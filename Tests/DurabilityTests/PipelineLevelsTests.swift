@@ -18,7 +18,7 @@ final class PipelineLevelsTests: XCTestCase {
             source: source, encoder: try makeEncoder(source.format), configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
         try pipeline.start()
         guard case .success = pipeline.waitAndFinish() else { throw XCTSkip("capture did not finish") }
-        return log.entries(from: 1, maxCount: 10_000).compactMap { entry in
+        return try log.entries(from: 1, maxCount: 10_000).compactMap { entry in
             guard case .audioData(let audio) = entry.wireMessage else { return nil }
             return audio
         }

@@ -170,7 +170,7 @@ final class PipelineOverrunTests: XCTestCase {
         XCTAssertEqual(completion, .endOfStream)
         let end = try XCTUnwrap(log.streamEnd)
         return Sent(
-            entries: log.entries(from: 1, maxCount: 10_000), end: end, format: pipeline.outputFormat,
+            entries: try log.entries(from: 1, maxCount: 10_000), end: end, format: pipeline.outputFormat,
             magicCookie: pipeline.magicCookie, primingFrames: pipeline.primingFrames)
     }
 

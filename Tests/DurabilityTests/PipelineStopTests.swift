@@ -69,7 +69,7 @@ final class PipelineStopTests: XCTestCase {
         XCTAssertEqual(stopped.wait(timeout: .now() + 30), .success)
         _ = pipeline.waitAndFinish()
 
-        let entries = log.entries(from: 1, maxCount: 100)
+        let entries = try log.entries(from: 1, maxCount: 100)
         XCTAssertEqual(entries.count, 1, "the delivered buffer only: \(entries)")
         guard case .audio(let packets)? = entries.first?.content else { return XCTFail("audio first") }
         XCTAssertEqual(packets.frameCount, 24_000)

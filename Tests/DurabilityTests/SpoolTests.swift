@@ -52,7 +52,7 @@ final class SpoolTests: XCTestCase {
         let recovered = try PacketLog(recovering: reopened)
         XCTAssertEqual(recovered.oldestKeptSequence, 4)
         XCTAssertEqual(recovered.lastSequence, 11)
-        let entries = recovered.entries(from: 4, maxCount: 100)
+        let entries = try recovered.entries(from: 4, maxCount: 100)
         XCTAssertEqual(Array(entries.prefix(7)), Array(written[3...]))
         XCTAssertEqual(entries.last, LoggedPacket(sequence: 11, content: .gap(sampleTime: 4_800, length: 100, reason: "overrun")))
         XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
@@ -165,7 +165,7 @@ final class SpoolTests: XCTestCase {
         log.flushSpool()
         XCTAssertLessThanOrEqual(log.memoryBytesHeld, 10_000 + 4_000, "memory stays near the limit")
         XCTAssertEqual(log.unacknowledgedBytes, 80_000)
-        XCTAssertEqual(log.entries(from: 1, maxCount: 100), expected, "every entry comes back exactly, from memory or disk")
+        XCTAssertEqual(try log.entries(from: 1, maxCount: 100), expected, "every entry comes back exactly, from memory or disk")
     }
 
     func testSentEntriesLeaveMemoryOnceSpooledAndAreReadBackForAResend() throws {
@@ -187,7 +187,7 @@ final class SpoolTests: XCTestCase {
         log.markSent(through: 6)
         log.flushSpool()
         XCTAssertEqual(log.memoryBytesHeld, 0)
-        XCTAssertEqual(log.entries(from: 1, maxCount: 10), expected, "a resend reads every entry back exactly")
+        XCTAssertEqual(try log.entries(from: 1, maxCount: 10), expected, "a resend reads every entry back exactly")
         log.acknowledge(through: 6)
         XCTAssertEqual(log.unacknowledgedBytes, 0)
 
@@ -240,14 +240,14 @@ final class SpoolTests: XCTestCase {
         }
         XCTAssertEqual(try size("seg-00000000000000000007.spool"), try size("seg-00000000000000000004.spool"),
                        "the reused file still holds the older records 2 and 3 (valid checksums) behind record 7")
-        XCTAssertEqual(log.entries(from: 4, maxCount: 10), Array(appended[3...]), "entries read back from disk are the new ones")
+        XCTAssertEqual(try log.entries(from: 4, maxCount: 10), Array(appended[3...]), "entries read back from disk are the new ones")
 
         // The process dies; a new one reads the spool back: 4 to 7, and nothing of the older records.
         spool.release()
         let recovered = try PacketLog(recovering: try XCTUnwrap(try Self.claimed(directory)))
         XCTAssertEqual(recovered.oldestKeptSequence, 4)
         XCTAssertEqual(recovered.lastSequence, 7)
-        XCTAssertEqual(recovered.entries(from: 4, maxCount: 10), Array(appended[3...]))
+        XCTAssertEqual(try recovered.entries(from: 4, maxCount: 10), Array(appended[3...]))
         XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 7_000, remainderFrames: 0, reason: "sender-restarted"))
 
         // An end recorded in the reused segment (behind record 7, over the older record 2) reads back too.
@@ -274,7 +274,7 @@ final class SpoolTests: XCTestCase {
         guard case .overflowStarted(let path)? = events.all.first else { return XCTFail("the user is told: \(events.all)") }
         log.acknowledge(through: 3)
         XCTAssertEqual(log.append(packets(first: 5_000, frames: 1_000)), 5, "room again: a gap (4), then the audio (5)")
-        let gap = try XCTUnwrap(log.entries(from: 4, maxCount: 1).first)
+        let gap = try XCTUnwrap(try log.entries(from: 4, maxCount: 1).first)
         guard case .gap(let sampleTime, let length, let reason) = gap.content else { return XCTFail("\(gap)") }
         XCTAssertEqual(sampleTime, 3_000)
         XCTAssertEqual(length, 2_000)

@@ -1,0 +1,153 @@
+import CaptureCodecs
+@testable import CaptureSender
+import CaptureWire
+import Foundation
+import XCTest
+
+/// `SenderSession`, the sender's side of a connection as a pure state machine: table tests.
+final class SenderSessionTests: XCTestCase {
+    private typealias Action = SenderSession.Action
+
+    private let hello = Capture_V1_Hello.with { $0.protocolVersion = 1; $0.streamName = "table" }
+
+    /// PCM entry `sequence` of `bytes` bytes (4-byte frames) on a contiguous timeline.
+    private func entry(_ sequence: UInt64, bytes: Int = 400) -> LoggedPacket {
+        let frames = bytes / 4
+        return LoggedPacket(sequence: sequence, content: .audio(EncodedPackets(
+            payload: [UInt8](repeating: UInt8(sequence), count: bytes), packetCount: frames, packetSizes: [],
+            firstSampleTime: Int64(sequence - 1) * Int64(frames), frameCount: frames)))
+    }
+
+    private func position(_ last: UInt64, endAt end: Int64? = nil) -> LogPosition {
+        LogPosition(lastSequence: last, end: end.map { StreamEnd(endSampleTime: $0, remainderFrames: 0, reason: "duration") })
+    }
+
+    private func accepted(next: UInt64, sampleTime: Int64 = 0) -> WireMessage {
+        .helloAccepted(.with { $0.nextSequence = next; $0.nextSampleTime = sampleTime; $0.heartbeatIntervalMs = 5_000; $0.maxFrameBytes = 1 << 20; $0.fileName = "f.caf" })
+    }
+
+    private func ack(_ sequence: UInt64, sampleTime: Int64) -> WireMessage {
+        .ack(.with { $0.durableSequence = sequence; $0.durableSampleTime = sampleTime })
+    }
+
+    /// Each row: an event and the actions it must give.
+    private func run(_ session: inout SenderSession, _ steps: [(SenderSession.Event, [Action], UInt)]) {
+        for (event, expected, line) in steps {
+            XCTAssertEqual(session.handle(event), expected, line: line)
+        }
+    }
+
+    func testAWholeStreamFromHelloToEndAccepted() {
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(3))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(accepted(next: 1), writable: true, log: position(3)), [.accepted(accepted(next: 1).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            // Events while a fetch is outstanding ask for nothing more.
+            (.sendable(writable: true, log: position(3)), [], #line),
+            (.fetched([entry(1), entry(2), entry(3)], writable: true, log: position(3)), [
+                .send(entry(1).wireMessage), .send(entry(2).wireMessage), .send(entry(3).wireMessage), .markSent(through: 3), .flush,
+            ], #line),
+            (.sendable(writable: true, log: position(4)), [.fetch(from: 4, maxCount: 32)], #line),
+            // The last entry comes, and the stream has ended: EndOfStream follows it at once.
+            (.fetched([entry(4)], writable: true, log: position(4, endAt: 400)), [
+                .send(entry(4).wireMessage), .markSent(through: 4),
+                .send(.endOfStream(.with { $0.lastSequence = 4; $0.endSampleTime = 400; $0.reason = "duration" })), .flush,
+            ], #line),
+            (.received(ack(4, sampleTime: 400), writable: true, log: position(4, endAt: 400)), [.acknowledge(through: 4)], #line),
+            (.received(.endAccepted(.with { $0.fileName = "f.caf"; $0.totalFrames = 400; $0.totalPackets = 400; $0.lastSequence = 4; $0.endSampleTime = 400 }),
+                       writable: true, log: position(4, endAt: 400)), [
+                .acknowledge(through: 4), .complete(.delivered(StreamSummary(fileName: "f.caf", totalFrames: 400, totalPackets: 400))), .close,
+            ], #line),
+            // Completed: nothing more happens.
+            (.readIdle, [], #line),
+        ])
+    }
+
+    func testTheWindowBoundsWhatIsInFlightAndAnAckOpensIt() {
+        var session = SenderSession(hello: hello, windowBytes: 1_000, oldestHeld: 1, log: position(5))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(accepted(next: 1), writable: true, log: position(5)), [.accepted(accepted(next: 1).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            // 400 + 400 + 400 bytes: the third crosses the 1000-byte window, then sending stops.
+            (.fetched([entry(1), entry(2), entry(3), entry(4)], writable: true, log: position(5)), [
+                .send(entry(1).wireMessage), .send(entry(2).wireMessage), .send(entry(3).wireMessage), .markSent(through: 3), .flush,
+            ], #line),
+            (.sendable(writable: true, log: position(5)), [], #line),
+            (.received(ack(2, sampleTime: 200), writable: true, log: position(5)), [.acknowledge(through: 2), .fetch(from: 4, maxCount: 32)], #line),
+            // A channel that cannot take more asks for nothing.
+            (.fetched([entry(4)], writable: false, log: position(5)), [.send(entry(4).wireMessage), .markSent(through: 4), .flush], #line),
+            (.sendable(writable: false, log: position(5)), [], #line),
+        ])
+    }
+
+    func testAResumeStartsAtTheReceiversPointAndReleasesWhatItHolds() {
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 3, log: position(9))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(accepted(next: 6, sampleTime: 500), writable: true, log: position(9)), [
+                .acknowledge(through: 5), .accepted(accepted(next: 6, sampleTime: 500).helloAccepted!), .fetch(from: 6, maxCount: 32),
+            ], #line),
+            // Entries that do not start at the resume point are not sent (nothing came: wait).
+            (.fetched([entry(5)], writable: true, log: position(9)), [], #line),
+        ])
+        XCTAssertEqual(session.nextSequence, 6)
+    }
+
+    func testASpoolThatCannotBeReadEndsTheConnectionForGoodWithWhatItMeans() {
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(3))
+        _ = session.handle(.channelActive)
+        _ = session.handle(.received(accepted(next: 1), writable: true, log: position(3)))
+        let actions = session.handle(.fetchFailed(from: 1, reason: "spool: segment 1 is gone"))
+        XCTAssertEqual(actions, [
+            .complete(.interrupted(.spoolUnreadable(firstSequence: 1, reason: "spool: segment 1 is gone"), retry: false, streamed: true)), .close,
+        ])
+        XCTAssertTrue(SenderError.spoolUnreadable(firstSequence: 1, reason: "spool: segment 1 is gone").description.contains("cannot be delivered"))
+    }
+
+    func testHowConnectionsEnd() {
+        struct Row { let events: [SenderSession.Event]; let outcome: ConnectionOutcome?; let line: UInt }
+        let accept = SenderSession.Event.received(accepted(next: 1), writable: true, log: position(1))
+        let rows: [Row] = [
+            Row(events: [.channelActive, .received(.error(.with { $0.code = .sequenceGap; $0.fatal = true; $0.message = "gone" }), writable: true, log: position(1))],
+                outcome: .cannotResume(.refused(code: "sequenceGap", message: "gone")), line: #line),
+            Row(events: [.channelActive, accept, .received(.error(.with { $0.code = .sequenceGap; $0.fatal = true; $0.message = "resend" }), writable: true, log: position(1))],
+                outcome: .interrupted(.refused(code: "sequenceGap", message: "resend"), retry: true, streamed: true), line: #line),
+            Row(events: [.channelActive, .received(.error(.with { $0.code = .rateLimited; $0.fatal = true; $0.message = "slow"; $0.retryAfterMs = 2_500 }), writable: true, log: position(1))],
+                outcome: .interrupted(.rateLimited(message: "slow", retryAfter: 2.5), retry: true, streamed: false), line: #line),
+            Row(events: [.channelActive, .received(.error(.with { $0.code = .authenticationFailed; $0.fatal = true; $0.message = "no" }), writable: true, log: position(1))],
+                outcome: .interrupted(.refused(code: "authenticationFailed", message: "no"), retry: false, streamed: false), line: #line),
+            Row(events: [.channelActive, .readIdle],
+                outcome: .interrupted(.timedOut("no data from the receiver for too long; the connection is considered dead"), retry: true, streamed: false), line: #line),
+            Row(events: [.channelActive, .channelInactive(plainTCP: true)],
+                outcome: .interrupted(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"), retry: true, streamed: false), line: #line),
+            Row(events: [.channelActive, accept, .channelInactive(plainTCP: true)],
+                outcome: .interrupted(.connectionLost("the receiver closed the connection"), retry: true, streamed: true), line: #line),
+            Row(events: [.channelActive, .transportFailed(.tls("bad certificate"), retry: false), .channelInactive(plainTCP: false)],
+                outcome: .interrupted(.tls("bad certificate"), retry: false, streamed: false), line: #line),
+            // A non-fatal error is a warning only.
+            Row(events: [.channelActive, accept, .received(.error(.with { $0.code = .storageFailed; $0.fatal = false; $0.message = "slow disk" }), writable: true, log: position(1))],
+                outcome: nil, line: #line),
+        ]
+        for row in rows {
+            var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(1))
+            var outcomes: [ConnectionOutcome] = []
+            for event in row.events {
+                for case .complete(let outcome) in session.handle(event) { outcomes.append(outcome) }
+            }
+            XCTAssertEqual(outcomes, row.outcome.map { [$0] } ?? [], "exactly one outcome, the first", line: row.line)
+        }
+    }
+
+    func testAHeartbeatGoesOutWhenTheLinkIsIdle() {
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(0))
+        _ = session.handle(.channelActive)
+        XCTAssertEqual(session.handle(.writeIdle(unixNanoseconds: 42)), [.send(.heartbeat(.with { $0.sentUnixNs = 42 })), .flush])
+    }
+}
+
+private extension WireMessage {
+    var helloAccepted: Capture_V1_HelloAccepted? {
+        if case .helloAccepted(let accepted) = self { return accepted }
+        return nil
+    }
+}

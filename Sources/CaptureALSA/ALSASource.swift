@@ -19,6 +19,8 @@ import Glibc
 ///
 /// Like every source it is used from one thread at a time: the queue's capture thread while a queue
 /// runs it, its owner otherwise (`reopen()`, reading `negotiation`).
+///
+/// Sendability (`@unchecked Sendable`): used by one thread at a time, as said above (handed from its owner to the queue's capture thread and back, never shared).
 public final class ALSASource: AudioSource, @unchecked Sendable {
     /// The ALSA PCM name this source captures from.
     public let deviceName: String

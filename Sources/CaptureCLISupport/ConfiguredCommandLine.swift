@@ -73,6 +73,8 @@ public enum ConfiguredCommandLine {
 }
 
 /// Carries the resolved arguments from the resolving task to the waiting thread.
+///
+/// Sendability (`@unchecked Sendable`): its value is read and written only under `lock`.
 private final class ResolvedArgumentsBox: @unchecked Sendable {
     private let lock = NSLock()
     private var arguments: [String] = []

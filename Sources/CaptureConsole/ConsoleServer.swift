@@ -138,6 +138,8 @@ public struct ConsoleService: Service {
 }
 
 /// Whether the server got to listen (set once, from its start-up callback).
+///
+/// Sendability (`@unchecked Sendable`): `value` is read and written only under `lock`.
 final class ListeningFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var value = false

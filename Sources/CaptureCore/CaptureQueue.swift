@@ -35,6 +35,8 @@ public struct CaptureStatistics: Equatable, Sendable {
 ///
 /// Lifecycle, as `AudioQueueStart`/`Pause`/`Stop`/`Dispose`: `start()`, `pause()`, `resume()`,
 /// `stop(immediate:)` (immediate drops queued buffers; otherwise they are delivered first), `dispose()`.
+///
+/// Sendability (`@unchecked Sendable`): the capture and delivery threads hand buffers to each other only through the two single-producer, single-consumer `IndexRing`s and the semaphores; flags and counters are `Atomic`s, the lifecycle state is in a `Mutex`, everything else is immutable after `init`.
 public final class CaptureQueue: @unchecked Sendable {
     /// Buffer count and size.
     public struct Configuration: Sendable {

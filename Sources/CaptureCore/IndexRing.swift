@@ -3,6 +3,8 @@ import Synchronization
 /// A single-producer, single-consumer ring of buffer indices, lock-free and allocation-free after
 /// creation. The capture queue passes buffer ownership between its capture thread and its delivery
 /// thread through two of these (free buffers one way, filled buffers the other).
+///
+/// Sendability (`@unchecked Sendable`): one producer thread writes a slot before it publishes `head` (release) and one consumer reads it after loading `head` (acquire); `tail` the other way round.
 final class IndexRing: @unchecked Sendable {
     private let storage: UnsafeMutablePointer<Int>
     private let capacity: Int

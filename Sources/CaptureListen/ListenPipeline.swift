@@ -29,6 +29,8 @@ enum ListenSource: Sendable {
 
 /// The hub's state and work, confined to the hub's serial dispatch queue: every method runs on it,
 /// which is what makes the unchecked sendability sound.
+///
+/// Sendability (`@unchecked Sendable`): every method runs on the hub's serial queue, as said above.
 final class ListenPipeline: @unchecked Sendable {
     private struct Attached {
         let id: Int

@@ -3,6 +3,8 @@ import Foundation
 /// Limits failed authentication per peer address: after `maximumFailures` failures within
 /// `window`, the address is refused for `blockDuration` without its credentials being looked at.
 /// The clock is injectable so tests can move time.
+///
+/// Sendability (`@unchecked Sendable`): `failures` and `blockedUntil` are read and written only under `lock`; the rest is immutable.
 public final class AuthRateLimiter: @unchecked Sendable {
     private let lock = NSLock()
     private let maximumFailures: Int

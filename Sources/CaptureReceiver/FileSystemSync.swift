@@ -9,6 +9,8 @@ import Glibc
 /// The folder stays open for the syncer's life: Linux reports a write-back error to `syncfs` only
 /// when it happened after the descriptor was opened, so a folder opened afresh for each round would
 /// miss an error the kernel hit between two rounds. Used from one thread (the pool's commit thread).
+///
+/// Sendability (`@unchecked Sendable`): used by one thread only (the pool's commit thread), as said above.
 final class FileSystemSync: @unchecked Sendable {
     private typealias SyncFS = @convention(c) (Int32) -> Int32
 

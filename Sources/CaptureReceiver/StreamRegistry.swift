@@ -5,6 +5,8 @@ import Foundation
 /// every connection and wait until every file is closed. Streams waiting for their sender to
 /// resume them are not kept here but on disk, in the output folder's `StreamIndex`, where every
 /// receiver sharing the folder finds them.
+///
+/// Sendability (`@unchecked Sendable`): `streams` and `connections` are read and written only under `condition`.
 final class StreamRegistry: @unchecked Sendable {
     enum Reservation: Equatable {
         /// The stream may be recorded here (new, or resumed).

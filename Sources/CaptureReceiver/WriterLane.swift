@@ -3,6 +3,8 @@ import Foundation
 /// One thread of the `WriterPool`: runs the disk operations handed to it one after another, in the
 /// order they were submitted. A stream is bound to one lane for its whole life, so its operations
 /// keep their order without a queue of its own.
+///
+/// Sendability (`@unchecked Sendable`): `jobs`, `stopping`, `stopped` and `thread` are read and written only under `condition`.
 final class WriterLane: @unchecked Sendable {
     private let condition = NSCondition()
     // Guarded by `condition`.

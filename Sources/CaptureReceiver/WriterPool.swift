@@ -24,6 +24,8 @@ import Logging
 /// Created by `CaptureReceiverServer.start`; `shutDown()` drains it. Nothing here blocks the caller:
 /// every operation is queued and reports through a completion or `StreamWriterEvents`, called on a
 /// pool thread.
+///
+/// Sendability (`@unchecked Sendable`): the round state is read and written only under `condition`, the lanes are thread-safe, the rest is immutable after `init`.
 public final class WriterPool: @unchecked Sendable {
     /// When rounds run.
     let policy: SyncPolicy
@@ -225,6 +227,8 @@ struct RoundEntry {
 }
 
 /// Results gathered from several lanes.
+///
+/// Sendability (`@unchecked Sendable`): `values` is read and written only under `lock`.
 private final class ResultCollector<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var values: [Value] = []

@@ -5,6 +5,8 @@ import X509
 
 /// What the peer certificate check found on one connection, so that a failed handshake can be
 /// explained in words instead of BoringSSL's generic "certificate verify failed".
+///
+/// Sendability (`@unchecked Sendable`): every stored field is read and written only under `lock`.
 public final class TLSVerificationReport: @unchecked Sendable {
     private let lock = NSLock()
     private var storedFailure: String?

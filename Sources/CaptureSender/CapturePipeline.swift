@@ -14,6 +14,8 @@ import Foundation
 ///
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
 /// may allocate and the log may take its lock there.
+///
+/// Sendability (`@unchecked Sendable`): `lock` guards the mutable figures (failure, ends, level meters); the encoder runs on the queue's delivery thread only; the queue and the log are thread-safe.
 public final class CapturePipeline: @unchecked Sendable {
     /// The queue, for its lifecycle (pause/resume/stop) and statistics.
     public let queue: CaptureQueue
@@ -61,6 +63,8 @@ public final class CapturePipeline: @unchecked Sendable {
     }
 
     /// Breaks the reference cycle between the queue's callback and the pipeline.
+    ///
+    /// Sendability (`@unchecked Sendable`): `pipeline` is set before the queue starts and only read afterwards; loading a weak reference is thread-safe.
     private final class CallbackBox: @unchecked Sendable {
         weak var pipeline: CapturePipeline?
     }

@@ -8,6 +8,8 @@ import Foundation
 /// records the episode as a Gap whose reason names this file, so nothing is dropped silently.
 ///
 /// Used from the log's producer thread only.
+///
+/// Sendability (`@unchecked Sendable`): used by the log's producer thread only.
 public final class OverflowRecorder: @unchecked Sendable {
     private let directory: String
     private let baseName: String

@@ -93,6 +93,8 @@ public enum PacketLogEvent: Sendable, Equatable {
 /// the stream gets a Gap naming that file once the log has room again (at half its capacity). A
 /// source that is not real time (a file read as fast as possible) waits in `append` while more than
 /// `memoryLimit` bytes are unacknowledged instead.
+///
+/// Sendability (`@unchecked Sendable`): every mutable field is read and written only under `condition`; the spool is written on `spoolQueue` and is thread-safe itself.
 public final class PacketLog: @unchecked Sendable {
     private struct Slot {
         var sequence: UInt64

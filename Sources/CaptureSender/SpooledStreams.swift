@@ -104,6 +104,8 @@ public enum SpooledStreams {
 /// Delivers claimed earlier streams, each on a thread and connection of its own, to the receiver
 /// in its configuration; a delivered stream's folder is removed, a failed one keeps its folder with
 /// the error in `last-error` and is released for a later attempt.
+///
+/// Sendability (`@unchecked Sendable`): its mutable state is read and written only under `lock`.
 public final class SpooledStreamDeliveries: @unchecked Sendable {
     private let lock = NSLock()
     private var senders: [StreamSender] = []

@@ -369,6 +369,8 @@ public enum SenderLinkState: String, Sendable, Equatable {
 /// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the
 /// backoff wait and pending connect it interrupts, the live channel and the file name the receiver
 /// announced. Every property is guarded by `condition`.
+///
+/// Sendability (`@unchecked Sendable`): every property is read and written only under `condition`.
 final class SenderControl: @unchecked Sendable {
     private let condition = NSCondition()
     private var abandoned = false
@@ -463,11 +465,15 @@ final class SenderControl: @unchecked Sendable {
 
 /// The outcome of one connect, written by the event loop and read by `run()`'s thread, both under
 /// `SenderControl.condition`.
+///
+/// Sendability (`@unchecked Sendable`): `result` is read and written only under `SenderControl.condition`.
 private final class ConnectionSlot: @unchecked Sendable {
     var result: Result<Channel, Error>?
 }
 
 /// The continuation a sender delivers as, shared between its run loop and its connections.
+///
+/// Sendability (`@unchecked Sendable`): its value is read and written only under `lock`.
 private final class LockedContinuation: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: StreamContinuation?

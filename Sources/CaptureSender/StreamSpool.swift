@@ -123,6 +123,8 @@ public struct SpoolContents: Sendable {
 /// sequence is not the next one expected.
 ///
 /// Thread-safe: appends come from the log's spool queue, reads from the network's event loop.
+///
+/// Sendability (`@unchecked Sendable`): the segments and counters are read and written only under `lock`, reads included, so a segment is never reused under a read.
 public final class StreamSpool: @unchecked Sendable {
     /// The stream's spool folder (it exists once the first record is written).
     public let directory: String

@@ -14,6 +14,8 @@ import Darwin
 /// takes its place with a newline after it, and the status line is drawn again under it — in one
 /// write, so nothing can come between. Off a terminal nothing is redrawn and log lines are simply
 /// written, one a line.
+///
+/// Sendability (`@unchecked Sendable`): `lock` guards `statusLine` and `closed` and orders every write.
 public final class StatusConsole: @unchecked Sendable {
     // `lock` guards `statusLine` and orders every write.
     private let lock = NSLock()

@@ -12,6 +12,8 @@ import Darwin
 ///
 /// The reporter only reads: `snapshot` is called on the reporter's own queue at each tick and must
 /// return the pipeline's current figures (and may take the level meter's reading).
+///
+/// Sendability (`@unchecked Sendable`): `lock` guards `schedule`, `outputLock` guards `stopped` and orders the output; the rest is immutable.
 public final class StatusReporter: @unchecked Sendable {
     /// How often and in which style the reporter writes.
     public enum Mode: Sendable, Equatable {

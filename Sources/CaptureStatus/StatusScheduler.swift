@@ -32,6 +32,8 @@ public struct DispatchStatusScheduler: StatusScheduler {
 }
 
 /// A Dispatch timer as a `StatusSchedule`.
+///
+/// Sendability (`@unchecked Sendable`): it holds only a `DispatchSourceTimer`, which may be cancelled from any thread.
 struct DispatchStatusSchedule: StatusSchedule, @unchecked Sendable {
     // DispatchSourceTimer is thread-safe; cancel may be called from any thread.
     let timer: any DispatchSourceTimer

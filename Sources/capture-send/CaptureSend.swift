@@ -403,6 +403,8 @@ enum OpusBitrateModeFlag: String, EnumerableFlag {
 }
 
 /// How the capture side ended, set from its thread and read once the network side is done.
+///
+/// Sendability (`@unchecked Sendable`): `result` is read and written only under `lock`.
 final class CaptureOutcome: @unchecked Sendable {
     private let lock = NSLock()
     private var result: Result<CaptureQueue.Completion, SenderError>?
@@ -412,6 +414,8 @@ final class CaptureOutcome: @unchecked Sendable {
 }
 
 /// Carries a value whose only cross-thread use is thread-safe (an atomic flag) into a Sendable closure.
+///
+/// Sendability (`@unchecked Sendable`): the caller guarantees that the value is used across threads only through its own thread-safe members.
 struct UncheckedSendableBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

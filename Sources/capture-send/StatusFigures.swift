@@ -7,6 +7,8 @@ import Foundation
 /// the most recent audio with peak hold (`PeakHoldMeter`), link state, whether acknowledgements are
 /// overdue (`AcknowledgementWatch`), seconds captured and acknowledged, the backlog, the encoded
 /// bit rate since the last line, and overruns. Nothing is estimated.
+///
+/// Sendability (`@unchecked Sendable`): `lock` guards every mutable field; the pipeline, log and sender it reads are thread-safe themselves.
 final class StatusFigures: @unchecked Sendable {
     private let pipeline: CapturePipeline
     private let log: PacketLog

@@ -13,6 +13,8 @@ import Glibc
 /// `SignalDelivery`), feeds them and the stop timeout to the sequence, and does what it says:
 /// stops capture, stops delivery, and makes sure the process ends within `exitBound` of the
 /// decision to stop delivering, with one line saying what stays in the spool.
+///
+/// Sendability (`@unchecked Sendable`): its mutable state is read and written only under `lock`.
 final class StopController: @unchecked Sendable {
     /// Longest time from stopping delivery to the process's exit.
     static let exitBound: Double = 1.5

@@ -10,6 +10,8 @@ import Foundation
 /// streams updating at once do not contend; the table's lock is taken when a stream opens, for
 /// snapshots and for the periodic `sweep()`. Finished streams leave the table after
 /// `Settings.finishedRetention`, and at most `Settings.maximumFinished` of them are kept.
+///
+/// Sendability (`@unchecked Sendable`): `lock` guards `entries`, each `StreamEntry` guards its own state with its own lock, the rest is immutable.
 public final class StreamDirectory: @unchecked Sendable {
     /// How long entries stay and how the event feed is paced.
     public struct Settings: Sendable, Equatable {
@@ -165,6 +167,8 @@ final class StreamEntryRecorder: StreamActivityRecorder {
 /// One stream's entry. Every field is guarded by `lock`; events are published while holding it,
 /// so a stream's events reach subscribers in the order they happened (the hub's lock is always
 /// taken after an entry's, never before).
+///
+/// Sendability (`@unchecked Sendable`): every mutable field is read and written only under `lock`.
 final class StreamEntry: @unchecked Sendable {
     private let lock = NSLock()
     private let hub: StreamEventHub
@@ -290,6 +294,8 @@ final class StreamEntry: @unchecked Sendable {
 }
 
 /// The subscribers of the directory's event feed, each with a bounded buffer.
+///
+/// Sendability (`@unchecked Sendable`): `lock` guards `subscribers` and `nextID`; the continuations are thread-safe.
 final class StreamEventHub: @unchecked Sendable {
     typealias Continuation = AsyncThrowingStream<StreamEvent, any Error>.Continuation
 

@@ -3,6 +3,8 @@ import Foundation
 /// Counts an event that may repeat very often (a connection refused because the receiver is full)
 /// and says when to log it: the first time, then at most once per `interval`, with how many
 /// happened since the last line, so a flood of them cannot flood the log.
+///
+/// Sendability (`@unchecked Sendable`): `pending` and `lastLogged` are read and written only under `lock`.
 final class RepeatedEventSummary: @unchecked Sendable {
     // Invariant: `pending` and `lastLogged` are only touched under `lock`.
     private let lock = NSLock()

@@ -4,6 +4,8 @@ import Foundation
 /// The live streams of this receiver that can be listened to: one `ListenHub` per stream while its
 /// connection streams, offered every AudioData as it arrives (which costs one atomic load while
 /// nobody listens). The console's listen endpoint asks it for a listener.
+///
+/// Sendability (`@unchecked Sendable`): `hubs` is read and written only under `lock`.
 public final class LiveListeningRegistry: @unchecked Sendable {
     private let lock = NSLock()
     private var hubs: [UUID: ListenHub] = [:]

@@ -11,6 +11,8 @@ import CaptureCore
 /// descriptor of the same file does not drop them, and NFSv4 (and CephFS) honour them across hosts.
 ///
 /// Used on a `WriterPool` lane only.
+///
+/// Sendability (`@unchecked Sendable`): used on one `WriterPool` lane at a time (handed over with its stream, never shared).
 final class StreamClaim: @unchecked Sendable {
     /// The index entry the claim locks.
     let entryPath: String

@@ -16,7 +16,7 @@ struct RecordingOptions: ParsableArguments {
     var nameTemplate: String?
 
     @Option(name: .long, help: ArgumentHelp(
-        "Run this shell command for each finished file (each segment, each stream's file): `sh -c CMD` with the file's path as $1 and CAPTURE_FILE, CAPTURE_RELATIVE_PATH, CAPTURE_STREAM_NAME, CAPTURE_STREAM_ID, CAPTURE_SOURCE_HOST, CAPTURE_FIRST_SAMPLE_TIME, CAPTURE_FRAMES, CAPTURE_COMPLETE in its environment. At least once, also across a crash (journaled in OUT/.handoff), retried with backoff until it exits 0, never twice at once for one file: make it idempotent. Example: 'rclone copyto \"$1\" archive:recordings/$CAPTURE_RELATIVE_PATH'. (default: none)",
+        "Run this shell command for each finished file (each segment, each stream's file): `sh -c CMD`, in the output folder, with the file's path as $1 and CAPTURE_FILE, CAPTURE_RELATIVE_PATH, CAPTURE_STREAM_NAME, CAPTURE_STREAM_ID, CAPTURE_SOURCE_HOST, CAPTURE_FIRST_SAMPLE_TIME, CAPTURE_FRAMES, CAPTURE_COMPLETE in its environment. At least once, also across a crash (journaled in OUT/.handoff), retried with backoff until it exits 0, never twice at once for one file: make it idempotent. Example: 'rclone copyto \"$1\" archive:recordings/$CAPTURE_RELATIVE_PATH'. (default: none)",
         valueName: "CMD"))
     var onFinalize: String?
 

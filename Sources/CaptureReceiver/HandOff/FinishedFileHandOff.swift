@@ -155,6 +155,9 @@ public final class FinishedFileHandOff: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command, "capture-recv-hook", path]
         process.environment = environment
+        // In the output folder: the receiver's own working directory may be one its user cannot
+        // enter (a service started from a private folder), which would fail every start.
+        process.currentDirectoryURL = URL(fileURLWithPath: outputDirectory)
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = capture
         process.standardError = capture

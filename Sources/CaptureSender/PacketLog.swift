@@ -79,14 +79,34 @@ public enum PacketLogEvent: Sendable, Equatable {
     case spoolFailed(reason: String)
 }
 
-/// The sender's packet log: every packet from the encoder, numbered, kept until the receiver
-/// acknowledges it as durably written. The encoder side appends (on the queue's delivery thread);
+/// One of a packet log's destinations (receivers), each with its own acknowledgement cursor:
+/// `main` is the receiver the stream is sent to, `backup(1)`, `backup(2)`... the `--also` receivers.
+public struct LogDestination: Hashable, Sendable, CustomStringConvertible {
+    /// 0 for the main receiver, 1... for the backups in the order given.
+    public let index: Int
+
+    /// The receiver the stream is sent to.
+    public static let main = LogDestination(index: 0)
+
+    /// The `number`th backup receiver (from 1).
+    public static func backup(_ number: Int) -> LogDestination { LogDestination(index: number) }
+
+    public var description: String { index == 0 ? "main" : "backup \(index)" }
+}
+
+/// The sender's packet log: every packet from the encoder, numbered, kept until every destination
+/// (the receiver and any backup receivers) acknowledges it as durably written. The encoder side appends (on the queue's delivery thread);
 /// the network side reads from it and acknowledges.
 ///
 /// With a `StreamSpool`, every entry is also written to disk (on a queue of its own, fdatasync at
 /// most every second). Once spooled, an entry that has been sent (`markSent`), or any entry beyond
 /// `memoryLimit` bytes, is dropped from memory; it is read back from the spool if it must be sent
 /// (again, after a reconnect). A restarted sender delivers what the spool holds.
+///
+/// Each destination has its own cursor: what it acknowledged and what was sent to it. An entry
+/// leaves the log (and the spool) once every destination that has not been dropped
+/// (`dropDestination`) acknowledged it; a payload leaves memory once it is spooled and was sent to
+/// every such destination.
 ///
 /// A real-time source never waits here. When more than `capacity` bytes are unacknowledged (the
 /// receiver has been unreachable too long), new audio goes to an `OverflowRecorder` file instead and
@@ -108,6 +128,22 @@ public final class PacketLog: @unchecked Sendable {
         var appendedAt: UInt64 = 0
     }
 
+    /// Where one destination stands.
+    private struct Cursor {
+        /// The highest sequence it acknowledged.
+        var acknowledged: UInt64
+        /// The highest sequence sent to it.
+        var sentThrough: UInt64 = 0
+        /// The sample index just past the newest entry it acknowledged in this run.
+        var acknowledgedEnd: Int64 = 0
+        /// Bytes it has not acknowledged.
+        var heldBytes = 0
+        /// When it last reported its durable position.
+        var lastAcknowledgedAt: UInt64?
+        /// Dropped: it no longer holds entries in the log.
+        var dropped = false
+    }
+
     private struct Overflow {
         var path: String?
         var start: Int64
@@ -119,21 +155,23 @@ public final class PacketLog: @unchecked Sendable {
     /// Index in `slots` of the oldest kept entry (entries before it are released).
     private var head = 0
     private var nextSequence: UInt64 = 1
+    /// The highest sequence every destination still served acknowledged: entries up to it are released.
     private var acknowledged: UInt64 = 0
-    /// The highest sequence the network side reported sent (`markSent`).
+    /// The highest sequence sent to every destination still served (`markSent`).
     private var sentThrough: UInt64 = 0
+    /// Each destination's cursor, by `LogDestination.index`.
+    private var cursors: [Cursor]
     /// Unacknowledged payload bytes, wherever they are kept.
     private var heldBytes = 0
     private var appendedBytesTotal: Int64 = 0
     private var appendedEnd: Int64 = 0
     private var acknowledgedEnd: Int64 = 0
-    /// When the receiver last reported its durable position (`acknowledge`), if it has.
-    private var lastAcknowledgedAt: UInt64?
     /// Unacknowledged payload bytes held in memory.
     private var memoryBytes = 0
     private var end: StreamEnd?
     private var closed = false
-    private var listeners: [@Sendable () -> Void] = []
+    private var listeners: [UInt64: @Sendable () -> Void] = [:]
+    private var nextListener: UInt64 = 0
     private var overflow: Overflow?
     private var spoolFailureReported = false
     // Touched on `spoolQueue` only.
@@ -159,10 +197,12 @@ public final class PacketLog: @unchecked Sendable {
     public static let defaultMemoryLimit = 3 << 20
 
     /// A log for a new stream, in memory only or with a disk spool.
+    /// `destinations`: how many receivers the stream goes to (`LogDestination.main` and the backups).
     public init(
         memoryLimit: Int = PacketLog.defaultMemoryLimit, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
-        overflow: OverflowRecorder? = nil, events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
+        overflow: OverflowRecorder? = nil, destinations: Int = 1, events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
     ) {
+        cursors = Array(repeating: Cursor(acknowledged: 0), count: max(1, destinations))
         self.memoryLimit = memoryLimit
         self.producerIsRealTime = producerIsRealTime
         self.spool = spool
@@ -181,6 +221,7 @@ public final class PacketLog: @unchecked Sendable {
         slots = contents.entries.map { Slot(sequence: $0.sequence, packet: nil, location: $0.location, bytes: $0.bytes, appendedAt: now) }
         heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
         acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
+        cursors = [Cursor(acknowledged: acknowledged, heldBytes: heldBytes)]
         nextSequence = (contents.entries.last?.sequence ?? acknowledged) + 1
         end = contents.end ?? StreamEnd(endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
         holdsCapturedAudio = contents.holdsCapturedAudio
@@ -191,9 +232,25 @@ public final class PacketLog: @unchecked Sendable {
     /// a new stream.
     public private(set) var holdsCapturedAudio = true
 
-    /// Calls `listener` (from the appending thread) whenever an entry is appended or the stream ends.
-    public func addListener(_ listener: @escaping @Sendable () -> Void) {
-        condition.withLock { listeners.append(listener) }
+    /// Which listener `removeListener` removes.
+    public struct ListenerToken: Hashable, Sendable {
+        fileprivate let id: UInt64
+    }
+
+    /// Calls `listener` (from the appending thread) whenever an entry is appended or the stream
+    /// ends, until it is removed with the token returned.
+    @discardableResult
+    public func addListener(_ listener: @escaping @Sendable () -> Void) -> ListenerToken {
+        condition.withLock {
+            nextListener += 1
+            listeners[nextListener] = listener
+            return ListenerToken(id: nextListener)
+        }
+    }
+
+    /// Stops calling the listener `token` names.
+    public func removeListener(_ token: ListenerToken) {
+        _ = condition.withLock { listeners.removeValue(forKey: token.id) }
     }
 
     /// Appends encoded audio with the levels of the audio it encodes (sent with it while the
@@ -241,10 +298,11 @@ public final class PacketLog: @unchecked Sendable {
             appendedAt: MonotonicClock.nanoseconds()
         ))
         heldBytes += bytes
+        for index in cursors.indices where !cursors[index].dropped { cursors[index].heldBytes += bytes }
         appendedBytesTotal += Int64(bytes)
         appendedEnd = max(appendedEnd, entry.endSampleTime)
         memoryBytes += bytes
-        let toNotify = listeners
+        let toNotify = Array(listeners.values)
         condition.unlock()
         if spool != nil { spoolQueue.async { [self] in spoolWrite(entry) } }
         toNotify.forEach { $0() }
@@ -359,17 +417,12 @@ public final class PacketLog: @unchecked Sendable {
 
     // MARK: - Network side
 
-    /// Forgets every listener (the network side that registered them is gone).
-    public func removeListeners() {
-        condition.withLock { listeners.removeAll() }
-    }
-
     /// Records the end of the stream; no entry may follow.
     public func finish(_ streamEnd: StreamEnd) {
         endOverflowIfAny()
         let (toNotify, last): ([@Sendable () -> Void], UInt64) = condition.withLock {
             end = streamEnd
-            return (listeners, nextSequence - 1)
+            return (Array(listeners.values), nextSequence - 1)
         }
         if let spool {
             spoolQueue.async {
@@ -380,54 +433,99 @@ public final class PacketLog: @unchecked Sendable {
         toNotify.forEach { $0() }
     }
 
-    /// The network side wrote every entry through `sequence` to the connection. With a spool, their
-    /// payloads leave memory as soon as they are on disk: the receiver acknowledges them soon, and
-    /// a resend after a reconnect reads them back. Without a spool this changes nothing.
-    public func markSent(through sequence: UInt64) {
+    /// The network side wrote every entry through `sequence` to `destination`'s connection. With a
+    /// spool, payloads leave memory as soon as they are on disk and were sent to every destination
+    /// still served: the receivers acknowledge them soon, and a resend after a reconnect reads them
+    /// back. Without a spool this changes nothing.
+    public func markSent(through sequence: UInt64, for destination: LogDestination = .main) {
         guard spool != nil else { return }
         condition.withLock {
-            guard sequence > sentThrough else { return }
-            let from = slotIndex(sentThrough + 1) ?? head
-            sentThrough = sequence
-            guard let through = slotIndex(min(sequence, nextSequence - 1)), from <= through else { return }
-            for index in from...through where slots[index].location != nil && slots[index].packet != nil {
-                slots[index].packet = nil
-                memoryBytes -= slots[index].bytes
-            }
+            guard cursors.indices.contains(destination.index), sequence > cursors[destination.index].sentThrough else { return }
+            cursors[destination.index].sentThrough = sequence
+            dropSentPayloads()
         }
     }
 
-    /// Releases every entry up to and including `sequence`: the receiver holds them durably.
-    /// Stale acknowledgements (at or below an earlier one) release nothing, but count as the
-    /// receiver's latest report of its position (`Progress.lastAcknowledgementAt`).
-    public func acknowledge(through sequence: UInt64) {
+    /// Drops the payloads of spooled entries every destination still served was sent. Under `condition`.
+    private func dropSentPayloads() {
+        let served = cursors.filter { !$0.dropped }
+        let sentToAll = served.map(\.sentThrough).min() ?? nextSequence - 1
+        guard sentToAll > sentThrough else { return }
+        let from = slotIndex(sentThrough + 1) ?? head
+        sentThrough = sentToAll
+        guard let through = slotIndex(min(sentToAll, nextSequence - 1)), from <= through else { return }
+        for index in from...through where slots[index].location != nil && slots[index].packet != nil {
+            slots[index].packet = nil
+            memoryBytes -= slots[index].bytes
+        }
+    }
+
+    /// `destination` holds every entry up to and including `sequence` durably. Entries every
+    /// destination still served holds are released. Stale acknowledgements (at or below an earlier
+    /// one) release nothing, but count as the destination's latest report of its position
+    /// (`Progress.lastAcknowledgementAt`).
+    public func acknowledge(through sequence: UInt64, for destination: LogDestination = .main) {
         let now = MonotonicClock.nanoseconds()
         let released: UInt64? = condition.withLock {
-            lastAcknowledgedAt = now
-            guard sequence > acknowledged else { return nil }
-            acknowledged = min(sequence, nextSequence - 1)
-            while head < slots.count, slots[head].sequence <= acknowledged {
-                acknowledgedEnd = max(acknowledgedEnd, slots[head].endSample)
-                heldBytes -= slots[head].bytes
-                if slots[head].packet != nil {
-                    memoryBytes -= slots[head].bytes
-                    // The payload goes now (an entry may hold a whole capture buffer); the slot
-                    // itself goes with the next compaction.
-                    slots[head].packet = nil
+            guard cursors.indices.contains(destination.index) else { return nil }
+            cursors[destination.index].lastAcknowledgedAt = now
+            let cursor = cursors[destination.index]
+            guard !cursor.dropped, sequence > cursor.acknowledged else { return nil }
+            let through = min(sequence, nextSequence - 1)
+            if let from = slotIndex(cursor.acknowledged + 1), let to = slotIndex(through), from <= to {
+                for index in from...to {
+                    cursors[destination.index].heldBytes -= slots[index].bytes
+                    cursors[destination.index].acknowledgedEnd = max(cursors[destination.index].acknowledgedEnd, slots[index].endSample)
                 }
-                head += 1
             }
-            // Compact once released slots are half the array.
-            if head >= 16, head * 2 >= slots.count {
-                slots.removeFirst(head)
-                head = 0
-            }
-            condition.broadcast()
-            return acknowledged
+            cursors[destination.index].acknowledged = max(cursor.acknowledged, through)
+            return releaseAcknowledged()
         }
         if let released, let spool {
             spoolQueue.async { spool.acknowledge(through: released) }
         }
+    }
+
+    /// Stops keeping entries for `destination` (a backup receiver given up on): its cursor no
+    /// longer holds entries in the log or the spool. It cannot be served again.
+    public func dropDestination(_ destination: LogDestination) {
+        let released: UInt64? = condition.withLock {
+            guard cursors.indices.contains(destination.index), !cursors[destination.index].dropped else { return nil }
+            cursors[destination.index].dropped = true
+            cursors[destination.index].heldBytes = 0
+            if spool != nil { dropSentPayloads() }
+            return releaseAcknowledged()
+        }
+        if let released, let spool {
+            spoolQueue.async { spool.acknowledge(through: released) }
+        }
+    }
+
+    /// Releases the entries every destination still served acknowledged; returns the new
+    /// released sequence, or nil when nothing moved. Under `condition`.
+    private func releaseAcknowledged() -> UInt64? {
+        let served = cursors.filter { !$0.dropped }
+        let heldByAll = served.map(\.acknowledged).min() ?? (nextSequence - 1)
+        guard heldByAll > acknowledged else { return nil }
+        acknowledged = min(heldByAll, nextSequence - 1)
+        while head < slots.count, slots[head].sequence <= acknowledged {
+            acknowledgedEnd = max(acknowledgedEnd, slots[head].endSample)
+            heldBytes -= slots[head].bytes
+            if slots[head].packet != nil {
+                memoryBytes -= slots[head].bytes
+                // The payload goes now (an entry may hold a whole capture buffer); the slot
+                // itself goes with the next compaction.
+                slots[head].packet = nil
+            }
+            head += 1
+        }
+        // Compact once released slots are half the array.
+        if head >= 16, head * 2 >= slots.count {
+            slots.removeFirst(head)
+            head = 0
+        }
+        condition.broadcast()
+        return acknowledged
     }
 
     /// Stops making producers wait (the stream is being torn down).
@@ -489,8 +587,14 @@ public final class PacketLog: @unchecked Sendable {
         spoolQueue.sync { spool.removeAll() }
     }
 
-    /// The highest acknowledged sequence (0 before any).
+    /// The highest sequence every destination still served acknowledged (0 before any): the
+    /// entries up to it are released.
     public var acknowledgedSequence: UInt64 { condition.withLock { acknowledged } }
+
+    /// The highest sequence `destination` acknowledged (0 before any).
+    public func acknowledgedSequence(for destination: LogDestination) -> UInt64 {
+        condition.withLock { cursors.indices.contains(destination.index) ? cursors[destination.index].acknowledged : 0 }
+    }
 
     /// Where the stream stands, for the status line: what was appended and what acknowledged, and
     /// when (for telling whether acknowledgements are overdue).
@@ -499,9 +603,9 @@ public final class PacketLog: @unchecked Sendable {
         public var appendedBytes: Int64
         /// The sample index just past the newest entry appended in this run.
         public var appendedEndSampleTime: Int64
-        /// The sample index just past the newest entry the receiver acknowledged in this run.
+        /// The sample index just past the newest entry acknowledged in this run.
         public var acknowledgedEndSampleTime: Int64
-        /// Bytes kept (in memory or the spool) until the receiver acknowledges them.
+        /// Bytes not acknowledged.
         public var unacknowledgedBytes: Int
         /// When the receiver last reported its durable position (an acknowledgement, or the resume
         /// point of a handshake), in `MonotonicClock` nanoseconds; `nil` before the first report.
@@ -511,25 +615,53 @@ public final class PacketLog: @unchecked Sendable {
         public var oldestUnacknowledgedAppendedAt: UInt64?
     }
 
-    /// The figures of `Progress`, read together.
+    /// The figures of `Progress` for the log as a whole, read together: acknowledged means held by
+    /// every destination still served, unacknowledged bytes are what the log (and spool) keeps,
+    /// and the last acknowledgement is the latest from any destination.
     public var progress: Progress {
         condition.withLock {
             Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
                      acknowledgedEndSampleTime: acknowledgedEnd, unacknowledgedBytes: heldBytes,
-                     lastAcknowledgementAt: lastAcknowledgedAt,
+                     lastAcknowledgementAt: cursors.compactMap(\.lastAcknowledgedAt).max(),
                      oldestUnacknowledgedAppendedAt: head < slots.count ? slots[head].appendedAt : nil)
         }
     }
+
+    /// The figures of `Progress` for one destination, read together.
+    public func progress(for destination: LogDestination) -> Progress {
+        condition.withLock {
+            guard cursors.indices.contains(destination.index) else {
+                return Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd, acknowledgedEndSampleTime: 0, unacknowledgedBytes: 0)
+            }
+            let cursor = cursors[destination.index]
+            let oldest = cursor.dropped ? nil : slotIndex(cursor.acknowledged + 1).map { slots[$0].appendedAt }
+            return Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
+                            acknowledgedEndSampleTime: cursor.acknowledgedEnd, unacknowledgedBytes: cursor.heldBytes,
+                            lastAcknowledgementAt: cursor.lastAcknowledgedAt, oldestUnacknowledgedAppendedAt: oldest)
+        }
+    }
+
     /// The highest sequence appended (0 before any).
     public var lastSequence: UInt64 { condition.withLock { nextSequence - 1 } }
-    /// The oldest sequence still kept (the next to be acknowledged).
+    /// The oldest sequence still kept (the next that a destination still served has not acknowledged).
     public var oldestKeptSequence: UInt64 { condition.withLock { acknowledged + 1 } }
-    /// Bytes kept (in memory or spooled), not yet acknowledged.
+    /// Bytes kept (in memory or spooled), not yet acknowledged by every destination still served.
     public var unacknowledgedBytes: Int { condition.withLock { heldBytes } }
+    /// Bytes `destination` has not acknowledged.
+    public func unacknowledgedBytes(for destination: LogDestination) -> Int {
+        condition.withLock { cursors.indices.contains(destination.index) ? cursors[destination.index].heldBytes : 0 }
+    }
     /// Unacknowledged bytes held in memory.
     public var memoryBytesHeld: Int { condition.withLock { memoryBytes } }
     /// The end of the stream, once recorded.
     public var streamEnd: StreamEnd? { condition.withLock { end } }
-    /// Whether the stream ended and every entry was acknowledged.
+    /// Whether the stream ended and every destination still served acknowledged every entry.
     public var isComplete: Bool { condition.withLock { end != nil && acknowledged == nextSequence - 1 } }
+    /// Whether the stream ended and `destination` acknowledged every entry.
+    public func isComplete(for destination: LogDestination) -> Bool {
+        condition.withLock {
+            guard end != nil, cursors.indices.contains(destination.index) else { return false }
+            return cursors[destination.index].acknowledged == nextSequence - 1
+        }
+    }
 }

@@ -21,6 +21,9 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case tls(String)
     /// Audio kept in the spool for sending could not be read back: the stream cannot go on from it.
     case spoolUnreadable(firstSequence: UInt64, reason: String)
+    /// A backup receiver stayed unreachable for `seconds` (`--also-give-up`): it was dropped, and
+    /// its file lacks the audio from `fromSecond` on.
+    case gaveUp(receiver: String, seconds: Double, fromSecond: Double)
 
     public var description: String {
         switch self {
@@ -44,6 +47,12 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "TLS: \(reason)"
         case .spoolUnreadable(let sequence, let reason):
             return "the spool cannot give back the audio from sequence \(sequence) on: \(reason); that audio cannot be delivered and stays in the spool for `capture-send spool list` (check the disk: dmesg, df)"
+        case .gaveUp(let receiver, let seconds, let fromSecond):
+            return "backup receiver \(receiver) was unreachable for \(Self.seconds(seconds)) s (--also-give-up) and was dropped: its file is incomplete, it lacks the audio from second \(String(format: "%.3f", fromSecond)) on; the main receiver's file is the whole recording"
         }
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
     }
 }

@@ -46,6 +46,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     private var session: SenderSession
     private let log: PacketLog
+    /// Whose acknowledgement cursor this connection moves.
+    private let destination: LogDestination
+    private var listening: PacketLog.ListenerToken?
     private let fetcher: PacketFetcher
     private let done: EventLoopPromise<ConnectionOutcome>
     private let onAccepted: @Sendable (Capture_V1_HelloAccepted) -> Void
@@ -67,12 +70,13 @@ final class SenderSessionHandler: ChannelInboundHandler {
     }
 
     init(
-        hello: Capture_V1_Hello, log: PacketLog, fetcher: PacketFetcher, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
+        hello: Capture_V1_Hello, log: PacketLog, destination: LogDestination = .main, fetcher: PacketFetcher, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
         security: Security? = nil, onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
     ) {
         self.security = security
         self.onAccepted = onAccepted
         self.log = log
+        self.destination = destination
         self.fetcher = fetcher
         self.done = done
         self.logger = logger
@@ -90,7 +94,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
     func channelActive(context: ChannelHandlerContext) {
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        log.addListener {
+        listening = log.addListener {
             eventLoop.execute { loopBound.value.schedulePump() }
         }
         if let security {
@@ -145,7 +149,18 @@ final class SenderSessionHandler: ChannelInboundHandler {
         }
     }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopListening()
+        self.context = nil
+    }
+
+    private func stopListening() {
+        if let listening { log.removeListener(listening) }
+        listening = nil
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        stopListening()
         tlsHandshakeTimeout?.cancel()
         if let security, !tlsHandshakeDone {
             handle(.transportFailed(SenderTLSFailure.explain(ChannelError.eof, report: security.report, host: security.host, handshakeDone: false), retry: false))
@@ -188,14 +203,14 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 }
             }
         case .acknowledge(let sequence):
-            log.acknowledge(through: sequence)
+            log.acknowledge(through: sequence, for: destination)
         case .markSent(let sequence):
-            log.markSent(through: sequence)
+            log.markSent(through: sequence, for: destination)
         case .accepted(let accepted):
             onAccepted(accepted)
             logger.info("streaming", metadata: [
                 "file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)", "next-sequence": "\(accepted.nextSequence)",
-                "backlog-sequences": "\(log.lastSequence + 1 - accepted.nextSequence)",
+                "backlog-sequences": "\(log.lastSequence + 1 - min(accepted.nextSequence, log.lastSequence + 1))",
             ])
         case .warn(let code, let message):
             logger.warning("the receiver reported a problem", metadata: ["code": "\(code)", "message": "\(message)"])

@@ -42,6 +42,11 @@ public struct SenderConfiguration: Sendable {
     public var tls: SenderTLSConfiguration? = nil
     /// Delays between reconnection attempts.
     public var reconnect: ReconnectPolicy = ReconnectPolicy()
+    /// Which of the log's destinations this receiver is (its acknowledgement cursor).
+    public var destination: LogDestination = .main
+    /// For a backup receiver: seconds it may stay unreachable (no accepted connection) before it is
+    /// dropped and its cursor released; nil to try for ever.
+    public var giveUpAfter: Double? = nil
 
     public init(
         host: String, port: Int, streamName: String, streamID: UUID = UUID(), windowBytes: Int = 4 << 20,
@@ -101,22 +106,39 @@ public final class StreamSender: Sendable {
     private let description: StreamDescription
     private let log: PacketLog
     private let logger: Logger
-    private let group: MultiThreadedEventLoopGroup
+    private let group: any EventLoopGroup
     /// Where spool reads for resends run: never on the event loop (`PacketFetcher`).
     private let spoolReads: NIOThreadPool
+    /// Whether `group` and `spoolReads` are this sender's own, shut down when `run()` returns.
+    private let ownsThreads: Bool
     private let control = SenderControl()
     /// The stream this sender delivers as: the configured one, or the continuation it switched to.
     private let delivery: LockedContinuation
 
-    public init(configuration: SenderConfiguration, description: StreamDescription, log: PacketLog, logger: Logger) {
+    /// A sender with threads of its own (an event loop and a spool reader), or, with `threads`,
+    /// on threads shared with other senders, which the caller starts and shuts down.
+    public init(
+        configuration: SenderConfiguration, description: StreamDescription, log: PacketLog, logger: Logger,
+        threads: (group: any EventLoopGroup, spoolReads: NIOThreadPool)? = nil
+    ) {
         delivery = LockedContinuation(configuration.continuation)
         self.configuration = configuration
         self.description = description
         self.log = log
         self.logger = logger
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        spoolReads = NIOThreadPool(numberOfThreads: 1)
+        if let threads {
+            group = threads.group
+            spoolReads = threads.spoolReads
+            ownsThreads = false
+        } else {
+            group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            spoolReads = NIOThreadPool(numberOfThreads: 1)
+            ownsThreads = true
+        }
     }
+
+    /// The receiver, as HOST:PORT.
+    public var receiver: String { "\(configuration.host):\(configuration.port)" }
 
     /// Where the connection stands now.
     public var linkState: SenderLinkState { control.link }
@@ -133,12 +155,14 @@ public final class StreamSender: Sendable {
     /// Connects, streams, reconnects as often as needed, and blocks until the receiver confirmed the
     /// end of the stream, the receiver refused it for good, or `abandon()` was called.
     public func run() -> Result<StreamSummary, SenderError> {
-        spoolReads.start()
+        if ownsThreads { spoolReads.start() }
         defer {
-            log.removeListeners()
-            try? group.syncShutdownGracefully()
-            try? spoolReads.syncShutdownGracefully()
+            if ownsThreads {
+                try? group.syncShutdownGracefully()
+                try? spoolReads.syncShutdownGracefully()
+            }
         }
+        let destination = configuration.destination
         let tlsContext: NIOSSLContext?
         do throws(SenderError) {
             tlsContext = try configuration.tls?.makeContext()
@@ -147,10 +171,10 @@ public final class StreamSender: Sendable {
         }
         // The receiver creates the stream's file at the handshake: the stream is announced only once
         // it has audio, so a run stopped or killed before its first capture buffer leaves no file.
-        log.addListener { [control] in control.wake() }
+        let waking = log.addListener { [control] in control.wake() }
         let log = self.log
         let hasAudio = control.wait { log.lastSequence > 0 || log.streamEnd != nil }
-        log.removeListeners()
+        log.removeListener(waking)
         if !hasAudio { return .failure(abandonedError()) }
         if log.lastSequence == 0 {
             control.link = .finished
@@ -158,17 +182,18 @@ public final class StreamSender: Sendable {
         }
         var failures = 0
         var generator = SystemRandomNumberGenerator()
+        // Since when no connection was accepted (for giving a backup up).
+        var unreachableSince = MonotonicClock.nanoseconds()
         while true {
             if control.isAbandoned { return .failure(abandonedError()) }
             let outcome = connectOnce(tlsContext: tlsContext)
-            log.removeListeners()
             switch outcome {
             case .delivered(let summary):
                 control.link = .finished
                 return .success(summary)
             case .cannotResume(let error):
                 if control.isAbandoned { return .failure(abandonedError()) }
-                if log.isComplete, let end = log.streamEnd {
+                if log.isComplete(for: destination), let end = log.streamEnd {
                     logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(error)"])
                     return .success(StreamSummary(fileName: control.fileName, totalFrames: end.endSampleTime, totalPackets: 0))
                 }
@@ -182,7 +207,7 @@ public final class StreamSender: Sendable {
             case .interrupted(let error, let retry, let streamed):
                 if control.isAbandoned { return .failure(abandonedError()) }
                 if !retry {
-                    if log.isComplete, let end = log.streamEnd {
+                    if log.isComplete(for: destination), let end = log.streamEnd {
                         // Every packet and the end were acknowledged; the receiver already finished
                         // the file and only its confirmation was lost.
                         logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(error)"])
@@ -190,13 +215,24 @@ public final class StreamSender: Sendable {
                     }
                     return .failure(error)
                 }
-                if streamed { failures = 0 }
+                if streamed {
+                    failures = 0
+                    unreachableSince = MonotonicClock.nanoseconds()
+                }
                 var delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0..<1, using: &generator))
                 if case .rateLimited(_, let retryAfter) = error { delay = max(delay, min(retryAfter, 3_600)) }
+                if let giveUp = configuration.giveUpAfter {
+                    let unreachable = Double(MonotonicClock.nanoseconds() - unreachableSince) / 1e9
+                    if unreachable >= giveUp {
+                        return .failure(giveUpNow(after: giveUp, lastError: error))
+                    }
+                    // Try once more right at the deadline rather than sleeping past it.
+                    delay = min(delay, max(0.05, giveUp - unreachable))
+                }
                 failures += 1
                 logger.warning("connection to the receiver lost; reconnecting", metadata: [
-                    "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
-                    "unacknowledged-bytes": "\(log.unacknowledgedBytes)",
+                    "receiver": "\(receiver)", "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
+                    "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: destination))",
                 ])
                 control.link = .reconnecting
                 control.wait(seconds: delay)
@@ -205,7 +241,21 @@ public final class StreamSender: Sendable {
     }
 
     private func abandonedError() -> SenderError {
-        .connectionLost("delivery was stopped with \(log.lastSequence - log.acknowledgedSequence) messages (\(log.unacknowledgedBytes) bytes) not acknowledged by the receiver")
+        let destination = configuration.destination
+        return .connectionLost("delivery was stopped with \(log.lastSequence - log.acknowledgedSequence(for: destination)) messages (\(log.unacknowledgedBytes(for: destination)) bytes) not acknowledged by the receiver")
+    }
+
+    /// Drops this (backup) receiver from the log, so that the spool no longer keeps audio for it,
+    /// and says what its file lacks.
+    private func giveUpNow(after seconds: Double, lastError: SenderError) -> SenderError {
+        let destination = configuration.destination
+        let sampleRate = description.format.sampleRate
+        let fromSecond = sampleRate > 0 ? Double(log.progress(for: destination).acknowledgedEndSampleTime) / sampleRate : 0
+        log.dropDestination(destination)
+        let error = SenderError.gaveUp(receiver: receiver, seconds: seconds, fromSecond: fromSecond)
+        logger.error("giving up on a backup receiver: \(error)", metadata: ["last-error": "\(lastError)"])
+        control.link = .gaveUp
+        return error
     }
 
     /// One connection, from connect to its end.
@@ -237,7 +287,7 @@ public final class StreamSender: Sendable {
                         ByteToMessageHandler(WireFrameDecoder(role: .sender)),
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(
-                            hello: hello, log: log, fetcher: fetcher, windowBytes: configuration.windowBytes, done: done, logger: logger,
+                            hello: hello, log: log, destination: configuration.destination, fetcher: fetcher, windowBytes: configuration.windowBytes, done: done, logger: logger,
                             security: security, onAccepted: { accepted in
                                 let before = control.link
                                 control.fileName = accepted.fileName
@@ -262,7 +312,7 @@ public final class StreamSender: Sendable {
             done.succeed(.interrupted(failure, retry: false, streamed: false))
             return .interrupted(failure, retry: false, streamed: false)
         }
-        logger.info("connected", metadata: ["receiver": "\(configuration.host):\(configuration.port)"])
+        logger.info("connected", metadata: ["receiver": "\(receiver)"])
         control.setChannel(channel)
         let outcome: ConnectionOutcome
         do {
@@ -284,7 +334,7 @@ public final class StreamSender: Sendable {
         logger.notice(accepted.resumed ? "reconnected; the stream resumes in the same file" : "reconnected; the receiver writes the stream into a new file", metadata: [
             "receiver": "\(configuration.host):\(configuration.port)", "file": "\(accepted.fileName)",
             "from-second": "\(String(format: "%.3f", second))", "next-sequence": "\(accepted.nextSequence)",
-            "unacknowledged-bytes": "\(log.unacknowledgedBytes)",
+            "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: configuration.destination))",
         ])
     }
 
@@ -302,10 +352,13 @@ public final class StreamSender: Sendable {
         }
         let current = delivery.value?.streamID ?? configuration.streamID
         let continuation = StreamContinuation(streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime)
-        do throws(SpoolError) {
-            try log.spool?.recordContinuation(continuation)
-        } catch {
-            logger.error("cannot record in the spool that the stream continues as a new one; a restarted sender would try the old one", metadata: ["error": "\(error)"])
+        // The spool is delivered to the main receiver after a restart: only its continuation is recorded.
+        if configuration.destination == .main {
+            do throws(SpoolError) {
+                try log.spool?.recordContinuation(continuation)
+            } catch {
+                logger.error("cannot record in the spool that the stream continues as a new one; a restarted sender would try the old one", metadata: ["error": "\(error)"])
+            }
         }
         delivery.value = continuation
         return continuation
@@ -364,6 +417,8 @@ public enum SenderLinkState: String, Sendable, Equatable {
     case reconnecting
     /// The receiver confirmed the whole stream.
     case finished
+    /// A backup receiver stayed unreachable past its give-up time and was dropped.
+    case gaveUp = "gave-up"
 }
 
 /// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the

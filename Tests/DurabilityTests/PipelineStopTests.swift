@@ -47,7 +47,7 @@ final class PipelineStopTests: XCTestCase {
         // second buffer waits in the queue.
         let holdDelivery = DispatchSemaphore(value: 0)
         let firstAppended = DispatchSemaphore(value: 0)
-        log.addListener {
+        let holding = log.addListener {
             firstAppended.signal()
             holdDelivery.wait()
         }
@@ -64,7 +64,7 @@ final class PipelineStopTests: XCTestCase {
         // The capture thread stops the source only after the stop request (which drops the queue).
         while !source.wasStopped, Date() < deadline { usleep(1_000) }
         XCTAssertTrue(source.wasStopped)
-        log.removeListeners()
+        log.removeListener(holding)
         holdDelivery.signal()
         XCTAssertEqual(stopped.wait(timeout: .now() + 30), .success)
         _ = pipeline.waitAndFinish()

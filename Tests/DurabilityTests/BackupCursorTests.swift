@@ -1,0 +1,130 @@
+import CaptureCodecs
+import CaptureCore
+import CaptureSender
+import Foundation
+import XCTest
+
+/// A packet log with a main and a backup destination: an entry leaves the log and the spool only
+/// when both hold it durably, a payload leaves memory only when it was sent to both, each cursor
+/// reports its own progress, and dropping a backup releases what only it held.
+final class BackupCursorTests: XCTestCase {
+    private var root: String!
+    private let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)
+
+    override func setUpWithError() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("cursor-\(UUID().uuidString)").path
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    private func meta(_ id: UUID) -> SpoolMeta {
+        SpoolMeta(streamID: id, streamName: "test", destination: SpoolDestination(address: "127.0.0.1:7373"), description: StreamDescription(
+            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)),
+            resumeSecret: Array(repeating: 0xA5, count: 32))
+    }
+
+    private func packets(first: Int64, frames: Int) -> EncodedPackets {
+        let payload = (0..<(frames * 4)).map { UInt8(truncatingIfNeeded: Int(first) * 4 + $0 * 7) }
+        return EncodedPackets(payload: payload, packetCount: frames, packetSizes: [], firstSampleTime: first, frameCount: frames)
+    }
+
+    func testAnEntryIsReleasedOnlyWhenEveryDestinationHoldsIt() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id), segmentBytes: 10_000)
+        let log = PacketLog(producerIsRealTime: true, spool: spool, destinations: 2)
+        for index in 0..<12 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
+        log.flushSpool()
+        let backup = LogDestination.backup(1)
+
+        log.acknowledge(through: 9, for: .main)
+        XCTAssertEqual(log.acknowledgedSequence(for: .main), 9)
+        XCTAssertEqual(log.acknowledgedSequence(for: backup), 0)
+        XCTAssertEqual(log.acknowledgedSequence, 0, "the backup holds nothing yet: nothing is released")
+        XCTAssertEqual(log.oldestKeptSequence, 1)
+        XCTAssertEqual(log.unacknowledgedBytes, 48_000)
+        XCTAssertEqual(log.unacknowledgedBytes(for: .main), 12_000)
+        XCTAssertEqual(log.unacknowledgedBytes(for: backup), 48_000)
+        XCTAssertEqual(log.progress(for: .main).acknowledgedEndSampleTime, 9_000)
+        XCTAssertEqual(log.progress(for: backup).acknowledgedEndSampleTime, 0)
+        XCTAssertEqual(log.progress.acknowledgedEndSampleTime, 0)
+
+        log.acknowledge(through: 4, for: backup)
+        XCTAssertEqual(log.acknowledgedSequence, 4, "released through the lower of the two cursors")
+        XCTAssertEqual(log.unacknowledgedBytes, 32_000)
+        XCTAssertEqual(log.progress.acknowledgedEndSampleTime, 4_000)
+        log.flushSpool()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let segments = { try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("seg-") }.sorted() }
+        XCTAssertEqual(try segments(), ["seg-00000000000000000004.spool", "seg-00000000000000000007.spool", "seg-00000000000000000010.spool"],
+                       "the spool keeps every segment the backup still needs")
+        XCTAssertEqual(try log.entries(from: 5, maxCount: 100).map(\.sequence), Array(5...12), "the backup's resend reads from its own cursor")
+
+        log.acknowledge(through: 2, for: .main)
+        XCTAssertEqual(log.acknowledgedSequence(for: .main), 9, "a stale acknowledgement moves nothing back")
+
+        log.finish(StreamEnd(endSampleTime: 12_000, remainderFrames: 0, reason: "end-of-source"))
+        log.acknowledge(through: 12, for: .main)
+        XCTAssertTrue(log.isComplete(for: .main))
+        XCTAssertFalse(log.isComplete(for: backup))
+        XCTAssertFalse(log.isComplete, "the spool still holds what the backup lacks")
+        log.acknowledge(through: 12, for: backup)
+        XCTAssertTrue(log.isComplete)
+        XCTAssertEqual(log.unacknowledgedBytes, 0)
+        log.removeSpool()
+    }
+
+    func testDroppingABackupReleasesWhatOnlyItHeld() throws {
+        let spool = try StreamSpool.create(root: root, meta: meta(UUID()))
+        let log = PacketLog(producerIsRealTime: true, spool: spool, destinations: 3)
+        for index in 0..<6 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
+        log.acknowledge(through: 5, for: .main)
+        log.acknowledge(through: 3, for: .backup(2))
+        XCTAssertEqual(log.acknowledgedSequence, 0)
+        log.dropDestination(.backup(1))
+        XCTAssertEqual(log.acknowledgedSequence, 3, "the remaining backup now bounds the release")
+        XCTAssertEqual(log.unacknowledgedBytes(for: .backup(1)), 0)
+        XCTAssertNil(log.progress(for: .backup(1)).oldestUnacknowledgedAppendedAt)
+        log.acknowledge(through: 6, for: .backup(1))
+        XCTAssertEqual(log.acknowledgedSequence(for: .backup(1)), 0, "a dropped destination is not served again")
+        log.dropDestination(.backup(2))
+        XCTAssertEqual(log.acknowledgedSequence, 5)
+        XCTAssertEqual(log.unacknowledgedBytes, 4_000)
+        log.removeSpool()
+    }
+
+    func testPayloadsLeaveMemoryOnlyWhenSentToEveryDestination() throws {
+        let spool = try StreamSpool.create(root: root, meta: meta(UUID()))
+        let log = PacketLog(producerIsRealTime: true, spool: spool, destinations: 2)
+        for index in 0..<5 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
+        log.flushSpool()
+        log.markSent(through: 5, for: .main)
+        XCTAssertEqual(log.memoryBytesHeld, 20_000, "the backup has not been sent any: every payload stays in memory")
+        log.markSent(through: 2, for: .backup(1))
+        XCTAssertEqual(log.memoryBytesHeld, 12_000, "entries 1-2 went to both and are spooled")
+        log.dropDestination(.backup(1))
+        XCTAssertEqual(log.memoryBytesHeld, 0, "with the backup dropped, what the main was sent leaves memory")
+        log.removeSpool()
+    }
+
+    func testListenersAreRemovedOneByOne() {
+        let log = PacketLog(producerIsRealTime: true)
+        let calls = LockedCounter()
+        let first = log.addListener { calls.add(1) }
+        log.addListener { calls.add(100) }
+        log.append(packets(first: 0, frames: 10))
+        XCTAssertEqual(calls.value, 101)
+        log.removeListener(first)
+        log.append(packets(first: 10, frames: 10))
+        XCTAssertEqual(calls.value, 201, "the other destination's listener keeps being called")
+    }
+}
+
+/// A counter the log's listeners add to from the appending thread.
+private final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+    func add(_ amount: Int) { lock.withLock { total += amount } }
+    var value: Int { lock.withLock { total } }
+}

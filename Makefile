@@ -3,7 +3,7 @@ SWIFT ?= swift
 BIN_DEBUG := .build/debug
 BIN_RELEASE := .build-static/release
 
-.PHONY: deps build test demo bench release clean proto fuzz
+.PHONY: deps build test demo bench release clean proto fuzz docs
 
 deps:
 	@scripts/install-deps.sh
@@ -26,6 +26,12 @@ bench: release
 
 proto:
 	scripts/generate-proto.sh
+
+# DocC for the embeddable API (CaptureSender: CaptureStreamer), as a static site in docs/api.
+docs: deps
+	$(SWIFT) package --allow-writing-to-directory docs/api generate-documentation --target CaptureSender \
+		--disable-indexing --transform-for-static-hosting --output-path docs/api
+	@echo "open docs/api/documentation/capturesender/index.html (or serve docs/api over HTTP)"
 
 # libFuzzer targets (Fuzz/README.md); FUZZ_SECONDS per target, default 60.
 fuzz: deps

@@ -26,11 +26,14 @@ let package = Package(
         .library(name: "CAF", targets: ["CAF"]),
         .executable(name: "capture-send", targets: ["capture-send"]),
         .executable(name: "capture-recv", targets: ["capture-recv"]),
+        // capture-send as a library: CaptureStreamer (docs: `make docs`).
+        .library(name: "CaptureSender", targets: ["CaptureSender"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -194,6 +197,14 @@ let package = Package(
         ),
 
         // The benchmark helper: capture through the queue into a discarding callback (bench/).
+        // The embedding example (Examples/README.md); `make test` builds it and runs it against capture-recv.
+        .executableTarget(
+            name: "capture-streamer-example",
+            dependencies: [
+                "CaptureSender", "CaptureCore", "CaptureCodecs", "CaptureSndFile", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/StreamToReceiver"
+        ),
         .executableTarget(name: "capture-bench", dependencies: ["CaptureCore", "CaptureALSA"], path: "bench/CaptureBench"),
         // The receiver's load generator: many simulated senders in one process, and the check of their files (bench/).
         .executableTarget(

@@ -111,7 +111,7 @@ public final class StreamSender: Sendable {
     private let spoolReads: NIOThreadPool
     /// Whether `group` and `spoolReads` are this sender's own, shut down when `run()` returns.
     private let ownsThreads: Bool
-    private let control = SenderControl()
+    private let control: SenderControl
     /// The stream this sender delivers as: the configured one, or the continuation it switched to.
     private let delivery: LockedContinuation
 
@@ -119,8 +119,10 @@ public final class StreamSender: Sendable {
     /// on threads shared with other senders, which the caller starts and shuts down.
     public init(
         configuration: SenderConfiguration, description: StreamDescription, log: PacketLog, logger: Logger,
-        threads: (group: any EventLoopGroup, spoolReads: NIOThreadPool)? = nil
+        threads: (group: any EventLoopGroup, spoolReads: NIOThreadPool)? = nil,
+        linkChanged: (@Sendable (SenderLinkState) -> Void)? = nil
     ) {
+        control = SenderControl(linkChanged: linkChanged)
         delivery = LockedContinuation(configuration.continuation)
         self.configuration = configuration
         self.description = description
@@ -432,12 +434,24 @@ final class SenderControl: @unchecked Sendable {
     private var channel: Channel?
     private var announcedFileName = ""
     private var currentLink = SenderLinkState.connecting
+    /// Told every change of `link` (set before any thread runs, then only read).
+    private let linkChanged: (@Sendable (SenderLinkState) -> Void)?
+
+    init(linkChanged: (@Sendable (SenderLinkState) -> Void)?) {
+        self.linkChanged = linkChanged
+    }
 
     var isAbandoned: Bool { condition.withLock { abandoned } }
 
     var link: SenderLinkState {
         get { condition.withLock { currentLink } }
-        set { condition.withLock { currentLink = newValue } }
+        set {
+            let changed: Bool = condition.withLock {
+                defer { currentLink = newValue }
+                return currentLink != newValue
+            }
+            if changed { linkChanged?(newValue) }
+        }
     }
 
     var fileName: String {

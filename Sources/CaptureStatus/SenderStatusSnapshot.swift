@@ -14,6 +14,24 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
         case reconnecting
         /// The stream ended (end of stream sent and acknowledged, or the sender is stopping).
         case finished
+        /// A backup receiver stayed unreachable past `--also-give-up` and was dropped.
+        case gaveUp = "gave-up"
+    }
+
+    /// A backup receiver's link, shown after the main one.
+    public struct BackupLink: Sendable, Equatable {
+        /// The receiver, as HOST:PORT.
+        public var receiver: String
+        /// Its link's state.
+        public var link: LinkState
+        /// Seconds of captured audio it has not acknowledged.
+        public var secondsBehind: Double
+
+        public init(receiver: String, link: LinkState, secondsBehind: Double) {
+            self.receiver = receiver
+            self.link = link
+            self.secondsBehind = secondsBehind
+        }
     }
 
     /// Per-channel peak and RMS of the most recent audio (see `PeakHoldMeter`); `nil` when the
@@ -22,8 +40,10 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     /// The held peak of each channel in dBFS, drawn as a marker in the terminal's bars; empty for
     /// no markers.
     public var heldPeaksDBFS: [Double]
-    /// The connection's state.
+    /// The (main) receiver's connection state.
     public var link: LinkState
+    /// The backup receivers' links (`--also`), in the order given; empty without backups.
+    public var backups: [BackupLink]
     /// While streaming, the seconds the receiver has not acknowledged audio waiting for it, once
     /// that is overdue (see `AcknowledgementWatch`); `nil` when acknowledgements come as they should.
     public var secondsWithoutAcknowledgement: Double?
@@ -46,8 +66,9 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
         levels: LevelMeter.Reading? = nil, heldPeaksDBFS: [Double] = [], link: LinkState = .connecting,
         secondsWithoutAcknowledgement: Double? = nil, usesTLS: Bool = false,
         secondsCaptured: Double = 0, secondsAcknowledged: Double = 0, backlogBytes: Int = 0,
-        backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0
+        backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0, backups: [BackupLink] = []
     ) {
+        self.backups = backups
         self.levels = levels
         self.heldPeaksDBFS = heldPeaksDBFS
         self.link = link
@@ -71,6 +92,15 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
             return "no ack for \(Self.wholeSeconds(waited)) s"
         }
         return usesTLS && showingTLS ? "\(link.rawValue)+TLS" : link.rawValue
+    }
+
+    /// Each backup's link as shown: `backup reconnecting 12.3s` (seconds of audio it has not
+    /// acknowledged), numbered `backup1`, `backup2`... when there are several.
+    public func backupDescriptions(decimals: Int) -> [String] {
+        backups.enumerated().map { index, backup in
+            let name = backups.count > 1 ? "backup\(index + 1)" : "backup"
+            return "\(name) \(backup.link.rawValue) \(StatusFormatting.fixed(backup.secondsBehind, decimals: decimals))s"
+        }
     }
 
     /// Whole seconds, rounded down (0 for anything not a positive number).

@@ -5,11 +5,14 @@ import Foundation
 ///
 /// - terminal: one line that fits a given width, redrawn in place, with a bar per channel:
 ///   `L ▇▇▇▇▇▆--|- -6.0/-9.0 dB CLIP  R … │ streaming+TLS │ cap 12.3s ack 12.1s │ spool 0.2s 37.5 KiB │ 1.54 Mb/s │ xruns 0`
+///   (with backup receivers, `│ backup reconnecting 12.3s` after the main link: its state and the
+///   seconds it has not acknowledged);
 ///   (peak/RMS in dBFS of the most recent audio; the bar shows the peak and `|` the held peak;
 ///   `CLIP` when a sample reached full scale; `-∞` for silence; `no ack for N s` in place of
 ///   `streaming` while acknowledgements are overdue);
 /// - plain: a stable `key=value` line for logs:
-///   `status link=streaming tls=yes captured_s=12.34 acked_s=12.10 backlog_bytes=38400 backlog_s=0.20 bitrate_bps=1536000 overruns=0 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0`;
+///   `status link=streaming tls=yes captured_s=12.34 acked_s=12.10 backlog_bytes=38400 backlog_s=0.20 bitrate_bps=1536000 overruns=0 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0`,
+///   then, with backup receivers only, `backups=HOST:PORT/LINK/SECONDS_BEHIND,...`;
 /// - JSON: the plain line's keys and values as one JSON object, with the log lines' `time`,
 ///   `level`, `logger` and `message` (`"status"`), for `--log-format json`.
 public struct StatusLineRenderer: Sendable {
@@ -115,6 +118,7 @@ public struct StatusLineRenderer: Sendable {
         }
         fields.append(snapshot.linkDescription(showingTLS: layout.showsTLS))
         let decimals = layout.wholeSeconds ? 0 : 1
+        fields += snapshot.backupDescriptions(decimals: decimals)
         var progress = "ack " + StatusFormatting.fixed(snapshot.secondsAcknowledged, decimals: decimals) + "s"
         if layout.showsCaptured {
             progress = "cap " + StatusFormatting.fixed(snapshot.secondsCaptured, decimals: decimals) + "s " + progress
@@ -241,6 +245,15 @@ public struct StatusLineRenderer: Sendable {
             pairs.append(("clipped", .none))
         }
         pairs.append(("no_ack_s", .integer(snapshot.secondsWithoutAcknowledgement.map(SenderStatusSnapshot.wholeSeconds) ?? 0)))
+        if !snapshot.backups.isEmpty {
+            // Only with --also: RECEIVER/LINK/SECONDS_BEHIND per backup, comma-separated.
+            let backups = snapshot.backups
+            pairs.append(("backups", Value(
+                plain: backups.map { "\($0.receiver)/\($0.link.rawValue)/\(StatusFormatting.fixed($0.secondsBehind, decimals: 2))" }.joined(separator: ","),
+                json: "[" + backups.map {
+                    "{\"receiver\":\(JSONText.string($0.receiver)),\"link\":\(JSONText.string($0.link.rawValue)),\"behind_s\":\(StatusFormatting.fixed($0.secondsBehind, decimals: 2))}"
+                }.joined(separator: ",") + "]")))
+        }
         return pairs
     }
 

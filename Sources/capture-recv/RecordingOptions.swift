@@ -1,4 +1,5 @@
 import ArgumentParser
+import CaptureCLISupport
 import CaptureExport
 import CaptureReceiver
 import Logging
@@ -59,32 +60,6 @@ struct RecordingOptions: ParsableArguments {
 
     /// Seconds in `1h`, `15m`, `10s`, `1h30m`, `90` (seconds): at least 1 s, at most a day.
     static func parseDuration(_ text: String) throws -> Int64 {
-        let invalid = ValidationError("--segment \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 24 hours)")
-        var total: Int64 = 0
-        var number = ""
-        var sawUnit = false
-        for character in text.lowercased() {
-            if character.isASCII, character.isNumber {
-                number.append(character)
-                continue
-            }
-            let unit: Int64
-            switch character {
-            case "h": unit = 3_600
-            case "m": unit = 60
-            case "s": unit = 1
-            default: throw invalid
-            }
-            guard let value = Int64(number), value <= 86_400 else { throw invalid }
-            total += value * unit
-            number = ""
-            sawUnit = true
-        }
-        if !number.isEmpty {
-            guard !sawUnit, let value = Int64(number), value <= 86_400 else { throw invalid }
-            total += value
-        }
-        guard total >= 1, total <= 86_400 else { throw invalid }
-        return total
+        try DurationText.seconds(text, option: "--segment", range: 1...86_400)
     }
 }

@@ -138,6 +138,9 @@ struct CaptureSend: ParsableCommand {
     @OptionGroup(title: "Delivery")
     var delivery: DeliveryOptions
 
+    @OptionGroup(title: "Backup receivers")
+    var backups: BackupOptions
+
     @OptionGroup(title: "Configuration")
     var configFile: ConfigFileOption
 
@@ -194,54 +197,33 @@ struct CaptureSend: ParsableCommand {
         let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel, output: console.writeLine)
         let (audioSource, cancelReopening) = try makeSource(logger: logger)
         let encoder = try makeEncoder(for: audioSource.format)
-        let name = streamName ?? ProcessInfo.processInfo.hostName
-        let streamID = UUID()
-        let resumeSecret = ResumeSecret.make()
-        let description = StreamDescription(
-            format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date(),
-            clock: ClockSynchronization.current(),
-            // Opus carries its channel mapping in the OpusHead; a layout is passed on for linear PCM.
-            channelLayout: encoder.outputFormat.isLinearPCM ? audioSource.channelLayout : nil
-        )
-        let destination = try security.destination(for: receiver)
-        let log = try delivery.makeLog(
-            streamID: streamID, streamName: name, destination: destination, description: description, resumeSecret: resumeSecret,
-            producerIsRealTime: audioSource.isRealTime, logger: logger)
-        let pipeline: CapturePipeline
-        do {
-            pipeline = try CapturePipeline(
-                source: audioSource, encoder: encoder,
-                configuration: .init(bufferCount: buffers, bufferSeconds: bufferSeconds), log: log
-            )
+        var configuration = CaptureStreamer.Configuration(
+            streamName: streamName ?? ProcessInfo.processInfo.hostName,
+            receiver: CaptureStreamer.Receiver(
+                host: receiver.host, port: receiver.port, tls: try security.tlsConfiguration(),
+                authToken: try security.authToken(logger: logger), identity: try security.destination(for: receiver)))
+        configuration.backups = try backups.receivers(main: security, logger: logger)
+        configuration.backupGiveUpAfter = backups.giveUpSeconds
+        configuration.queue = .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
+        configuration.application = "capture-send \(CaptureVersion.current)"
+        configuration.progressInterval = nil  // the status line reads `status` itself
+        delivery.apply(to: &configuration)
+        let streamer: CaptureStreamer
+        do throws(CaptureStreamerError) {
+            streamer = try CaptureStreamer(source: audioSource, encoder: encoder, configuration: configuration, logger: logger)
         } catch {
             throw CLIError(error.description)
         }
-        var configuration = SenderConfiguration(
-            host: receiver.host, port: receiver.port, streamName: name, streamID: streamID,
-            application: "capture-send \(CaptureVersion.current)"
-        )
-        configuration.resumeSecret = resumeSecret
-        delivery.apply(to: &configuration)
-        configuration.tls = try security.tlsConfiguration()
-        configuration.authToken = try security.authToken(logger: logger)
-        let earlier = delivery.spoolRoot.map { EarlierStreams(root: $0, excluding: streamID, destination: destination, template: configuration, logger: logger) }
-        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(pipeline.outputFormat)"])
-        let sender = StreamSender(configuration: configuration, description: description, log: log, logger: logger)
-
-        let outputRate = pipeline.outputFormat.sampleRate
-        let receiverAddress = receiver.description
+        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(streamer.outputFormat)"])
         let stop = StopController(
             stopTimeout: stopTimeout, logger: logger,
             stopCapture: {
                 cancelReopening?()
-                pipeline.queue.stop(immediate: false)
+                streamer.stop(immediate: false)
             },
-            abandonDelivery: {
-                sender.abandon()
-                earlier?.abandon()
-            },
+            abandonDelivery: { streamer.stopDelivering() },
             leftoverLine: { reason in
-                Self.leftoverLine(reason: reason, log: log, outputRate: outputRate, receiver: receiverAddress)
+                Self.leftoverLine(reason: reason, log: streamer.log, outputRate: streamer.outputFormat.sampleRate, receiver: receiver.description)
             },
             writeFinalLine: { [logFormat] line in
                 // Through the console: the watchdog may write it while the status line is drawn.
@@ -249,61 +231,77 @@ struct CaptureSend: ParsableCommand {
             }
         )
         stop.start()
-        do {
-            try pipeline.start()
+        do throws(CaptureStreamerError) {
+            try streamer.start()
         } catch {
+            streamer.dispose()
             throw CLIError(error.description)
         }
-        let captureOutcome = CaptureOutcome()
-        Thread.detachNewThread {
-            captureOutcome.set(pipeline.waitAndFinish())
-        }
-        let figures = StatusFigures(pipeline: pipeline, log: log, sender: sender, inputRate: audioSource.format.sampleRate)
+        let figures = StatusFigures(streamer: streamer)
         let status = statusOptions.makeReporter(console: console, logFormat: logFormat) { figures.snapshot() }
         status.start()
-        let result = sender.run()
-        if case .success = result { stop.delivered() } else { stop.finished() }
+        let outcome = streamer.waitUntilFinished()
+        if case .success = outcome.main.result { stop.delivered() } else { stop.finished() }
         status.stop()
-        let statistics = pipeline.queue.statistics
-        if statistics.overruns > 0 {
-            let recorded = pipeline.fillsLostFrames
-                ? "encoded as silence in its place (the file keeps the capture's timeline)"
-                : "recorded as marked gaps of silence in the file"
-            logger.warning("capture overruns: audio was lost and \(recorded)", metadata: [
-                "overruns": "\(statistics.overruns)", "frames-lost": "\(statistics.framesLost)",
-            ])
-        }
-        pipeline.queue.stop(immediate: true)
-        log.close()
-        pipeline.queue.dispose()
-        if case .success = result { log.removeSpool() } else { log.flushSpool() }
+        streamer.dispose()
         if stop.abandoned != nil {
             // Delivery was stopped on request: say once what stays where, and exit 3 at once
             // (earlier streams' deliveries were stopped too and keep their spools).
             stop.reportLeftover()
             throw ExitCode(SenderStopSequence.abandonedExitCode)
         }
-        let earlierFailures = earlier?.wait() ?? []
-        switch result {
+        try report(outcome, streamer: streamer, logger: logger, receiver: receiver)
+    }
+
+    /// Exit status 4: the main receiver has the whole stream, a backup receiver does not.
+    static let incompleteBackupExitCode: Int32 = 4
+
+    /// Says how each receiver's delivery went, and throws what the run ends with: `CLIError` (exit 1)
+    /// when the main receiver lacks audio or capture failed, `ExitCode(4)` after one line naming the
+    /// backups that lack audio.
+    private func report(_ outcome: CaptureStreamer.Outcome, streamer: CaptureStreamer, logger: Logger, receiver: HostAndPort) throws {
+        let outputRate = streamer.outputFormat.sampleRate
+        for link in outcome.links.dropFirst() {
+            switch link.result {
+            case .success(let summary):
+                logger.notice("stream delivered to backup receiver", metadata: [
+                    "receiver": "\(link.receiver)", "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
+                ])
+            case .failure(let error):
+                logger.error("backup receiver does not have the whole stream", metadata: ["receiver": "\(link.receiver)", "error": "\(error)"])
+            }
+        }
+        switch outcome.main.result {
         case .success(let summary):
-            if case .failure(let error)? = captureOutcome.value {
+            if case .failure(let error) = outcome.capture {
                 throw CLIError(error.description)
             }
-            let seconds = Double(summary.totalFrames) / pipeline.outputFormat.sampleRate
+            let seconds = Double(summary.totalFrames) / outputRate
             if summary.nothingCaptured {
                 logger.notice("capture ended before any audio was captured; no stream was sent and the receiver has no file")
             } else {
                 logger.notice("stream delivered", metadata: [
-                    "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
+                    "receiver": "\(outcome.main.receiver)", "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
                     "seconds": "\(String(format: "%.3f", seconds))",
                 ])
             }
-            if !earlierFailures.isEmpty {
-                throw CLIError("\(earlierFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(earlierFailures.joined(separator: "; "))")
+            if !outcome.earlierStreamFailures.isEmpty {
+                throw CLIError("\(outcome.earlierStreamFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(outcome.earlierStreamFailures.joined(separator: "; "))")
+            }
+            let incomplete = outcome.incompleteBackups
+            if !incomplete.isEmpty {
+                let lines = incomplete.map { link -> String in
+                    if case .failure(let error) = link.result, case .gaveUp = error { return error.description }
+                    if case .failure(let error) = link.result { return "backup receiver \(link.receiver) does not have the whole stream: \(error)" }
+                    return "backup receiver \(link.receiver) does not have the whole stream"
+                }
+                FinalLine.write(
+                    "the main receiver \(outcome.main.receiver) has the whole stream; \(lines.joined(separator: "; "))", format: logFormat, label: "capture-send")
+                throw ExitCode(Self.incompleteBackupExitCode)
             }
         case .failure(let error):
-            log.spool?.recordDeliveryError(error.description)
-            let kept = log.spool.flatMap { $0.exists ? "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send sends to \(receiver) with this spool, or by capture-send spool deliver" : nil } ?? ""
+            streamer.log.spool?.recordDeliveryError(error.description)
+            let kept = streamer.log.spool.flatMap { $0.exists ? "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send sends to \(receiver) with this spool, or by capture-send spool deliver" : nil } ?? ""
             throw CLIError(error.description + kept)
         }
     }
@@ -400,17 +398,6 @@ enum OpusBitrateModeFlag: String, EnumerableFlag {
         case .cbr: return .cbr
         }
     }
-}
-
-/// How the capture side ended, set from its thread and read once the network side is done.
-///
-/// Sendability (`@unchecked Sendable`): `result` is read and written only under `lock`.
-final class CaptureOutcome: @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Result<CaptureQueue.Completion, SenderError>?
-
-    func set(_ result: Result<CaptureQueue.Completion, SenderError>) { lock.withLock { self.result = result } }
-    var value: Result<CaptureQueue.Completion, SenderError>? { lock.withLock { result } }
 }
 
 /// Carries a value whose only cross-thread use is thread-safe (an atomic flag) into a Sendable closure.

@@ -58,48 +58,12 @@ struct DeliveryOptions: ParsableArguments {
         return Int(trimmed)
     }
 
-    /// Applies the reconnect and timeout settings to a sender configuration.
-    func apply(to configuration: inout SenderConfiguration) {
+    /// Applies the spool, reconnect and timeout settings to a streamer's configuration.
+    func apply(to configuration: inout CaptureStreamer.Configuration) {
+        configuration.spoolRoot = spoolRoot
+        configuration.spoolCapacity = capacityBytes
         configuration.reconnect = ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax)
         configuration.idleTimeout = .milliseconds(Int64(idleTimeout * 1_000))
         configuration.heartbeatInterval = .milliseconds(Int64(max(0.25, idleTimeout / 4) * 1_000))
-    }
-
-    /// The packet log of a new stream bound to `destination`: spooled to disk unless --no-spool, overflowing into a CAF
-    /// file beside the spool (or in the current folder with --no-spool) when full.
-    func makeLog(
-        streamID: UUID, streamName: String, destination: SpoolDestination, description: StreamDescription, resumeSecret: [UInt8], producerIsRealTime: Bool,
-        logger: Logger
-    ) throws(CLIError) -> PacketLog {
-        var spool: StreamSpool?
-        if let spoolRoot {
-            do throws(SpoolError) {
-                spool = try StreamSpool.create(root: spoolRoot, meta: SpoolMeta(streamID: streamID, streamName: streamName, destination: destination, description: description, resumeSecret: resumeSecret))
-            } catch {
-                throw CLIError(error.description)
-            }
-        }
-        let overflow = OverflowRecorder(
-            directory: spoolRoot ?? FileManager.default.currentDirectoryPath, streamName: streamName, streamID: streamID,
-            description: description)
-        return PacketLog(
-            producerIsRealTime: producerIsRealTime, spool: spool, capacity: capacityBytes, overflow: overflow,
-            events: Self.reporter(logger))
-    }
-
-    /// Logs the log's storage events loudly.
-    static func reporter(_ logger: Logger) -> @Sendable (PacketLogEvent) -> Void {
-        { event in
-            switch event {
-            case .overflowStarted(let path):
-                logger.critical("the spool is full (--spool-max): audio now goes to a local file and the receiver will get a gap here", metadata: ["file": "\(path)"])
-            case .overflowEnded(let path, let frames):
-                logger.critical("overflow ended: the receiver's file has a gap whose audio is in the local file", metadata: ["file": "\(path)", "frames": "\(frames)"])
-            case .audioLost(let reason):
-                logger.critical("AUDIO IS BEING LOST: \(reason)")
-            case .spoolFailed(let reason):
-                logger.error("the disk spool failed; unacknowledged audio is kept in memory only and would not survive a crash", metadata: ["reason": "\(reason)"])
-            }
-        }
     }
 }

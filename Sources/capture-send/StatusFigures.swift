@@ -3,18 +3,15 @@ import CaptureSender
 import CaptureStatus
 import Foundation
 
-/// Reads the status line's figures from the running pipeline, packet log and sender: the levels of
-/// the most recent audio with peak hold (`PeakHoldMeter`), link state, whether acknowledgements are
-/// overdue (`AcknowledgementWatch`), seconds captured and acknowledged, the backlog, the encoded
-/// bit rate since the last line, and overruns. Nothing is estimated.
+/// Reads the status line's figures from the running streamer: the levels of the most recent audio
+/// with peak hold (`PeakHoldMeter`), the main link and whether its acknowledgements are overdue
+/// (`AcknowledgementWatch`), each backup's link and how far behind it is, seconds captured and
+/// acknowledged, the spool's backlog, the encoded bit rate since the last line, and overruns.
+/// Nothing is estimated.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards every mutable field; the pipeline, log and sender it reads are thread-safe themselves.
+/// Sendability (`@unchecked Sendable`): `lock` guards every mutable field; the streamer it reads is thread-safe itself.
 final class StatusFigures: @unchecked Sendable {
-    private let pipeline: CapturePipeline
-    private let log: PacketLog
-    private let sender: StreamSender
-    private let inputRate: Double
-    private let outputRate: Double
+    private let streamer: CaptureStreamer
     // `lock` guards everything below.
     private let lock = NSLock()
     private var lastBytes: Int64 = 0
@@ -23,42 +20,50 @@ final class StatusFigures: @unchecked Sendable {
     private var meter = PeakHoldMeter()
     private var acknowledgements = AcknowledgementWatch()
 
-    init(pipeline: CapturePipeline, log: PacketLog, sender: StreamSender, inputRate: Double) {
-        self.pipeline = pipeline
-        self.log = log
-        self.sender = sender
-        self.inputRate = inputRate
-        outputRate = pipeline.outputFormat.sampleRate
+    init(streamer: CaptureStreamer) {
+        self.streamer = streamer
     }
 
     func snapshot() -> SenderStatusSnapshot {
-        let capture = pipeline.queue.statistics
-        let progress = log.progress
-        let link = SenderStatusSnapshot.LinkState(rawValue: sender.linkState.rawValue) ?? .connecting
+        let status = streamer.status
+        let outputRate = status.outputSampleRate
+        let main = status.links[0]
+        let link = Self.state(main.state)
         let now = Self.seconds(MonotonicClock.nanoseconds())
-        let reading = pipeline.takeLevels()
+        let reading = streamer.takeLevels()
+        let appended = status.log
         let (bitRate, display, overdue) = lock.withLock {
-            let seconds = Double(progress.appendedEndSampleTime - lastEnd) / outputRate
+            let seconds = Double(appended.appendedEndSampleTime - lastEnd) / outputRate
             if seconds > 0 {
-                lastBitRate = Double(progress.appendedBytes - lastBytes) * 8 / seconds
-                lastBytes = progress.appendedBytes
-                lastEnd = progress.appendedEndSampleTime
+                lastBitRate = Double(appended.appendedBytes - lastBytes) * 8 / seconds
+                lastBytes = appended.appendedBytes
+                lastEnd = appended.appendedEndSampleTime
             }
             let overdue = acknowledgements.overdue(
-                now: now, link: link, lastAcknowledgement: progress.lastAcknowledgementAt.map(Self.seconds),
-                oldestUnacknowledged: progress.oldestUnacknowledgedAppendedAt.map(Self.seconds)
+                now: now, link: link, lastAcknowledgement: main.progress.lastAcknowledgementAt.map(Self.seconds),
+                oldestUnacknowledged: main.progress.oldestUnacknowledgedAppendedAt.map(Self.seconds)
             )
             return (lastBitRate, meter.update(reading, at: now), overdue)
         }
+        let backups = status.links.dropFirst().map { backup in
+            SenderStatusSnapshot.BackupLink(
+                receiver: backup.receiver, link: Self.state(backup.state),
+                secondsBehind: backup.state == .gaveUp
+                    ? 0 : Double(max(0, appended.appendedEndSampleTime - backup.progress.acknowledgedEndSampleTime)) / outputRate)
+        }
         return SenderStatusSnapshot(
             levels: display?.levels, heldPeaksDBFS: display?.heldPeaksDBFS ?? [], link: link,
-            secondsWithoutAcknowledgement: overdue, usesTLS: sender.usesTLS,
-            secondsCaptured: Double(capture.framesCaptured + capture.framesLost) / inputRate,
-            secondsAcknowledged: Double(progress.acknowledgedEndSampleTime) / outputRate,
-            backlogBytes: progress.unacknowledgedBytes,
-            backlogSeconds: Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / outputRate,
-            bitsPerSecond: bitRate, overruns: Int(capture.overruns)
+            secondsWithoutAcknowledgement: overdue, usesTLS: main.usesTLS,
+            secondsCaptured: status.secondsCaptured,
+            secondsAcknowledged: Double(main.progress.acknowledgedEndSampleTime) / outputRate,
+            backlogBytes: appended.unacknowledgedBytes,
+            backlogSeconds: Double(max(0, appended.appendedEndSampleTime - appended.acknowledgedEndSampleTime)) / outputRate,
+            bitsPerSecond: bitRate, overruns: Int(status.overruns), backups: Array(backups)
         )
+    }
+
+    private static func state(_ state: SenderLinkState) -> SenderStatusSnapshot.LinkState {
+        SenderStatusSnapshot.LinkState(rawValue: state.rawValue) ?? .connecting
     }
 
     private static func seconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 1e9 }

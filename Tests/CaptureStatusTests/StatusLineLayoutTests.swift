@@ -171,6 +171,28 @@ final class StatusLineLayoutTests: XCTestCase {
         XCTAssertFalse(redraw.contains("\n"))
     }
 
+    func testBackupLinksFollowTheMainLinkInEveryStyle() throws {
+        var snapshot = try busySnapshot()
+        snapshot.backups = [.init(receiver: "10.0.0.2:7373", link: .streaming, secondsBehind: 0.25)]
+        XCTAssertEqual(
+            renderer.terminalLine(snapshot, width: 200),
+            "L ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB       R ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB      │ reconnecting+TLS │ backup streaming 0.2s │ cap 754.3s ack 741.0s │ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"
+        )
+        snapshot.backups.append(.init(receiver: "[::1]:7374", link: .gaveUp, secondsBehind: 0))
+        let narrow = renderer.terminalLine(snapshot, width: 80)
+        XCTAssertTrue(narrow.contains("reconnecting │ backup1 streaming 0s │ backup2 gave-up 0s │ ack 741s"), narrow)
+        XCTAssertLessThanOrEqual(narrow.count, 80)
+        let plain = renderer.plainLine(snapshot)
+        XCTAssertTrue(plain.hasSuffix(" no_ack_s=0 backups=10.0.0.2:7373/streaming/0.25,[::1]:7374/gave-up/0.00"), plain)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(snapshot, time: Date(), logger: "capture-send").utf8)) as? [String: Any])
+        let backups = try XCTUnwrap(json["backups"] as? [[String: Any]])
+        XCTAssertEqual(backups.count, 2)
+        XCTAssertEqual(backups[0]["receiver"] as? String, "10.0.0.2:7373")
+        XCTAssertEqual(backups[1]["link"] as? String, "gave-up")
+        XCTAssertEqual(backups[0]["behind_s"] as? Double, 0.25)
+        XCTAssertFalse(renderer.plainLine(try busySnapshot()).contains("backups="), "without backups the key is absent")
+    }
+
     func testLinkStates() {
         XCTAssertEqual(SenderStatusSnapshot(link: .connecting).linkDescription, "connecting")
         XCTAssertEqual(SenderStatusSnapshot(link: .streaming, usesTLS: true).linkDescription, "streaming+TLS")

@@ -26,6 +26,7 @@ enum Products {
     static var send: String { directory.appendingPathComponent("capture-send").path }
     static var recv: String { directory.appendingPathComponent("capture-recv").path }
     static var load: String { directory.appendingPathComponent("capture-load").path }
+    static var example: String { directory.appendingPathComponent("capture-streamer-example").path }
 }
 
 /// A child process with its output collected, which tests can signal and wait for.

@@ -1,4 +1,5 @@
 import CAF
+import CSndFile
 import CaptureCore
 import Foundation
 import TestSupport
@@ -44,6 +45,18 @@ enum Resilience {
     static func size(_ url: URL?) -> Int64 {
         guard let url, let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return 0 }
         return (attributes[.size] as? NSNumber)?.int64Value ?? 0
+    }
+
+    /// A 16-bit stereo 48 kHz WAV of pseudo-random samples in `folder`, and its raw little-endian bytes.
+    static func randomWAV(in folder: URL, seconds: Double, seed: UInt64) throws -> (path: String, bytes: [UInt8]) {
+        let path = folder.appendingPathComponent("source-\(seed).wav").path
+        var generator = SampleGenerator(seed: seed)
+        let ints = (0..<Int(48_000 * seconds) * 2).map { _ in (Int32(bitPattern: generator.next()) >> 16) << 16 }
+        try writeWAV(path: path, subtype: Int32(SF_FORMAT_PCM_16), rate: 48_000, channels: 2, ints: ints)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(ints.count * 2)
+        for value in ints { withUnsafeBytes(of: Int16(value >> 16).littleEndian) { bytes += $0 } }
+        return (path, bytes)
     }
 
     /// The interleaved 16-bit little-endian bytes of capture-send's default tone (440 Hz, -12 dBFS).

@@ -26,16 +26,8 @@ final class ResilienceTests: XCTestCase {
 
     private func spool(_ name: String = "spool") -> URL { work.appendingPathComponent(name) }
 
-    /// A 16-bit stereo 48 kHz WAV of pseudo-random samples and its raw little-endian bytes.
     private func randomWAV(seconds: Double, seed: UInt64) throws -> (path: String, bytes: [UInt8]) {
-        let path = work.appendingPathComponent("source-\(seed).wav").path
-        var generator = SampleGenerator(seed: seed)
-        let ints = (0..<Int(48_000 * seconds) * 2).map { _ in (Int32(bitPattern: generator.next()) >> 16) << 16 }
-        try writeWAV(path: path, subtype: Int32(SF_FORMAT_PCM_16), rate: 48_000, channels: 2, ints: ints)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(ints.count * 2)
-        for value in ints { withUnsafeBytes(of: Int16(value >> 16).littleEndian) { bytes += $0 } }
-        return (path, bytes)
+        try Resilience.randomWAV(in: work, seconds: seconds, seed: seed)
     }
 
     // MARK: - Through the fault proxy

@@ -58,7 +58,7 @@ final class SocketOptionsTests: XCTestCase {
         let senderTrace = try Trace(attachingTo: sender.process.processIdentifier, path: folder.appendingPathComponent("send.trace").path)
         XCTAssertEqual(sender.wait(seconds: 60), 0, "an unprivileged sender delivers: \(sender.standardError)")
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
-        XCTAssertEqual(receiver.files().count, 1)
+        XCTAssertEqual(receiver.files().count, 1, "sender: \(sender.standardError)\nreceiver: \(receiver.child.standardError)")
 
         for (name, trace) in [("capture-send", senderTrace), ("capture-recv", receiverTrace)] {
             let calls = try trace.calls()

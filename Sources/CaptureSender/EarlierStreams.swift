@@ -1,4 +1,3 @@
-import CaptureSender
 import Foundation
 import Logging
 
@@ -7,12 +6,12 @@ import Logging
 /// HOST:PORT as given and the same TLS identity), each on a thread of its own, while the new stream
 /// records. Streams of other receivers, and of spools too old to say, are left for their own runs
 /// or `capture-send spool deliver`. A delivered stream's spool folder is removed.
-final class EarlierStreams: Sendable {
+public final class EarlierStreams: Sendable {
     private let deliveries = SpooledStreamDeliveries()
 
     /// Starts delivering every earlier stream under `root` that belongs to `destination` and that
     /// no running capture-send owns.
-    init(root: String, excluding current: UUID, destination: SpoolDestination, template: SenderConfiguration, logger: Logger) {
+    public init(root: String, excluding current: UUID, destination: SpoolDestination, template: SenderConfiguration, logger: Logger) {
         StreamSpool.removeAbandonedPartials(root: root)
         var others = 0
         var unknown: [String] = []
@@ -57,8 +56,8 @@ final class EarlierStreams: Sendable {
     }
 
     /// Stops every delivery (their audio stays in the spool).
-    func abandon() { deliveries.abandon() }
+    public func abandon() { deliveries.abandon() }
 
     /// Waits until every earlier stream is delivered or has failed; returns the failures.
-    func wait() -> [String] { deliveries.wait() }
+    public func wait() -> [String] { deliveries.wait() }
 }

@@ -1,0 +1,55 @@
+// Embeds CaptureStreamer: streams a tone (or an audio file) to capture-recv and prints what happens.
+//
+//     capture-streamer-example HOST:PORT [FILE] [--also BACKUP_HOST:PORT]
+//
+// Built by `make test`, which also runs it against a real capture-recv.
+import CaptureCodecs
+import CaptureCore
+import CaptureSender
+import CaptureSndFile
+import Foundation
+import Logging
+
+func receiver(_ text: String) -> CaptureStreamer.Receiver? {
+    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else { return nil }
+    return CaptureStreamer.Receiver(host: String(text[..<colon]), port: port)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var backups: [CaptureStreamer.Receiver] = []
+if let also = arguments.firstIndex(of: "--also"), also + 1 < arguments.count, let backup = receiver(arguments[also + 1]) {
+    backups.append(backup)
+    arguments.removeSubrange(also...(also + 1))
+}
+guard let first = arguments.first, let main = receiver(first) else {
+    FileHandle.standardError.write(Data("usage: capture-streamer-example HOST:PORT [FILE] [--also HOST:PORT]\n".utf8))
+    exit(64)
+}
+do {
+    let source: any AudioSource = arguments.count > 1
+        ? try FileSource(path: arguments[1], paced: true)
+        : try ToneSource(settings: .init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3, paced: true))
+    var configuration = CaptureStreamer.Configuration(streamName: "example", receiver: main)
+    configuration.backups = backups
+    configuration.spoolRoot = nil  // keep unacknowledged audio in memory only
+    let streamer = try CaptureStreamer(
+        source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: configuration, logger: Logger(label: "example"))
+    try streamer.start()
+    var succeeded = false
+    for await event in streamer.events {
+        switch event {
+        case .link(let role, let receiver, let state): print("\(role) \(receiver): \(state)")
+        case .progress(let status): print(String(format: "captured %.1f s, acknowledged by all %.1f s", status.secondsCaptured, Double(status.log.acknowledgedEndSampleTime) / status.outputSampleRate))
+        case .storage(let warning): print("storage: \(warning)")
+        case .captureEnded(let result): print("capture ended: \(result)")
+        case .delivered(let role, let receiver, let summary): print("\(role) \(receiver) has it all: \(summary.fileName), \(summary.totalFrames) frames")
+        case .deliveryFailed(let role, let receiver, let error): print("\(role) \(receiver) failed: \(error)")
+        case .finished(let outcome): succeeded = outcome.links.allSatisfy { if case .success = $0.result { true } else { false } }
+        }
+    }
+    streamer.dispose()
+    exit(succeeded ? 0 : 1)
+} catch {
+    FileHandle.standardError.write(Data("capture-streamer-example: \(error)\n".utf8))
+    exit(1)
+}

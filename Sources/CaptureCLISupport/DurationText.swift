@@ -1,0 +1,43 @@
+import ArgumentParser
+
+/// Durations as users write them on the command line: `1h`, `15m`, `10s`, `1h30m`, or plain
+/// seconds (`90`).
+public enum DurationText {
+    /// The whole seconds `text` names, within `range`; otherwise a `ValidationError` naming `option`.
+    public static func seconds(_ text: String, option: String, range: ClosedRange<Int64>) throws(ValidationError) -> Int64 {
+        let invalid = ValidationError("\(option) \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (\(describe(range.lowerBound)) to \(describe(range.upperBound)))")
+        var total: Int64 = 0
+        var number = ""
+        var sawUnit = false
+        for character in text.lowercased() {
+            if character.isASCII, character.isNumber {
+                number.append(character)
+                continue
+            }
+            let unit: Int64
+            switch character {
+            case "h": unit = 3_600
+            case "m": unit = 60
+            case "s": unit = 1
+            default: throw invalid
+            }
+            guard let value = Int64(number), value <= range.upperBound else { throw invalid }
+            total += value * unit
+            number = ""
+            sawUnit = true
+        }
+        if !number.isEmpty {
+            guard !sawUnit, let value = Int64(number), value <= range.upperBound else { throw invalid }
+            total += value
+        }
+        guard range.contains(total) else { throw invalid }
+        return total
+    }
+
+    /// `1 second`, `24 hours`, `7 days`.
+    private static func describe(_ seconds: Int64) -> String {
+        if seconds % 86_400 == 0, seconds >= 86_400 * 2 { return "\(seconds / 86_400) days" }
+        if seconds % 3_600 == 0, seconds >= 3_600 { return seconds == 3_600 ? "1 hour" : "\(seconds / 3_600) hours" }
+        return seconds == 1 ? "1 second" : "\(seconds) seconds"
+    }
+}

@@ -1,0 +1,379 @@
+import CaptureCodecs
+import CaptureCore
+import Dispatch
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// One capture streamed to a receiver and any backup receivers, with nothing lost on any of them:
+/// capture-send as a library.
+///
+/// It takes an `AudioSource`, an `AudioEncoder` and a `Configuration`, and assembles the rest: the
+/// stream's description, the packet log with its disk spool (one acknowledgement cursor per
+/// receiver), the capture pipeline, a `StreamSender` per receiver on shared threads, and the
+/// delivery of streams earlier runs left in the spool. Its lifecycle follows the Audio Queue's:
+///
+/// | Audio Queue | CaptureStreamer |
+/// |---|---|
+/// | `AudioQueueNewInput` | `init`: buffers derived and allocated, spool created; nothing runs |
+/// | `AudioQueueStart` | `start()`: capture begins, each receiver's link connects |
+/// | `AudioQueuePause` / `AudioQueueStart` | `pause()` / `resume()`: capture pauses; delivery goes on |
+/// | `AudioQueueStop(inImmediate:)` | `stop(immediate:)`: capture ends (immediately: buffers not yet encoded are dropped); delivery goes on until every receiver has everything |
+/// | | `stopDelivering()`: ends delivery now; what is unacknowledged stays in the spool |
+/// | | `waitUntilFinished()` / `finished()`: the `Outcome` |
+/// | `AudioQueueDispose` | `dispose()`: capture released, the spool removed when every receiver has the whole stream, else synced for a later run |
+///
+/// Progress and link changes come through `events`, an `AsyncSequence` that ends after
+/// `.finished`. A backup that stays unreachable for `Configuration.backupGiveUpAfter` is dropped:
+/// the spool stops keeping audio for it, and its `LinkOutcome` says what its file lacks.
+///
+/// Sendability (`@unchecked Sendable`): the mutable run state is read and written only under `lock`;
+/// the pipeline, log and senders are thread-safe themselves.
+public final class CaptureStreamer: @unchecked Sendable {
+    /// The stream as the handshake describes it (format, cookie, priming, start time, clock, layout).
+    public let description: StreamDescription
+    /// The packet log: what is captured and not yet acknowledged by every receiver, and its spool.
+    public let log: PacketLog
+    /// Progress, link changes and the outcome, as they happen; ends after `.finished`.
+    public let events: AsyncStream<Event>
+
+    private let pipeline: CapturePipeline
+    private let configuration: Configuration
+    private let links: [Link]
+    private let logger: Logger
+    private let inputSampleRate: Double
+    private let group: MultiThreadedEventLoopGroup
+    private let spoolReads: NIOThreadPool
+    private let eventSink: AsyncStream<Event>.Continuation
+    private let done = DispatchGroup()
+    /// Guards everything below; signalled when `outcome` is set.
+    private let lock = NSCondition()
+    private var phase = Phase.created
+    private var captureResult: Result<CaptureQueue.Completion, SenderError>?
+    private var linkResults: [Result<StreamSummary, SenderError>?]
+    private var stoppedDelivering = false
+    private var earlier: EarlierStreams?
+    private var outcome: Outcome?
+    private var progressTimer: DispatchSourceTimer?
+
+    private enum Phase { case created, running, finished, disposed }
+
+    /// One receiver and the sender that serves it.
+    private struct Link {
+        var role: Role
+        var receiver: Receiver
+        var sender: StreamSender
+    }
+
+    /// Prepares a run: describes the stream, creates the spool (unless `spoolRoot` is nil), the log
+    /// and the capture pipeline. Nothing is captured or sent before `start()`.
+    public init(source: any AudioSource, encoder: any AudioEncoder, configuration: Configuration, logger: Logger) throws(CaptureStreamerError) {
+        self.configuration = configuration
+        self.logger = logger
+        inputSampleRate = source.format.sampleRate
+        let description = StreamDescription(
+            format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date(),
+            clock: ClockSynchronization.current(),
+            // Opus carries its channel mapping in the OpusHead; a layout is passed on for linear PCM.
+            channelLayout: encoder.outputFormat.isLinearPCM ? source.channelLayout : nil
+        )
+        self.description = description
+        let (stream, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1_024))
+        events = stream
+        eventSink = sink
+        let resumeSecret = ResumeSecret.make()
+        var spool: StreamSpool?
+        if let root = configuration.spoolRoot {
+            do throws(SpoolError) {
+                spool = try StreamSpool.create(root: root, meta: SpoolMeta(
+                    streamID: configuration.streamID, streamName: configuration.streamName, destination: configuration.receiver.identity,
+                    description: description, resumeSecret: resumeSecret))
+            } catch {
+                throw .spool(error.description)
+            }
+        }
+        let overflow = OverflowRecorder(
+            directory: configuration.spoolRoot ?? FileManager.default.currentDirectoryPath, streamName: configuration.streamName,
+            streamID: configuration.streamID, description: description)
+        let report = Self.storageReporter(logger)
+        log = PacketLog(
+            producerIsRealTime: source.isRealTime, spool: spool, capacity: configuration.spoolCapacity, overflow: overflow,
+            destinations: 1 + configuration.backups.count,
+            events: { event in
+                report(event)
+                sink.yield(.storage(event))
+            })
+        do throws(CaptureError) {
+            pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: configuration.queue, log: log)
+        } catch {
+            spool?.removeAll()
+            throw .capture(error.description)
+        }
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        spoolReads = NIOThreadPool(numberOfThreads: 1)
+        let receivers = [(Role.main, configuration.receiver)] + configuration.backups.enumerated().map { (Role.backup($0.offset + 1), $0.element) }
+        var links: [Link] = []
+        for (index, (role, receiver)) in receivers.enumerated() {
+            var sending = SenderConfiguration(
+                host: receiver.host, port: receiver.port, streamName: configuration.streamName, streamID: configuration.streamID,
+                windowBytes: configuration.windowBytes, connectTimeout: configuration.connectTimeout, idleTimeout: configuration.idleTimeout,
+                heartbeatInterval: configuration.heartbeatInterval, application: configuration.application,
+                sourceHost: configuration.sourceHost, authToken: receiver.authToken)
+            sending.resumeSecret = resumeSecret
+            sending.tls = receiver.tls
+            sending.reconnect = configuration.reconnect
+            sending.destination = LogDestination(index: index)
+            if role != .main { sending.giveUpAfter = configuration.backupGiveUpAfter }
+            var linkLogger = logger
+            if role != .main { linkLogger[metadataKey: "link"] = "\(role) \(receiver)" }
+            let name = receiver.description
+            let sender = StreamSender(
+                configuration: sending, description: description, log: log, logger: linkLogger,
+                threads: (group: group, spoolReads: spoolReads),
+                linkChanged: { state in sink.yield(.link(role: role, receiver: name, state: state)) })
+            links.append(Link(role: role, receiver: receiver, sender: sender))
+        }
+        self.links = links
+        linkResults = Array(repeating: nil, count: links.count)
+    }
+
+    /// The sent stream's format (the encoder's output).
+    public var outputFormat: StreamFormat { pipeline.outputFormat }
+
+    /// Whether the encoder covers frames lost to overruns with encoded silence (Opus) rather than
+    /// the stream recording them as gaps (PCM).
+    public var fillsLostFrames: Bool { pipeline.fillsLostFrames }
+
+    /// Starts capture and delivery (and the delivery of earlier streams left in the spool).
+    public func start() throws(CaptureStreamerError) {
+        let starting: Bool = lock.withLock {
+            guard phase == .created else { return false }
+            phase = .running
+            return true
+        }
+        guard starting else { throw .invalidState("a streamer starts once; create a new one to stream again") }
+        spoolReads.start()
+        if configuration.deliversEarlierStreams, let root = configuration.spoolRoot, let main = links.first {
+            let template = senderTemplate(for: main.receiver)
+            let earlier = EarlierStreams(root: root, excluding: configuration.streamID, destination: main.receiver.identity, template: template, logger: logger)
+            lock.withLock { self.earlier = earlier }
+        }
+        for (index, link) in links.enumerated() {
+            done.enter()
+            Thread.detachNewThread { [self] in
+                let result = link.sender.run()
+                switch result {
+                case .success(let summary): eventSink.yield(.delivered(role: link.role, receiver: link.receiver.description, summary))
+                case .failure(let error): eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
+                }
+                let allDone: Bool = lock.withLock {
+                    linkResults[index] = result
+                    return linkResults.allSatisfy { $0 != nil }
+                }
+                // Nothing delivers any more: capture has nowhere to go (a refused stream, a stop).
+                if allDone { stopCaptureAtOnce() }
+                done.leave()
+            }
+        }
+        // Capture's end is awaited only once it started: a queue never started reports `.stopped` at once.
+        var startFailure: CaptureError?
+        do throws(CaptureError) {
+            try pipeline.start()
+        } catch {
+            startFailure = error
+        }
+        done.enter()
+        Thread.detachNewThread { [self] in
+            let result = pipeline.waitAndFinish()
+            lock.withLock { captureResult = result }
+            eventSink.yield(.captureEnded(result))
+            done.leave()
+        }
+        if let startFailure {
+            stopDelivering()
+            done.notify(queue: .global()) { [self] in finish() }
+            throw .capture(startFailure.description)
+        }
+        startProgressTimer()
+        done.notify(queue: .global()) { [self] in finish() }
+    }
+
+    /// Pauses capture (the source stops; what was captured is still encoded and delivered).
+    public func pause() { pipeline.queue.pause() }
+
+    /// Resumes capture after `pause()`.
+    public func resume() throws(CaptureStreamerError) {
+        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.description) }
+    }
+
+    /// Stops capture and returns once it has stopped; delivery goes on until every receiver has
+    /// the whole stream (`waitUntilFinished()`). `immediate` drops captured buffers the encoder has
+    /// not taken yet, as `AudioQueueStop(queue, true)` does.
+    public func stop(immediate: Bool = false) {
+        pipeline.queue.stop(immediate: immediate)
+    }
+
+    /// Stops delivering now, to every receiver: connections close, and what they have not
+    /// acknowledged stays in the spool for a later run. Capture stops too.
+    public func stopDelivering() {
+        let earlier: EarlierStreams? = lock.withLock {
+            stoppedDelivering = true
+            return self.earlier
+        }
+        links.forEach { $0.sender.abandon() }
+        earlier?.abandon()
+    }
+
+    /// Blocks until capture and every delivery are over, and returns how they went.
+    public func waitUntilFinished() -> Outcome {
+        lock.withLock {
+            while outcome == nil { lock.wait() }
+            return outcome ?? Outcome(capture: .success(.stopped), links: [], stoppedDelivering: true, earlierStreamFailures: [])
+        }
+    }
+
+    /// Waits (without blocking a thread of the caller's) until capture and every delivery are over.
+    public func finished() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.waitUntilFinished()) }
+        }
+    }
+
+    /// Releases capture and the threads, closes the log, and removes the spool when every receiver
+    /// still served has the whole stream (otherwise it is synced, for a later run to deliver).
+    /// Call it after `waitUntilFinished()`; calling it earlier stops delivering first.
+    public func dispose() {
+        let wasRunning: Bool = lock.withLock {
+            defer { if phase != .disposed { phase = .disposed } }
+            return phase == .running
+        }
+        if wasRunning {
+            stopDelivering()
+            _ = waitUntilFinished()
+        }
+        pipeline.queue.dispose()
+        if log.isComplete { log.removeSpool() } else { log.flushSpool() }
+        try? group.syncShutdownGracefully()
+        try? spoolReads.syncShutdownGracefully()
+    }
+
+    /// The figures now: capture, the log and every receiver's link.
+    public var status: Status {
+        let capture = pipeline.queue.statistics
+        return Status(
+            secondsCaptured: Double(capture.framesCaptured + capture.framesLost) / inputSampleRate,
+            overruns: capture.overruns, framesLost: capture.framesLost, log: log.progress,
+            outputSampleRate: pipeline.outputFormat.sampleRate,
+            links: links.enumerated().map { index, link in
+                LinkStatus(
+                    role: link.role, receiver: link.receiver.description, state: link.sender.linkState, usesTLS: link.receiver.tls != nil,
+                    progress: log.progress(for: LogDestination(index: index)))
+            })
+    }
+
+    /// The levels of the audio captured since the last call (for a meter), and resets them.
+    public func takeLevels() -> LevelMeter.Reading { pipeline.takeLevels() }
+
+    // MARK: - Inside
+
+    private func stopCaptureAtOnce() {
+        log.close()  // a producer waiting for room must not hold the stop up
+        pipeline.queue.stop(immediate: true)
+    }
+
+    private func finish() {
+        let (capture, results, stopped, earlier): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, EarlierStreams?) =
+            lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier) }
+        let timer = lock.withLock { () -> DispatchSourceTimer? in
+            defer { progressTimer = nil }
+            return progressTimer
+        }
+        timer?.cancel()
+        log.close()
+        let statistics = pipeline.queue.statistics
+        if statistics.overruns > 0 {
+            let recorded = pipeline.fillsLostFrames
+                ? "encoded as silence in its place (the file keeps the capture's timeline)"
+                : "recorded as marked gaps of silence in the file"
+            logger.warning("capture overruns: audio was lost and \(recorded)", metadata: [
+                "overruns": "\(statistics.overruns)", "frames-lost": "\(statistics.framesLost)",
+            ])
+        }
+        // Earlier streams are waited for only when not stopped (a stop leaves them in the spool).
+        let earlierFailures = stopped ? [] : (earlier?.wait() ?? [])
+        let outcome = Outcome(
+            capture: capture ?? .success(.stopped),
+            links: links.indices.map { index in
+                LinkOutcome(role: links[index].role, receiver: links[index].receiver.description,
+                            result: results[index] ?? .failure(.connectionLost("delivery did not run")))
+            },
+            stoppedDelivering: stopped, earlierStreamFailures: earlierFailures)
+        lock.withLock {
+            self.outcome = outcome
+            if phase == .running { phase = .finished }
+            lock.broadcast()
+        }
+        eventSink.yield(.finished(outcome))
+        eventSink.finish()
+    }
+
+    private func startProgressTimer() {
+        guard let interval = configuration.progressInterval, interval > 0 else { return }
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "capture-streamer progress"))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            eventSink.yield(.progress(status))
+        }
+        lock.withLock { progressTimer = timer }
+        timer.resume()
+    }
+
+    /// The settings that deliver earlier streams to `receiver` (their stream ids, names and secrets
+    /// come from their spools).
+    private func senderTemplate(for receiver: Receiver) -> SenderConfiguration {
+        var template = SenderConfiguration(
+            host: receiver.host, port: receiver.port, streamName: configuration.streamName,
+            windowBytes: configuration.windowBytes, connectTimeout: configuration.connectTimeout, idleTimeout: configuration.idleTimeout,
+            heartbeatInterval: configuration.heartbeatInterval, application: configuration.application,
+            sourceHost: configuration.sourceHost, authToken: receiver.authToken)
+        template.tls = receiver.tls
+        template.reconnect = configuration.reconnect
+        return template
+    }
+
+    /// Logs the log's storage events loudly.
+    static func storageReporter(_ logger: Logger) -> @Sendable (PacketLogEvent) -> Void {
+        { event in
+            switch event {
+            case .overflowStarted(let path):
+                logger.critical("the spool is full (--spool-max): audio now goes to a local file and the receiver will get a gap here", metadata: ["file": "\(path)"])
+            case .overflowEnded(let path, let frames):
+                logger.critical("overflow ended: the receiver's file has a gap whose audio is in the local file", metadata: ["file": "\(path)", "frames": "\(frames)"])
+            case .audioLost(let reason):
+                logger.critical("AUDIO IS BEING LOST: \(reason)")
+            case .spoolFailed(let reason):
+                logger.error("the disk spool failed; unacknowledged audio is kept in memory only and would not survive a crash", metadata: ["reason": "\(reason)"])
+            }
+        }
+    }
+}
+
+/// Why a `CaptureStreamer` could not be made or started.
+public enum CaptureStreamerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The spool could not be created.
+    case spool(String)
+    /// Capture could not be set up or started.
+    case capture(String)
+    /// The call does not fit the streamer's state.
+    case invalidState(String)
+
+    public var description: String {
+        switch self {
+        case .spool(let reason): return reason
+        case .capture(let reason): return reason
+        case .invalidState(let reason): return reason
+        }
+    }
+}

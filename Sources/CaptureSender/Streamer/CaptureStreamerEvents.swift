@@ -1,0 +1,96 @@
+import CaptureCore
+
+extension CaptureStreamer {
+    /// Which receiver a link serves.
+    public enum Role: Sendable, Equatable, CustomStringConvertible {
+        /// The receiver the stream is sent to (its spool is bound to it).
+        case main
+        /// The `n`th backup receiver (from 1).
+        case backup(Int)
+
+        public var description: String {
+            switch self {
+            case .main: return "main"
+            case .backup(let number): return "backup \(number)"
+            }
+        }
+    }
+
+    /// One receiver's link at one moment.
+    public struct LinkStatus: Sendable, Equatable {
+        /// Main or backup.
+        public var role: Role
+        /// The receiver, as HOST:PORT.
+        public var receiver: String
+        /// Connecting, streaming, reconnecting, finished or gave up.
+        public var state: SenderLinkState
+        /// Whether the link uses TLS.
+        public var usesTLS: Bool
+        /// What this receiver acknowledged, and when it last did.
+        public var progress: PacketLog.Progress
+    }
+
+    /// The whole streamer at one moment, as `status` and `Event.progress` give it.
+    public struct Status: Sendable, Equatable {
+        /// Seconds of audio captured (and lost to overruns) since the start.
+        public var secondsCaptured: Double
+        /// Capture overruns so far.
+        public var overruns: Int64
+        /// Frames lost in those overruns.
+        public var framesLost: Int64
+        /// The log as a whole: acknowledged means held by every receiver still served; the
+        /// unacknowledged bytes are what the spool keeps.
+        public var log: PacketLog.Progress
+        /// The sample rate of the sent stream (for turning sample times into seconds).
+        public var outputSampleRate: Double
+        /// Each receiver's link: the main receiver first, then the backups in order.
+        public var links: [LinkStatus]
+    }
+
+    /// How one receiver's delivery ended.
+    public struct LinkOutcome: Sendable {
+        /// Main or backup.
+        public var role: Role
+        /// The receiver, as HOST:PORT.
+        public var receiver: String
+        /// What the receiver confirmed, or why it could not.
+        public var result: Result<StreamSummary, SenderError>
+    }
+
+    /// How a run ended, once capture and every delivery are over.
+    public struct Outcome: Sendable {
+        /// How capture ended.
+        public var capture: Result<CaptureQueue.Completion, SenderError>
+        /// Each receiver's delivery, the main receiver first.
+        public var links: [LinkOutcome]
+        /// Delivery was stopped by `stopDelivering()`: what was not acknowledged stays in the spool.
+        public var stoppedDelivering: Bool
+        /// Earlier streams from the spool that could not be delivered (folder: error).
+        public var earlierStreamFailures: [String]
+
+        /// The main receiver's delivery.
+        public var main: LinkOutcome { links[0] }
+        /// Backups that did not get the whole stream.
+        public var incompleteBackups: [LinkOutcome] {
+            links.dropFirst().filter { if case .failure = $0.result { return true } else { return false } }
+        }
+    }
+
+    /// What a running streamer reports through `events`.
+    public enum Event: Sendable {
+        /// A receiver's link changed state.
+        case link(role: Role, receiver: String, state: SenderLinkState)
+        /// Something about the log's storage the user must know (overflow, lost audio, a failed spool).
+        case storage(PacketLogEvent)
+        /// Capture ended (end of source, stopped, or failed).
+        case captureEnded(Result<CaptureQueue.Completion, SenderError>)
+        /// A receiver confirmed the whole stream.
+        case delivered(role: Role, receiver: String, StreamSummary)
+        /// A receiver's delivery ended without the whole stream: refused, given up, or stopped.
+        case deliveryFailed(role: Role, receiver: String, SenderError)
+        /// The figures, every `Configuration.progressInterval` seconds while running.
+        case progress(Status)
+        /// Capture and every delivery are over; the last event.
+        case finished(Outcome)
+    }
+}

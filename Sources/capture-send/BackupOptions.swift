@@ -1,0 +1,94 @@
+import ArgumentParser
+import CaptureCLISupport
+import CaptureSecurity
+import CaptureSender
+import Foundation
+import Logging
+
+/// capture-send's backup receivers: `--also HOST:PORT[,KEY=VALUE...]` (repeatable) and
+/// `--also-give-up DURATION`.
+struct BackupOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Also send the whole stream to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...).",
+        valueName: "HOST:PORT[,KEY=VALUE...]"))
+    var also: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How long a backup receiver may stay unreachable before it is dropped (its audio no longer kept in the spool; capture-send then exits 4 naming it): like 1h, 30m, 90s or 1h30m.",
+        valueName: "DURATION"))
+    var alsoGiveUp = "1h"
+
+    func validate() throws {
+        _ = try DurationText.seconds(alsoGiveUp, option: "--also-give-up", range: 1...(7 * 86_400))
+        for spec in also { _ = try BackupReceiverSpec(parsing: spec) }
+    }
+
+    /// --also-give-up in seconds.
+    var giveUpSeconds: Double {
+        Double((try? DurationText.seconds(alsoGiveUp, option: "--also-give-up", range: 1...(7 * 86_400))) ?? 3_600)
+    }
+
+    /// The backup receivers, with the main receiver's TLS and token settings where a spec names none.
+    func receivers(main security: SenderSecurityOptions, logger: Logger) throws(CLIError) -> [CaptureStreamer.Receiver] {
+        var receivers: [CaptureStreamer.Receiver] = []
+        for text in also {
+            let spec: BackupReceiverSpec
+            do { spec = try BackupReceiverSpec(parsing: text) } catch { throw CLIError("\(error)") }
+            var options = security
+            if let pin = spec.pin {
+                options.pin = pin
+                options.ca = nil
+            }
+            if let ca = spec.ca {
+                options.ca = ca
+                options.pin = nil
+            }
+            if let cert = spec.cert { options.cert = cert }
+            if let key = spec.key { options.key = key }
+            if let tokenFile = spec.tokenFile { options.tokenFile = tokenFile }
+            do { try options.validate() } catch { throw CLIError("--also \(spec.address): \(error)") }
+            receivers.append(CaptureStreamer.Receiver(
+                host: spec.address.host, port: spec.address.port, tls: try options.tlsConfiguration(),
+                authToken: try options.authToken(logger: logger), identity: try options.destination(for: spec.address)))
+        }
+        return receivers
+    }
+}
+
+/// One `--also` value: HOST:PORT, then comma-separated settings that differ from the main receiver's.
+struct BackupReceiverSpec: Equatable {
+    var address: HostAndPort
+    var pin: String?
+    var ca: String?
+    var cert: String?
+    var key: String?
+    var tokenFile: String?
+
+    init(parsing text: String) throws(ValidationError) {
+        var parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let first = parts.removeFirst()
+        do {
+            address = try HostAndPort.remoteAddress(first)
+        } catch {
+            throw ValidationError("--also \(text): \(first) is not HOST:PORT (\(error))")
+        }
+        for part in parts {
+            guard let equals = part.firstIndex(of: "="), !part[part.index(after: equals)...].isEmpty else {
+                throw ValidationError("--also \(text): '\(part)' is not KEY=VALUE; the keys are pin, ca, cert, key and token-file")
+            }
+            let value = String(part[part.index(after: equals)...])
+            switch part[..<equals] {
+            case "pin": pin = value
+            case "ca": ca = value
+            case "cert": cert = value
+            case "key": key = value
+            case "token-file": tokenFile = value
+            default:
+                throw ValidationError("--also \(text): unknown setting '\(part[..<equals])'; the keys are pin, ca, cert, key and token-file")
+            }
+        }
+        if pin != nil, ca != nil {
+            throw ValidationError("--also \(text): give either pin= or ca=, not both")
+        }
+    }
+}

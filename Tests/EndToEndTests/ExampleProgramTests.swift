@@ -1,0 +1,37 @@
+import CAF
+import Foundation
+import TestSupport
+import XCTest
+
+/// The embedding example (Examples/StreamToReceiver) runs against real receivers: its stream
+/// arrives whole in both, and it prints the events a user of the library sees.
+final class ExampleProgramTests: XCTestCase {
+    func testTheExampleStreamsAToneToAReceiverAndABackupAndPrintsItsEvents() throws {
+        let main = try ReceiverUnderTest()
+        let backup = try ReceiverUnderTest()
+        let example = try ChildProcess(Products.example, [main.address, "--also", backup.address])
+        XCTAssertEqual(example.wait(seconds: 60), 0, example.standardOutput + example.standardError)
+        let printed = example.standardOutput
+        for line in [
+            "main \(main.address): streaming", "backup 1 \(backup.address): streaming", "capture ended: success(",
+            "main \(main.address) has it all: ", "backup 1 \(backup.address) has it all: ", "144000 frames",
+        ] {
+            XCTAssertTrue(printed.contains(line), "\(line) in:\n\(printed)")
+        }
+        XCTAssertTrue(printed.contains("captured 1."), "progress events once a second:\n\(printed)")
+        let tone = try Resilience.toneBytes(frames: 144_000)
+        for receiver in [main, backup] {
+            let file = try XCTUnwrap(receiver.files().first)
+            let caf = try CAFFile.read(path: file.path)
+            XCTAssertTrue(caf.isFinalized)
+            XCTAssertEqual(try caf.readAudioData(), tone, "3 s of the tone, sample-exact")
+            XCTAssertEqual(receiver.stop(), 0)
+        }
+    }
+
+    func testTheExampleNamesItsUsage() throws {
+        let example = try ChildProcess(Products.example, [])
+        XCTAssertEqual(example.wait(seconds: 30), 64)
+        XCTAssertEqual(example.standardError, "usage: capture-streamer-example HOST:PORT [FILE] [--also HOST:PORT]\n")
+    }
+}

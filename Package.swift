@@ -239,7 +239,7 @@ let package = Package(
         .testTarget(
             name: "CaptureSenderTests",
             dependencies: [
-                "CaptureSender", "CaptureWire", "CaptureCore", "CaptureCodecs",
+                "CaptureSender", "CaptureWire", "CaptureCore", "CaptureCodecs", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

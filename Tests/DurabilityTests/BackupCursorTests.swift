@@ -9,7 +9,6 @@ import XCTest
 /// reports its own progress, and dropping a backup releases what only it held.
 final class BackupCursorTests: XCTestCase {
     private var root: String!
-    private let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)
 
     override func setUpWithError() throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("cursor-\(UUID().uuidString)").path
@@ -19,16 +18,9 @@ final class BackupCursorTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: root)
     }
 
-    private func meta(_ id: UUID) -> SpoolMeta {
-        SpoolMeta(streamID: id, streamName: "test", destination: SpoolDestination(address: "127.0.0.1:7373"), description: StreamDescription(
-            format: format, magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 1_800_000_000)),
-            resumeSecret: Array(repeating: 0xA5, count: 32))
-    }
+    private func meta(_ id: UUID = UUID()) -> SpoolMeta { SpoolFixtures.meta(id) }
 
-    private func packets(first: Int64, frames: Int) -> EncodedPackets {
-        let payload = (0..<(frames * 4)).map { UInt8(truncatingIfNeeded: Int(first) * 4 + $0 * 7) }
-        return EncodedPackets(payload: payload, packetCount: frames, packetSizes: [], firstSampleTime: first, frameCount: frames)
-    }
+    private func packets(first: Int64, frames: Int) -> EncodedPackets { SpoolFixtures.packets(first: first, frames: frames) }
 
     func testAnEntryIsReleasedOnlyWhenEveryDestinationHoldsIt() throws {
         let id = UUID()

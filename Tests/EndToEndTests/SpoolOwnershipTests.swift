@@ -31,20 +31,7 @@ final class SpoolOwnershipTests: XCTestCase {
     // MARK: - Helpers
 
     /// A loopback port nobody listens on (yet).
-    private func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard bound else { throw TestFailure("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    private func freePort() throws -> Int { try LoopbackPort.free() }
 
     private func sender(_ arguments: [String], token: String? = nil) throws -> ChildProcess {
         try ChildProcess(Products.send, arguments + Resilience.senderOptions(spool: spool), environment: token.map { ["CAPTURE_TOKEN": $0] } ?? [:])

@@ -1,0 +1,85 @@
+import CaptureCodecs
+import CaptureCore
+import CaptureSender
+import Foundation
+import Logging
+import TestSupport
+import XCTest
+
+/// `CaptureStreamer`'s lifecycle without a reachable receiver: it starts once, captures into the
+/// spool, gives a backup up after its give-up time (releasing its cursor), reports every step
+/// through `events` with `.finished` last, and on `stopDelivering()` + `dispose()` leaves what the
+/// main receiver never acknowledged in the spool.
+final class CaptureStreamerTests: XCTestCase {
+    private var root: String!
+
+    override func setUpWithError() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("streamer-\(UUID().uuidString)").path
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// A loopback port nothing listens on (bound, then released).
+    private func closedPort() throws -> Int { try LoopbackPort.free() }
+
+    func testABackupIsGivenUpTheMainsAudioStaysInTheSpoolAndEventsEndWithFinished() async throws {
+        let mainPort = try closedPort()
+        let backupPort = try closedPort()
+        let source = try ToneSource(settings: .init(
+            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 1, paced: false))
+        var configuration = CaptureStreamer.Configuration(streamName: "lifecycle", receiver: .init(host: "127.0.0.1", port: mainPort))
+        configuration.backups = [.init(host: "127.0.0.1", port: backupPort)]
+        configuration.backupGiveUpAfter = 0.5
+        configuration.spoolRoot = root
+        configuration.deliversEarlierStreams = false
+        configuration.reconnect = ReconnectPolicy(initial: 0.05, maximum: 0.1)
+        configuration.progressInterval = 0.1
+        let streamer = try CaptureStreamer(
+            source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: configuration, logger: Logger(label: "test"))
+        let collected = Task { () -> [CaptureStreamer.Event] in
+            var events: [CaptureStreamer.Event] = []
+            for await event in streamer.events { events.append(event) }
+            return events
+        }
+        try streamer.start()
+        XCTAssertThrowsError(try streamer.start()) { error in
+            XCTAssertEqual(error as? CaptureStreamerError, .invalidState("a streamer starts once; create a new one to stream again"))
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while streamer.status.links[1].state != .gaveUp, Date() < deadline { try await Task.sleep(nanoseconds: 20_000_000) }
+        let status = streamer.status
+        XCTAssertEqual(status.links.map(\.state), [.reconnecting, .gaveUp])
+        XCTAssertEqual(status.links.map(\.receiver), ["127.0.0.1:\(mainPort)", "127.0.0.1:\(backupPort)"])
+        XCTAssertEqual(status.links[1].progress.unacknowledgedBytes, 0, "the dropped backup holds nothing")
+        while streamer.log.streamEnd == nil, Date() < deadline { try await Task.sleep(nanoseconds: 20_000_000) }
+        XCTAssertEqual(streamer.log.progress.appendedEndSampleTime, 48_000, "one second of tone captured")
+        XCTAssertEqual(streamer.log.unacknowledgedBytes, 192_000, "all of it kept for the main receiver")
+
+        streamer.stopDelivering()
+        let outcome = await streamer.finished()
+        XCTAssertTrue(outcome.stoppedDelivering)
+        guard case .success(.endOfStream) = outcome.capture else { return XCTFail("capture ended at the source's end: \(outcome.capture)") }
+        guard case .failure(.connectionLost) = outcome.main.result else { return XCTFail("the main was never reached: \(outcome.main.result)") }
+        guard case .failure(.gaveUp(let receiver, let seconds, let fromSecond)) = outcome.links[1].result else {
+            return XCTFail("the backup was given up: \(outcome.links[1].result)")
+        }
+        XCTAssertEqual(receiver, "127.0.0.1:\(backupPort)")
+        XCTAssertEqual(seconds, 0.5)
+        XCTAssertEqual(fromSecond, 0)
+        XCTAssertEqual(outcome.incompleteBackups.map(\.receiver), ["127.0.0.1:\(backupPort)"])
+
+        streamer.dispose()
+        let kept = try FileManager.default.contentsOfDirectory(atPath: root)
+        XCTAssertEqual(kept, [configuration.streamID.uuidString.lowercased()], "the stream stays in the spool for the main receiver")
+
+        let events = await collected.value
+        guard case .finished? = events.last else { return XCTFail("finished comes last: \(events)") }
+        XCTAssertTrue(events.contains { if case .link(.backup(1), _, .gaveUp) = $0 { true } else { false } })
+        XCTAssertTrue(events.contains { if case .link(.main, _, .reconnecting) = $0 { true } else { false } })
+        XCTAssertTrue(events.contains { if case .captureEnded(.success) = $0 { true } else { false } })
+        XCTAssertTrue(events.contains { if case .progress = $0 { true } else { false } })
+        XCTAssertEqual(events.filter { if case .deliveryFailed = $0 { true } else { false } }.count, 2)
+    }
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Backup receivers (issue 20): what `--also` costs and how fast two receivers catch up.
+#  1. catch-up with one and with two receivers: a live 48 kHz stereo Opus 64 kb/s stream loses
+#     every receiver for OUTAGE (60) s (SIGTERM; restarted on the same ports and folders). Measured:
+#     the time from the restarted receivers listening until every one's durable position (its
+#     .position log) holds everything captured up to that moment, as audio seconds caught up per
+#     second (goal >= 50x). One destination, then two, CATCHUP_RUNS (1) times each, interleaved.
+#  2. sender CPU with a backup against without: user+sys CPU of capture-send streaming 10 min of
+#     48 kHz stereo audio as fast as possible to one receiver, and to a receiver and a backup, CPU_RUNS
+#     (5) runs each, alternating; medians. Twice: Opus 64 kb/s (the encoder dominates) and 16-bit PCM
+#     (the sockets dominate: every byte is sent twice). Goal <= 1.15x.
+# Needs BENCH_BIN and BENCH_WORK (bench/run.sh sets them). About 2 + 2.5 x CATCHUP_RUNS minutes.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+
+OUTAGE=${BENCH_OUTAGE_SECONDS:-60}
+CATCHUP_RUNS=${CATCHUP_RUNS:-1}
+CPU_RUNS=${CPU_RUNS:-5}
+work="$BENCH_WORK/backup"
+rm -rf "$work"; mkdir -p "$work"
+
+wait_port() { for _ in $(seq 1 400); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.025; done; return 1; }
+
+# durable_packets DIR: the packets the receiver's position log in DIR says are durable.
+durable_packets() {
+  local position
+  position=$(ls "$1"/*.caf.position 2>/dev/null | head -1) || true
+  [ -n "$position" ] || { echo 0; return; }
+  python3 - "$position" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+print(int.from_bytes(data[-16:-8], "big") if len(data) >= 40 else 0)
+PY
+}
+
+# catch_up N RUN: N receivers (1 or 2) down for OUTAGE s; sets CATCHUP (s), BACKLOG (s), SPEED (x).
+catch_up() {
+  local count=$1 run=$2 ports=() pids=() dirs=() also=() i
+  for i in $(seq "$count"); do
+    dirs+=("$work/catchup-$count-$run-$i"); mkdir -p "${dirs[-1]}"
+    ports+=("$(free_port)")
+    "$BENCH_BIN/capture-recv" --out "${dirs[-1]}" --listen "127.0.0.1:${ports[-1]}" --log-level warning >/dev/null 2>>"$work/recv.log" &
+    pids+=($!)
+    wait_port "${ports[-1]}"
+    [ "$i" -gt 1 ] && also+=(--also "127.0.0.1:${ports[-1]}")
+  done
+  local start sender back target done_at="" before=() p all
+  start=$(date +%s.%N)
+  "$BENCH_BIN/capture-send" "127.0.0.1:${ports[0]}" "${also[@]}" --source tone --codec opus --bitrate 64000 --channels 2 \
+    --duration $((OUTAGE + 30)) --stream-name "catchup$count" --spool "$work/spool-$count-$run" \
+    --reconnect-min 0.05 --reconnect-max 0.5 --log-level error --quiet >/dev/null 2>>"$work/send.log" &
+  sender=$!
+  sleep 5
+  for p in "${pids[@]}"; do kill -TERM "$p"; wait "$p" || true; done
+  sleep "$OUTAGE"
+  pids=()
+  for i in $(seq "$count"); do
+    "$BENCH_BIN/capture-recv" --out "${dirs[$((i - 1))]}" --listen "127.0.0.1:${ports[$((i - 1))]}" --log-level warning >/dev/null 2>>"$work/recv.log" &
+    pids+=($!)
+  done
+  for p in "${ports[@]}"; do wait_port "$p"; done
+  back=$(date +%s.%N)
+  # Everything captured up to now, less one second for the capture buffer and encoder still filling.
+  target=$(awk -v s="$start" -v b="$back" 'BEGIN { printf "%d", (b - s - 1.0) * 50 }')
+  for i in $(seq "$count"); do before+=("$(durable_packets "${dirs[$((i - 1))]}")"); done
+  for _ in $(seq 1 3000); do
+    all=1
+    for i in $(seq "$count"); do [ "$(durable_packets "${dirs[$((i - 1))]}")" -ge "$target" ] || all=0; done
+    if [ "$all" = 1 ]; then done_at=$(date +%s.%N); break; fi
+    sleep 0.02
+  done
+  kill -INT "$sender" 2>/dev/null || true
+  wait "$sender" || true
+  for p in "${pids[@]}"; do kill -TERM "$p"; wait "$p" || true; done
+  [ -n "$done_at" ] || { echo "catch-up with $count receivers did not complete within 60 s" >&2; exit 1; }
+  CATCHUP=$(awk -v b="$back" -v d="$done_at" 'BEGIN { printf "%.3f", d - b }')
+  # The backlog of the receiver that was furthest behind.
+  local lowest; lowest=$(printf '%s\n' "${before[@]}" | sort -g | head -1)
+  BACKLOG=$(awk -v t="$target" -v p="$lowest" 'BEGIN { printf "%.1f", (t - p) / 50 }')
+  SPEED=$(awk -v a="$BACKLOG" -v c="$CATCHUP" 'BEGIN { printf "%.0f", a / (c > 0 ? c : 0.001) }')
+}
+
+one=(); two=()
+for run in $(seq "$CATCHUP_RUNS"); do
+  catch_up 1 "$run"; one+=("$CATCHUP s for $BACKLOG s = ${SPEED}x")
+  catch_up 2 "$run"; two+=("$CATCHUP s for $BACKLOG s = ${SPEED}x")
+done
+
+# --- 2. sender CPU with a backup -------------------------------------------------------------
+mkdir -p "$work/out-main" "$work/out-backup"
+start_receiver "$work/out-main"; main_port=$RECV_PORT; main_pid=$RECV_PID; main_time=$RECV_TIME
+start_receiver "$work/out-backup"; backup_port=$RECV_PORT; backup_pid=$RECV_PID; backup_time=$RECV_TIME
+cpu_pair() {  # LABEL ARGS...: sets SOLO and DUAL (median CPU s) and their per-run lists
+  local solo=() dual=() run
+  for run in $(seq "$CPU_RUNS"); do
+    measure "$BENCH_BIN/capture-send" "127.0.0.1:$main_port" --source tone --duration 600 --no-pace --stream-name "solo$run" \
+      --spool "$work/spool-cpu" --log-level error --quiet "$@"
+    solo+=("$CPU")
+    measure "$BENCH_BIN/capture-send" "127.0.0.1:$main_port" --also "127.0.0.1:$backup_port" --source tone --duration 600 --no-pace \
+      --stream-name "dual$run" --spool "$work/spool-cpu" --log-level error --quiet "$@"
+    dual+=("$CPU")
+  done
+  SOLO=$(median "${solo[@]}"); DUAL=$(median "${dual[@]}")
+  SOLO_RUNS="${solo[*]}"; DUAL_RUNS="${dual[*]}"
+}
+cpu_pair --codec opus --bitrate 64000
+opus_solo=$SOLO; opus_dual=$DUAL; opus_runs="one receiver: $SOLO_RUNS; with a backup: $DUAL_RUNS"
+cpu_pair
+pcm_solo=$SOLO; pcm_dual=$DUAL; pcm_runs="one receiver: $SOLO_RUNS; with a backup: $DUAL_RUNS"
+RECV_PID=$main_pid RECV_TIME=$main_time stop_receiver
+RECV_PID=$backup_pid RECV_TIME=$backup_time stop_receiver
+# Both receivers' files of the last PCM pair: the same audio.
+cmp <(ffmpeg -v error -i "$(ls "$work"/out-main/dual"$CPU_RUNS"_*.caf)" -f s16le -) \
+    <(ffmpeg -v error -i "$(ls "$work"/out-backup/dual"$CPU_RUNS"_*.caf)" -f s16le -) \
+  || { echo "the main and backup files differ" >&2; exit 1; }
+
+echo "catch-up runs, one receiver: ${one[*]}; two receivers: ${two[*]}"
+echo "sender CPU s per run, Opus: $opus_runs"
+echo "sender CPU s per run, PCM: $pcm_runs"
+echo
+echo "| measurement | one receiver | with a backup (--also) | ratio | goal |"
+echo "| --- | --- | --- | --- | --- |"
+echo "| catch-up after a ${OUTAGE} s outage of every receiver (Opus 64 kb/s stereo) | ${one[0]} | ${two[0]} | | >= 50x |"
+echo "| sender CPU, 10 min Opus 64 kb/s stereo as fast as possible (median of $CPU_RUNS) | ${opus_solo} s | ${opus_dual} s | $(ratio "$opus_dual" "$opus_solo")x | <= 1.15x |"
+echo "| sender CPU, 10 min PCM 48 kHz stereo s16 as fast as possible (median of $CPU_RUNS) | ${pcm_solo} s | ${pcm_dual} s | $(ratio "$pcm_dual" "$pcm_solo")x | <= 1.15x |"

@@ -424,10 +424,12 @@ public final class PacketLog: @unchecked Sendable {
             end = streamEnd
             return (Array(listeners.values), nextSequence - 1)
         }
-        if let spool {
-            spoolQueue.async {
-                try? spool.appendEnd(streamEnd, lastSequence: last)
-                try? spool.synchronize()
+        if spool != nil {
+            // Synced on the spool's usual schedule (within a second), as every entry is: a stream
+            // acknowledged whole before then is removed without a write of the spool to disk.
+            spoolQueue.async { [self] in
+                try? spool?.appendEnd(streamEnd, lastSequence: last)
+                scheduleSync()
             }
         }
         toNotify.forEach { $0() }

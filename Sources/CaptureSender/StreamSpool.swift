@@ -136,7 +136,9 @@ public final class StreamSpool: @unchecked Sendable {
     private let lock = NSLock()
     /// The folder's flock'ed `lock` file; nil until the folder exists (and for a read-only look).
     private var lockFile: DurableFile?
-    private var segments: [(first: UInt64, file: DurableFile, length: Int64)] = []
+    /// The segments held, oldest first: where each starts, its file, its length, and how much of
+    /// it is known durable (`synchronize`).
+    private var segments: [(first: UInt64, file: DurableFile, length: Int64, synced: Int64)] = []
     /// An acknowledged segment kept open for reuse as the next one.
     private var spare: DurableFile?
     private var ackedFile: DurableFile?
@@ -369,7 +371,7 @@ public final class StreamSpool: @unchecked Sendable {
         do throws(DurableFileError) {
             if lockFile == nil { try publish() }
             if segments.isEmpty || segments[segments.count - 1].length >= segmentBytes {
-                segments.append((sequence, try newSegment(first: sequence), 0))
+                segments.append((sequence, try newSegment(first: sequence), 0, 0))
             }
             let index = segments.count - 1
             let offset = segments[index].length
@@ -420,14 +422,29 @@ public final class StreamSpool: @unchecked Sendable {
         }
     }
 
-    /// Makes everything appended durable (fdatasync of the current segment).
+    /// Makes everything appended and still held durable: an fdatasync of every segment written since
+    /// its last one. A segment the receiver acknowledged whole before its sync is retired unsynced:
+    /// nobody needs it any more, and a stream delivered faster than the sync interval never costs
+    /// the disk a write of its own.
     public func synchronize() throws(SpoolError) {
-        let current = lock.withLock { segments.last?.file }
+        let pending = lock.withLock { segments.filter { $0.length > $0.synced }.map { (first: $0.first, file: $0.file, length: $0.length) } }
         do throws(DurableFileError) {
-            try current?.synchronize()
+            for segment in pending {
+                try segment.file.synchronize()
+                lock.withLock {
+                    if let index = segments.firstIndex(where: { $0.first == segment.first && $0.file === segment.file }) {
+                        segments[index].synced = max(segments[index].synced, segment.length)
+                    }
+                }
+            }
         } catch {
             throw SpoolError(error)
         }
+    }
+
+    /// Bytes of the segments still held that are not yet known durable (appended since their last sync).
+    public var unsyncedBytes: Int64 {
+        lock.withLock { segments.reduce(0) { $0 + $1.length - $1.synced } }
     }
 
     /// The receiver holds everything through `sequence`: records it and retires every segment whose
@@ -494,7 +511,7 @@ public final class StreamSpool: @unchecked Sendable {
                     }
                     offset += size
                 }
-                segments.append((first, file, Int64(offset)))
+                segments.append((first, file, Int64(offset), Int64(offset)))
                 diskBytes += Int64(offset)
             }
         } catch {

@@ -9,7 +9,7 @@ import Logging
 /// `--also-give-up DURATION`.
 struct BackupOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Also send the whole stream to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...).",
+        "Also send the whole stream to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...). Default: no backup.",
         valueName: "HOST:PORT[,KEY=VALUE...]"))
     var also: [String] = []
 

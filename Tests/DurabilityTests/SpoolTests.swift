@@ -189,6 +189,32 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(memoryOnly.memoryBytesHeld, 4_000, "without a spool, memory is the only copy until the acknowledgement")
     }
 
+    func testASyncCoversEverySegmentWrittenSinceTheLastAndSkipsRetiredOnes() throws {
+        // The spool alone, without the log's sync timer: 4 kB entries, three to a 10 kB segment.
+        let spool = try StreamSpool.create(root: root, meta: meta(), segmentBytes: 10_000)
+        func append(_ sequences: ClosedRange<UInt64>) throws {
+            for sequence in sequences {
+                _ = try spool.append(LoggedPacket(sequence: sequence, content: .audio(packets(first: Int64(sequence) * 1_000, frames: 1_000))))
+            }
+        }
+        try append(1...7)
+        let entry = spool.unsyncedBytes / 7
+        XCTAssertGreaterThan(entry, 4_000)
+        try spool.synchronize()
+        XCTAssertEqual(spool.unsyncedBytes, 0, "a sync after rollovers covers the segments before the current one too")
+        try append(8...12)
+        spool.acknowledge(through: 9)
+        try spool.synchronize()
+        XCTAssertEqual(spool.unsyncedBytes, 0)
+        try append(13...18)
+        XCTAssertEqual(spool.unsyncedBytes, 6 * entry, "six entries written since the last sync")
+        spool.acknowledge(through: 17)
+        XCTAssertEqual(spool.unsyncedBytes, 3 * entry, "the segment of 13-15, acknowledged whole, retired without a sync")
+        try spool.synchronize()
+        XCTAssertEqual(spool.unsyncedBytes, 0)
+        spool.removeAll()
+    }
+
     func testAcknowledgedSegmentsAreDeleted() throws {
         let id = UUID()
         let spool = try StreamSpool.create(root: root, meta: meta(id), segmentBytes: 10_000)

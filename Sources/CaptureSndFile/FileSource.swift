@@ -30,6 +30,9 @@ public final class FileSource: AudioSource {
     private let wideScratch: UnsafeMutablePointer<Int32>
     private let wideScratchFrames: Int
     private static let wideScratchPiece = 4_096
+    /// The file's samples are stored exactly as they are delivered (little-endian PCM or float in an
+    /// uncompressed container): they are read as raw bytes, with no conversion.
+    private let readsRaw: Bool
 
     /// Opens `path`; reads at most `durationSeconds` when given.
     ///
@@ -71,8 +74,19 @@ public final class FileSource: AudioSource {
             frameLimit = Int64(info.frames)
         }
         pacer = RealTimePacer(sampleRate: Double(info.samplerate))
+        readsRaw = Self.storesDeliveredBytes(handle, format: info.format)
         wideScratchFrames = chosen == .s24 ? Self.wideScratchPiece : 0
         wideScratch = UnsafeMutablePointer<Int32>.allocate(capacity: max(wideScratchFrames * Int(info.channels), 1))
+    }
+
+    /// Whether the file stores its samples as the bytes this source delivers: 16-, 24- or 32-bit
+    /// integers or 32-bit floats, little-endian, in a container without compression (WAV, WAVE
+    /// extensible, W64, RF64, AIFF-C, CAF).
+    private static func storesDeliveredBytes(_ handle: OpaquePointer, format: Int32) -> Bool {
+        let containers = [SF_FORMAT_WAV, SF_FORMAT_WAVEX, SF_FORMAT_W64, SF_FORMAT_RF64, SF_FORMAT_AIFF, SF_FORMAT_CAF].map { Int32($0) }
+        let encodings = [SF_FORMAT_PCM_16, SF_FORMAT_PCM_24, SF_FORMAT_PCM_32, SF_FORMAT_FLOAT].map { Int32($0) }
+        guard containers.contains(format & Int32(SF_FORMAT_TYPEMASK)), encodings.contains(format & Int32(SF_FORMAT_SUBMASK)) else { return false }
+        return sf_command(handle, Int32(SFC_RAW_DATA_NEEDS_ENDSWAP), nil, 0) == Int32(SF_FALSE)
     }
 
     /// The file's channel map as a channel mask layout (`SndFileChannelMask`); nil without one.
@@ -96,6 +110,11 @@ public final class FileSource: AudioSource {
         guard wanted > 0, let base = buffer.baseAddress else { return .endOfStream }
         let got: Int
         switch sample {
+        case _ where readsRaw:
+            // libsndfile stops raw reads at the end of the audio data, as it does frame reads.
+            let frameBytes = channels * sample.bytesPerSample
+            let bytes = Int(sf_read_raw(file, base, sf_count_t(wanted * frameBytes)))
+            got = bytes > 0 ? bytes / frameBytes : bytes
         case .s16:
             got = Int(sf_readf_short(file, base.assumingMemoryBound(to: Int16.self), sf_count_t(wanted)))
         case .s32:

@@ -95,6 +95,32 @@ final class FileSourceTests: XCTestCase {
         XCTAssertEqual(try readAll(floatSource).bytes.count, 480 * 4)
     }
 
+    func testRawReadsStopAtTheEndOfTheAudioDataAndBigEndianFilesAreConverted() throws {
+        // A WAV (read as raw little-endian bytes) with a chunk after its data, as many editors write.
+        let samples: [Int32] = (0..<(1_000 * 2)).map { (index: Int) -> Int32 in
+            let value = (index * 7_919) % 65_536 - 32_768
+            return Int32(value) << 16
+        }
+        let path = try writeFile("tagged.wav", format: Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16), rate: 48_000, channels: 2, samples: samples)
+        var file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        file += Array("LIST".utf8) + [16, 0, 0, 0] + [UInt8](repeating: 0x7F, count: 16)
+        let riffSize = UInt32(file.count - 8)
+        file.replaceSubrange(4..<8, with: withUnsafeBytes(of: riffSize.littleEndian) { Array($0) })
+        try Data(file).write(to: URL(fileURLWithPath: path))
+        let expected = samples.flatMap { sample -> [UInt8] in
+            let value = UInt16(bitPattern: Int16(sample >> 16))
+            return [UInt8(value & 0xFF), UInt8(value >> 8)]
+        }
+        XCTAssertEqual(try readAll(try FileSource(path: path, paced: false)).bytes, expected, "the audio, not the chunk after it")
+        // The same samples in big-endian AIFF: converted to the little-endian bytes streamed.
+        let aiff = try writeFile("big.aiff", format: Int32(SF_FORMAT_AIFF | SF_FORMAT_PCM_16), rate: 48_000, channels: 2, samples: samples)
+        XCTAssertEqual(try readAll(try FileSource(path: aiff, paced: false)).bytes, expected)
+        // 32-bit integer WAV, raw, with a duration limit.
+        let wide = try writeFile("wide.wav", format: Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_32), rate: 48_000, channels: 2, samples: samples)
+        let limited = try readAll(try FileSource(path: wide, paced: false, durationSeconds: 0.01)).bytes
+        XCTAssertEqual(limited, samples.prefix(480 * 2).flatMap { sample in withUnsafeBytes(of: sample.littleEndian) { Array($0) } })
+    }
+
     func testDurationLimitsTheFrames() throws {
         let samples = [Int32](repeating: 1 << 16, count: 8_000)
         let path = try writeFile("one-second.wav", format: Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16), rate: 8_000, channels: 1, samples: samples)

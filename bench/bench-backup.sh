@@ -92,29 +92,36 @@ mkdir -p "$work/out-main" "$work/out-backup"
 start_receiver "$work/out-main"; main_port=$RECV_PORT; main_pid=$RECV_PID; main_time=$RECV_TIME
 start_receiver "$work/out-backup"; backup_port=$RECV_PORT; backup_pid=$RECV_PID; backup_time=$RECV_TIME
 cpu_pair() {  # LABEL ARGS...: sets SOLO and DUAL (median CPU s) and their per-run lists
-  local solo=() dual=() run
+  local label=$1 solo=() dual=() run; shift
   for run in $(seq "$CPU_RUNS"); do
-    measure "$BENCH_BIN/capture-send" "127.0.0.1:$main_port" --source tone --duration 600 --no-pace --stream-name "solo$run" \
+    measure "$BENCH_BIN/capture-send" "127.0.0.1:$main_port" --source tone --duration 600 --no-pace --stream-name "$label-solo$run" \
       --spool "$work/spool-cpu" --log-level error --quiet "$@"
     solo+=("$CPU")
     measure "$BENCH_BIN/capture-send" "127.0.0.1:$main_port" --also "127.0.0.1:$backup_port" --source tone --duration 600 --no-pace \
-      --stream-name "dual$run" --spool "$work/spool-cpu" --log-level error --quiet "$@"
+      --stream-name "$label-dual$run" --spool "$work/spool-cpu" --log-level error --quiet "$@"
     dual+=("$CPU")
   done
   SOLO=$(median "${solo[@]}"); DUAL=$(median "${dual[@]}")
   SOLO_RUNS="${solo[*]}"; DUAL_RUNS="${dual[*]}"
 }
-cpu_pair --codec opus --bitrate 64000
+cpu_pair opus --codec opus --bitrate 64000
 opus_solo=$SOLO; opus_dual=$DUAL; opus_runs="one receiver: $SOLO_RUNS; with a backup: $DUAL_RUNS"
-cpu_pair
+cpu_pair pcm
 pcm_solo=$SOLO; pcm_dual=$DUAL; pcm_runs="one receiver: $SOLO_RUNS; with a backup: $DUAL_RUNS"
 RECV_PID=$main_pid RECV_TIME=$main_time stop_receiver
 RECV_PID=$backup_pid RECV_TIME=$backup_time stop_receiver
-# Both receivers' files of the last PCM pair: the same audio.
-cmp <(ffmpeg -v error -i "$(ls "$work"/out-main/dual"$CPU_RUNS"_*.caf)" -f s16le -) \
-    <(ffmpeg -v error -i "$(ls "$work"/out-backup/dual"$CPU_RUNS"_*.caf)" -f s16le -) \
-  || { echo "the main and backup files differ" >&2; exit 1; }
+# Both receivers' files of every run with a backup: the same audio, 10 minutes of it.
+for label in opus pcm; do
+  for run in $(seq "$CPU_RUNS"); do
+    main_file=$(ls "$work"/out-main/"$label-dual$run"_*.caf) backup_file=$(ls "$work"/out-backup/"$label-dual$run"_*.caf)
+    main_sum=$(ffmpeg -v error -i "$main_file" -f md5 -) backup_sum=$(ffmpeg -v error -i "$backup_file" -f md5 -)
+    frames=$(ffprobe -v error -show_entries stream=duration_ts -of csv=p=0 "$backup_file")
+    if [ -z "$main_sum" ] || [ "$main_sum" != "$backup_sum" ]; then echo "$label run $run: the main and backup files differ" >&2; exit 1; fi
+    [ "$label" = opus ] || [ "$frames" = 28800000 ] || { echo "$label run $run: the backup holds $frames frames, not 28800000" >&2; exit 1; }
+  done
+done
 
+echo "every run with a backup: both files decode to the same audio (ffmpeg md5)"
 echo "catch-up runs, one receiver: ${one[*]}; two receivers: ${two[*]}"
 echo "sender CPU s per run, Opus: $opus_runs"
 echo "sender CPU s per run, PCM: $pcm_runs"

@@ -30,7 +30,7 @@ proto:
 # DocC for the embeddable API (CaptureSender: CaptureStreamer), as a static site in docs/api.
 docs: deps
 	$(SWIFT) package --allow-writing-to-directory docs/api generate-documentation --target CaptureSender \
-		--disable-indexing --transform-for-static-hosting --output-path docs/api
+		--disable-indexing --transform-for-static-hosting --warnings-as-errors --output-path docs/api
 	@echo "open docs/api/documentation/capturesender/index.html (or serve docs/api over HTTP)"
 
 # libFuzzer targets (Fuzz/README.md); FUZZ_SECONDS per target, default 60.

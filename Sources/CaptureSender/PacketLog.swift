@@ -468,7 +468,7 @@ public final class PacketLog: @unchecked Sendable {
     /// (`Progress.lastAcknowledgementAt`).
     public func acknowledge(through sequence: UInt64, for destination: LogDestination = .main) {
         let now = MonotonicClock.nanoseconds()
-        let released: UInt64? = condition.withLock {
+        let moved: SpoolAcknowledgement? = condition.withLock {
             guard cursors.indices.contains(destination.index) else { return nil }
             cursors[destination.index].lastAcknowledgedAt = now
             let cursor = cursors[destination.index]
@@ -481,26 +481,37 @@ public final class PacketLog: @unchecked Sendable {
                 }
             }
             cursors[destination.index].acknowledged = max(cursor.acknowledged, through)
-            return releaseAcknowledged()
+            let released = releaseAcknowledged()
+            guard released != nil || destination == .main else { return nil }
+            return SpoolAcknowledgement(main: cursors[0].acknowledged, released: acknowledged)
         }
-        if let released, let spool {
-            spoolQueue.async { spool.acknowledge(through: released) }
-        }
+        record(moved)
+    }
+
+    /// What the spool is told after an acknowledgement: the main receiver's position (what a
+    /// restarted sender delivers from) and what every receiver still served holds (what it may retire).
+    private struct SpoolAcknowledgement {
+        var main: UInt64
+        var released: UInt64
+    }
+
+    private func record(_ acknowledgement: SpoolAcknowledgement?) {
+        guard let acknowledgement, let spool else { return }
+        spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, retiringThrough: acknowledgement.released) }
     }
 
     /// Stops keeping entries for `destination` (a backup receiver given up on): its cursor no
     /// longer holds entries in the log or the spool. It cannot be served again.
     public func dropDestination(_ destination: LogDestination) {
-        let released: UInt64? = condition.withLock {
+        let moved: SpoolAcknowledgement? = condition.withLock {
             guard cursors.indices.contains(destination.index), !cursors[destination.index].dropped else { return nil }
             cursors[destination.index].dropped = true
             cursors[destination.index].heldBytes = 0
             if spool != nil { dropSentPayloads() }
-            return releaseAcknowledged()
+            guard releaseAcknowledged() != nil else { return nil }
+            return SpoolAcknowledgement(main: cursors[0].acknowledged, released: acknowledged)
         }
-        if let released, let spool {
-            spoolQueue.async { spool.acknowledge(through: released) }
-        }
+        record(moved)
     }
 
     /// Releases the entries every destination still served acknowledged; returns the new
@@ -588,6 +599,9 @@ public final class PacketLog: @unchecked Sendable {
         guard let spool else { return }
         spoolQueue.sync { spool.removeAll() }
     }
+
+    /// How many destinations the log serves or served (the main receiver and the backups).
+    public var destinationCount: Int { condition.withLock { cursors.count } }
 
     /// The highest sequence every destination still served acknowledged (0 before any): the
     /// entries up to it are released.

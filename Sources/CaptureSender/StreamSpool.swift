@@ -142,6 +142,8 @@ public final class StreamSpool: @unchecked Sendable {
     /// An acknowledged segment kept open for reuse as the next one.
     private var spare: DurableFile?
     private var ackedFile: DurableFile?
+    /// The highest acknowledgement written to `acked`.
+    private var recordedAcknowledgement: UInt64 = 0
     private var diskBytes: Int64 = 0
 
     private init(directory: String, meta: SpoolMeta, lockFile: DurableFile?, segmentBytes: Int64) {
@@ -447,15 +449,21 @@ public final class StreamSpool: @unchecked Sendable {
         lock.withLock { segments.reduce(0) { $0 + $1.length - $1.synced } }
     }
 
-    /// The receiver holds everything through `sequence`: records it and retires every segment whose
-    /// entries are all acknowledged (never the segment being written), keeping one as the spare.
-    public func acknowledge(through sequence: UInt64) {
+    /// The main receiver holds everything through `recorded`: written to the `acked` file, so that a
+    /// restarted sender delivers to it from there (the spool is bound to the main receiver). Every
+    /// receiver still served holds everything through `retiringThrough`: each segment whose entries
+    /// are all at or below it is retired (never the segment being written), one kept as the spare.
+    /// With one receiver both are the same.
+    public func acknowledge(recording recorded: UInt64, retiringThrough sequence: UInt64) {
         lock.withLock {
             guard lockFile != nil else { return }
-            var value = BinaryRecordWriter()
-            value.append(sequence)
-            if ackedFile == nil { ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
-            try? ackedFile?.write(value.bytes, at: 0)
+            if recorded > recordedAcknowledgement {
+                recordedAcknowledgement = recorded
+                var value = BinaryRecordWriter()
+                value.append(recorded)
+                if ackedFile == nil { ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
+                try? ackedFile?.write(value.bytes, at: 0)
+            }
             while segments.count > 1, segments[1].first <= sequence + 1 {
                 let gone = segments.removeFirst()
                 diskBytes -= gone.length

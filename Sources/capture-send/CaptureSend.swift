@@ -310,16 +310,22 @@ struct CaptureSend: ParsableCommand {
     /// The one line a run that stopped delivering early ends with: why, how much audio the receiver
     /// has not acknowledged, and where it is (or that it is lost, with --no-spool).
     static func leftoverLine(reason: SenderStopSequence.AbandonReason, log: PacketLog, outputRate: Double, receiver: String) -> String {
-        let progress = log.progress
+        // The spool is kept for the main receiver: its own figures say what stays.
+        let progress = log.progress(for: .main)
+        let backups = log.destinationCount > 1
+            ? "; backup receivers are not served from the spool, and what they lack is not kept" : ""
+        if log.lastSequence > 0, log.isComplete(for: .main) {
+            return "delivery stopped by \(reason): \(receiver) has the whole stream, so nothing stays in the spool\(backups)"
+        }
         let seconds = Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / outputRate
         let amount = "\(String(format: "%.1f", seconds)) s of audio (\(progress.unacknowledgedBytes) bytes) not acknowledged by the receiver"
         guard let spool = log.spool else {
-            return "delivery stopped by \(reason): \(amount) is lost, because --no-spool keeps it in memory only"
+            return "delivery stopped by \(reason): \(amount) is lost, because --no-spool keeps it in memory only\(backups)"
         }
         guard spool.exists else {
-            return "delivery stopped by \(reason): no captured audio was waiting for the receiver, so nothing stays in the spool"
+            return "delivery stopped by \(reason): no captured audio was waiting for the receiver, so nothing stays in the spool\(backups)"
         }
-        return "delivery stopped by \(reason): \(amount) stays in the spool at \(spool.directory); the next capture-send run for \(receiver) with this spool delivers it, or capture-send spool deliver"
+        return "delivery stopped by \(reason): \(amount) stays in the spool at \(spool.directory); the next capture-send run for \(receiver) with this spool delivers it, or capture-send spool deliver\(backups)"
     }
 
     /// The source, and for `--reopen` a way to stop its retries (on SIGINT).

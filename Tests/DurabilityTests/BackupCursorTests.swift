@@ -67,6 +67,25 @@ final class BackupCursorTests: XCTestCase {
         log.removeSpool()
     }
 
+    func testARestartedSenderDeliversToTheMainFromTheMainsOwnPosition() throws {
+        // The spool keeps what the backup lacks, but records the main receiver's position: a
+        // restarted sender delivers only to the main, from where the main is.
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id), segmentBytes: 10_000)
+        let log = PacketLog(producerIsRealTime: true, spool: spool, destinations: 2)
+        for index in 0..<12 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
+        log.acknowledge(through: 8, for: .main)
+        log.acknowledge(through: 2, for: .backup(1))
+        log.flushSpool()
+        spool.release()  // the sender is killed here
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let claimed = try SpooledStreams.claim(directory: directory)
+        guard case .ready(let reopened, let recovered) = claimed else { return XCTFail("the stream is ready to deliver: \(claimed)") }
+        XCTAssertEqual(recovered.oldestKeptSequence, 9, "delivery resumes after what the main receiver holds")
+        XCTAssertEqual(try recovered.entries(from: 9, maxCount: 100).map(\.sequence), Array(9...12))
+        reopened.removeAll()
+    }
+
     func testDroppingABackupReleasesWhatOnlyItHeld() throws {
         let spool = try StreamSpool.create(root: root, meta: meta(UUID()))
         let log = PacketLog(producerIsRealTime: true, spool: spool, destinations: 3)

@@ -116,6 +116,28 @@ final class BackupReceiverTests: XCTestCase {
         XCTAssertEqual(main.stop(), 0)
     }
 
+    func testStoppingWhileOnlyAStalledBackupLacksAudioKeepsNothingAndSaysSo() throws {
+        let main = try ReceiverUnderTest()
+        let backup = try ReceiverUnderTest()
+        backup.child.signal(SIGSTOP)
+        defer { backup.child.signal(SIGCONT) }
+        let sender = try ChildProcess(Products.send, [
+            main.address, "--also", backup.address, "--source", "tone", "--duration", "2", "--no-pace", "--stream-name", "stalled-backup",
+            "--stop-timeout", "1",
+        ] + Resilience.senderOptions(spool: spool))
+        Resilience.waitUntil("the main receiver closed the stream") { main.child.standardError.contains("stream closed") }
+        sender.signal(SIGINT)
+        XCTAssertEqual(Resilience.finish(sender, seconds: 30), 3, sender.standardError)
+        let lastLine = sender.standardError.split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(lastLine.contains("delivery stopped by"), lastLine)
+        XCTAssertTrue(lastLine.contains("\(main.address) has the whole stream, so nothing stays in the spool; backup receivers are not served from the spool, and what they lack is not kept"), lastLine)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool.path), [], "the main has it all: the spool is removed")
+        let caf = try CAFFile.read(path: try XCTUnwrap(main.files().first).path)
+        XCTAssertTrue(caf.isFinalized)
+        XCTAssertEqual(caf.totalFrames, 96_000)
+        XCTAssertEqual(main.stop(), 0)
+    }
+
     func testBadBackupSettingsAreRefusedWithOneClearLine() throws {
         let cases: [([String], String)] = [
             (["--also", "127.0.0.1:7374,colour=blue"], "--also 127.0.0.1:7374,colour=blue: unknown setting 'colour'; the keys are pin, ca, cert, key and token-file"),

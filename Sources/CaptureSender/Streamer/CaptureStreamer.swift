@@ -164,8 +164,13 @@ public final class CaptureStreamer: @unchecked Sendable {
             Thread.detachNewThread { [self] in
                 let result = link.sender.run()
                 switch result {
-                case .success(let summary): eventSink.yield(.delivered(role: link.role, receiver: link.receiver.description, summary))
-                case .failure(let error): eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
+                case .success(let summary):
+                    eventSink.yield(.delivered(role: link.role, receiver: link.receiver.description, summary))
+                case .failure(let error):
+                    // A backup that will not be served again (refused, given up) must not keep
+                    // audio in the spool: only the main receiver is delivered to after a restart.
+                    if link.role != .main { log.dropDestination(LogDestination(index: index)) }
+                    eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
                 }
                 let allDone: Bool = lock.withLock {
                     linkResults[index] = result
@@ -225,7 +230,8 @@ public final class CaptureStreamer: @unchecked Sendable {
         earlier?.abandon()
     }
 
-    /// Blocks until capture and every delivery are over, and returns how they went.
+    /// Blocks until capture and every delivery are over, and returns how they went. Call it after
+    /// `start()` (before, nothing will ever finish).
     public func waitUntilFinished() -> Outcome {
         lock.withLock {
             while outcome == nil { lock.wait() }
@@ -240,9 +246,10 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
     }
 
-    /// Releases capture and the threads, closes the log, and removes the spool when every receiver
-    /// still served has the whole stream (otherwise it is synced, for a later run to deliver).
-    /// Call it after `waitUntilFinished()`; calling it earlier stops delivering first.
+    /// Releases capture and the threads, closes the log, and removes the spool once the main
+    /// receiver has the whole stream (the spool is bound to it: a later run delivers only to it, so
+    /// whatever a backup lacks is not kept); otherwise the spool is synced for a later run to
+    /// deliver. Call it after `waitUntilFinished()`; calling it earlier stops delivering first.
     public func dispose() {
         let wasRunning: Bool = lock.withLock {
             defer { if phase != .disposed { phase = .disposed } }
@@ -253,7 +260,7 @@ public final class CaptureStreamer: @unchecked Sendable {
             _ = waitUntilFinished()
         }
         pipeline.queue.dispose()
-        if log.isComplete { log.removeSpool() } else { log.flushSpool() }
+        if log.isComplete || log.isComplete(for: .main) { log.removeSpool() } else { log.flushSpool() }
         try? group.syncShutdownGracefully()
         try? spoolReads.syncShutdownGracefully()
     }

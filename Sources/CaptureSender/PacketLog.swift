@@ -170,7 +170,8 @@ public final class PacketLog: @unchecked Sendable {
     private var memoryBytes = 0
     private var end: StreamEnd?
     private var closed = false
-    private var listeners: [UInt64: @Sendable () -> Void] = [:]
+    /// Copied (not rebuilt) for each notification: an array shares its storage until written.
+    private var listeners: [(id: UInt64, call: @Sendable () -> Void)] = []
     private var nextListener: UInt64 = 0
     private var overflow: Overflow?
     private var spoolFailureReported = false
@@ -243,14 +244,14 @@ public final class PacketLog: @unchecked Sendable {
     public func addListener(_ listener: @escaping @Sendable () -> Void) -> ListenerToken {
         condition.withLock {
             nextListener += 1
-            listeners[nextListener] = listener
+            listeners.append((nextListener, listener))
             return ListenerToken(id: nextListener)
         }
     }
 
     /// Stops calling the listener `token` names.
     public func removeListener(_ token: ListenerToken) {
-        _ = condition.withLock { listeners.removeValue(forKey: token.id) }
+        condition.withLock { listeners.removeAll { $0.id == token.id } }
     }
 
     /// Appends encoded audio with the levels of the audio it encodes (sent with it while the
@@ -302,10 +303,10 @@ public final class PacketLog: @unchecked Sendable {
         appendedBytesTotal += Int64(bytes)
         appendedEnd = max(appendedEnd, entry.endSampleTime)
         memoryBytes += bytes
-        let toNotify = Array(listeners.values)
+        let toNotify = listeners
         condition.unlock()
         if spool != nil { spoolQueue.async { [self] in spoolWrite(entry) } }
-        toNotify.forEach { $0() }
+        toNotify.forEach { $0.call() }
         return sequence
     }
 
@@ -420,9 +421,9 @@ public final class PacketLog: @unchecked Sendable {
     /// Records the end of the stream; no entry may follow.
     public func finish(_ streamEnd: StreamEnd) {
         endOverflowIfAny()
-        let (toNotify, last): ([@Sendable () -> Void], UInt64) = condition.withLock {
+        let (toNotify, last) = condition.withLock {
             end = streamEnd
-            return (Array(listeners.values), nextSequence - 1)
+            return (listeners, nextSequence - 1)
         }
         if spool != nil {
             // Synced on the spool's usual schedule (within a second), as every entry is: a stream
@@ -432,7 +433,7 @@ public final class PacketLog: @unchecked Sendable {
                 scheduleSync()
             }
         }
-        toNotify.forEach { $0() }
+        toNotify.forEach { $0.call() }
     }
 
     /// The network side wrote every entry through `sequence` to `destination`'s connection. With a
@@ -450,8 +451,7 @@ public final class PacketLog: @unchecked Sendable {
 
     /// Drops the payloads of spooled entries every destination still served was sent. Under `condition`.
     private func dropSentPayloads() {
-        let served = cursors.filter { !$0.dropped }
-        let sentToAll = served.map(\.sentThrough).min() ?? nextSequence - 1
+        let sentToAll = lowestServed(\.sentThrough)
         guard sentToAll > sentThrough else { return }
         let from = slotIndex(sentThrough + 1) ?? head
         sentThrough = sentToAll
@@ -514,11 +514,18 @@ public final class PacketLog: @unchecked Sendable {
         record(moved)
     }
 
+    /// The lowest `position` among the destinations still served (the last sequence when none is).
+    /// Under `condition`; no allocation.
+    private func lowestServed(_ position: KeyPath<Cursor, UInt64>) -> UInt64 {
+        var lowest = nextSequence - 1
+        for cursor in cursors where !cursor.dropped { lowest = min(lowest, cursor[keyPath: position]) }
+        return lowest
+    }
+
     /// Releases the entries every destination still served acknowledged; returns the new
     /// released sequence, or nil when nothing moved. Under `condition`.
     private func releaseAcknowledged() -> UInt64? {
-        let served = cursors.filter { !$0.dropped }
-        let heldByAll = served.map(\.acknowledged).min() ?? (nextSequence - 1)
+        let heldByAll = lowestServed(\.acknowledged)
         guard heldByAll > acknowledged else { return nil }
         acknowledged = min(heldByAll, nextSequence - 1)
         while head < slots.count, slots[head].sequence <= acknowledged {

@@ -44,8 +44,8 @@ public struct SenderConfiguration: Sendable {
     public var reconnect: ReconnectPolicy = ReconnectPolicy()
     /// Which of the log's destinations this receiver is (its acknowledgement cursor).
     public var destination: LogDestination = .main
-    /// For a backup receiver: seconds it may stay unreachable (no accepted connection) before it is
-    /// dropped and its cursor released; nil to try for ever.
+    /// For a backup receiver: seconds it may stay unreachable (no accepted connection) before
+    /// `run()` gives up with `SenderError.gaveUp`; nil to try for ever.
     public var giveUpAfter: Double? = nil
 
     public init(
@@ -247,13 +247,11 @@ public final class StreamSender: Sendable {
         return .connectionLost("delivery was stopped with \(log.lastSequence - log.acknowledgedSequence(for: destination)) messages (\(log.unacknowledgedBytes(for: destination)) bytes) not acknowledged by the receiver")
     }
 
-    /// Drops this (backup) receiver from the log, so that the spool no longer keeps audio for it,
-    /// and says what its file lacks.
+    /// Ends delivery to this (backup) receiver and says what its file lacks. Its cursor is dropped
+    /// by whoever runs the sender (`CaptureStreamer` does for every backup that fails).
     private func giveUpNow(after seconds: Double, lastError: SenderError) -> SenderError {
-        let destination = configuration.destination
         let sampleRate = description.format.sampleRate
-        let fromSecond = sampleRate > 0 ? Double(log.progress(for: destination).acknowledgedEndSampleTime) / sampleRate : 0
-        log.dropDestination(destination)
+        let fromSecond = sampleRate > 0 ? Double(log.progress(for: configuration.destination).acknowledgedEndSampleTime) / sampleRate : 0
         let error = SenderError.gaveUp(receiver: receiver, seconds: seconds, fromSecond: fromSecond)
         logger.error("giving up on a backup receiver: \(error)", metadata: ["last-error": "\(lastError)"])
         control.link = .gaveUp

@@ -48,7 +48,10 @@ final class CaptureStreamerTests: XCTestCase {
             XCTAssertEqual(error as? CaptureStreamerError, .invalidState("a streamer starts once; create a new one to stream again"))
         }
         let deadline = Date().addingTimeInterval(20)
-        while streamer.status.links[1].state != .gaveUp, Date() < deadline { try await Task.sleep(nanoseconds: 20_000_000) }
+        // Given up by its sender, then its cursor dropped by the streamer once that sender returns.
+        while streamer.status.links[1].state != .gaveUp || streamer.status.links[1].progress.unacknowledgedBytes > 0, Date() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
         let status = streamer.status
         XCTAssertEqual(status.links.map(\.state), [.reconnecting, .gaveUp])
         XCTAssertEqual(status.links.map(\.receiver), ["127.0.0.1:\(mainPort)", "127.0.0.1:\(backupPort)"])

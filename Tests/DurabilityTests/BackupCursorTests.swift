@@ -119,6 +119,22 @@ final class BackupCursorTests: XCTestCase {
         log.removeSpool()
     }
 
+    func testAReceiverThatAcknowledgesWhatWasNeverSentMovesOnlyItsOwnCursorToTheEnd() {
+        let log = PacketLog(producerIsRealTime: true, destinations: 2)
+        for index in 0..<4 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
+        log.acknowledge(through: .max, for: .backup(1))
+        XCTAssertEqual(log.acknowledgedSequence(for: .backup(1)), 4, "clamped to the last entry appended")
+        XCTAssertEqual(log.unacknowledgedBytes(for: .backup(1)), 0)
+        XCTAssertEqual(log.unacknowledgedBytes(for: .main), 16_000, "the main's cursor is untouched")
+        XCTAssertEqual(log.acknowledgedSequence, 0)
+        log.markSent(through: .max, for: .backup(1))
+        log.acknowledge(through: 2, for: LogDestination.backup(7))
+        XCTAssertEqual(log.acknowledgedSequence(for: .backup(7)), 0, "a destination the log does not have changes nothing")
+        log.append(packets(first: 4_000, frames: 1_000))
+        XCTAssertEqual(log.unacknowledgedBytes(for: .backup(1)), 4_000, "later entries are owed to it again")
+        XCTAssertEqual(log.unacknowledgedBytes, 20_000)
+    }
+
     func testListenersAreRemovedOneByOne() {
         let log = PacketLog(producerIsRealTime: true)
         let calls = LockedCounter()

@@ -6,21 +6,25 @@
 # non-zero when a target found a crash, naming the input that reproduces it:
 #   .build/debug/fuzz-TARGET INPUT        replays it (a normal build replays, a fuzz build fuzzes)
 #   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool
+# FUZZ_SCRATCH=DIR builds in DIR instead of .build, so that a fuzz build (other compiler flags) does
+# not make the next normal build start over; CI leaves it unset, reusing what `make test` built.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 swift=${SWIFT:-swift}
+scratch=()
+[ -z "${FUZZ_SCRATCH:-}" ] || scratch=(--scratch-path "$FUZZ_SCRATCH")
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool)
 mkdir -p .build/fuzz
 for target in "${targets[@]}"; do
-  if ! CAPTURE_FUZZ=1 "$swift" build --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
+  if ! CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
     grep -E "error:" .build/fuzz/build.log | head -20 >&2
     echo "fuzz: the build of fuzz-$target failed (.build/fuzz/build.log)" >&2
     exit 1
   fi
 done
-bin=$("$swift" build --show-bin-path)
+bin=$(CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --show-bin-path)
 status=0
 printf '%-8s %12s %10s %8s %8s %9s\n' target executions "exec/s" cov ft findings
 for target in "${targets[@]}"; do

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The soak (issue 19; not part of make test): bench/soak.py with the release build.
-#   bench/soak.sh [--minutes M] [--streams N] [--seed S]     defaults: 60 minutes, 200 streams, seed 7
+# The soak (issues 19 and 27; not part of make test): bench/soak.py with the release build.
+#   bench/soak.sh [--minutes M] [--streams N] [--seed S]     defaults: 60 minutes, 500 streams, seed 7
 # BIN=DIR uses other binaries (e.g. BIN=.build/debug for a quick run without a release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-minutes=60 streams=200 seed=7
+minutes=60 streams=500 seed=7
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=$2; shift 2 ;;

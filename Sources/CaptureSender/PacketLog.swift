@@ -111,8 +111,14 @@ public struct LogDestination: Hashable, Sendable, CustomStringConvertible {
 /// A real-time source never waits here. When more than `capacity` bytes are unacknowledged (the
 /// receiver has been unreachable too long), new audio goes to an `OverflowRecorder` file instead and
 /// the stream gets a Gap naming that file once the log has room again (at half its capacity). A
-/// source that is not real time (a file read as fast as possible) waits in `append` while more than
-/// `memoryLimit` bytes are unacknowledged instead.
+/// source that is not real time (a file read as fast as possible) waits in `append` instead, while
+/// the main receiver has more than `memoryLimit` bytes unacknowledged (or, with a spool, while more
+/// than that waits in memory for the disk).
+///
+/// The log's room is the main receiver's (`BackupRoom`): before each append, a backup whose backlog
+/// would make the main overflow, or make the source wait, is given up at once (its cursor dropped,
+/// `givenUpRoom(for:)` says why, and the drop listeners are told, so that its sender ends). Without
+/// a spool a fast source's backups may fall `memoryLimit` behind; with one, `capacity`.
 ///
 /// Sendability (`@unchecked Sendable`): every mutable field is read and written only under `condition`; the spool is written on `spoolQueue` and is thread-safe itself.
 public final class PacketLog: @unchecked Sendable {
@@ -140,8 +146,12 @@ public final class PacketLog: @unchecked Sendable {
         var heldBytes = 0
         /// When it last reported its durable position.
         var lastAcknowledgedAt: UInt64?
+        /// When its acknowledged position last advanced (its progress).
+        var lastAdvancedAt: UInt64?
         /// Dropped: it no longer holds entries in the log.
         var dropped = false
+        /// Why the log gave it up by itself (its backlog reached the room), if it did.
+        var givenUp: BackupRoom?
     }
 
     private struct Overflow {
@@ -172,9 +182,12 @@ public final class PacketLog: @unchecked Sendable {
     private var closed = false
     /// Copied (not rebuilt) for each notification: an array shares its storage until written.
     private var listeners: [(id: UInt64, call: @Sendable () -> Void)] = []
+    private var dropListeners: [(id: UInt64, call: @Sendable (LogDestination, BackupRoom) -> Void)] = []
     private var nextListener: UInt64 = 0
     private var overflow: Overflow?
     private var spoolFailureReported = false
+    /// Producers waiting in `append` for room (a source that is not real time).
+    private var producersWaiting = 0
     // Touched on `spoolQueue` only.
     private var syncScheduled = false
 
@@ -249,9 +262,29 @@ public final class PacketLog: @unchecked Sendable {
         }
     }
 
+    /// Calls `listener` (from the appending thread, outside the log's lock) whenever the log gives
+    /// a backup up because its backlog reached the room (`BackupRoom`), until it is removed with the
+    /// token returned. A backup given up before the listener was added: `givenUpRoom(for:)`.
+    @discardableResult
+    public func addDropListener(_ listener: @escaping @Sendable (LogDestination, BackupRoom) -> Void) -> ListenerToken {
+        condition.withLock {
+            nextListener += 1
+            dropListeners.append((nextListener, listener))
+            return ListenerToken(id: nextListener)
+        }
+    }
+
     /// Stops calling the listener `token` names.
     public func removeListener(_ token: ListenerToken) {
-        condition.withLock { listeners.removeAll { $0.id == token.id } }
+        condition.withLock {
+            listeners.removeAll { $0.id == token.id }
+            dropListeners.removeAll { $0.id == token.id }
+        }
+    }
+
+    /// Why the log gave `destination` up by itself (its backlog reached the room); nil if it did not.
+    public func givenUpRoom(for destination: LogDestination) -> BackupRoom? {
+        condition.withLock { cursors.indices.contains(destination.index) ? cursors[destination.index].givenUp : nil }
     }
 
     /// Appends encoded audio with the levels of the audio it encodes (sent with it while the
@@ -260,10 +293,13 @@ public final class PacketLog: @unchecked Sendable {
     @discardableResult
     public func append(_ packets: EncodedPackets, levels: AudioLevels? = nil) -> UInt64 {
         if producerIsRealTime {
-            let full: Bool = condition.withLock {
-                let needed = heldBytes + packets.payload.count
-                return overflow != nil ? needed > capacity / 2 : needed > capacity
+            let incoming = packets.payload.count
+            let (full, givenUp): (Bool, GivenUp) = condition.withLock {
+                let room = BackupRoom(bytes: overflow != nil ? capacity / 2 : capacity, limit: .spoolMax)
+                let givenUp = giveUpBackups(beyond: room, incoming: incoming)
+                return (heldBytes > room.bytes - incoming, givenUp)
             }
+            announce(givenUp)
             if full {
                 keepInOverflow(packets)
                 return 0
@@ -288,8 +324,17 @@ public final class PacketLog: @unchecked Sendable {
 
     private func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil) -> UInt64 {
         condition.lock()
+        var givenUp = GivenUp()
         if !producerIsRealTime {
-            while heldBytes > memoryLimit && !closed { condition.wait() }
+            // The main receiver sets the pace (and the disk, for what waits in memory to be
+            // spooled); a backup that would hold the source up is given up instead.
+            while !closed {
+                givenUp.append(giveUpBackups(beyond: fastSourceRoom, incoming: 0))
+                if cursors[0].heldBytes <= memoryLimit && memoryBytes <= memoryLimit { break }
+                producersWaiting += 1
+                condition.wait()
+                producersWaiting -= 1
+            }
         }
         let sequence = nextSequence
         nextSequence += 1
@@ -305,9 +350,57 @@ public final class PacketLog: @unchecked Sendable {
         memoryBytes += bytes
         let toNotify = listeners
         condition.unlock()
+        announce(givenUp)
         if spool != nil { spoolQueue.async { [self] in spoolWrite(entry) } }
         toNotify.forEach { $0.call() }
         return sequence
+    }
+
+    // MARK: - Backups given up for the main receiver's sake
+
+    /// Backups the log gave up in one decision, and what the spool must be told: announced (and
+    /// recorded) once the lock is released.
+    private struct GivenUp {
+        var destinations: [(LogDestination, BackupRoom)] = []
+        var acknowledgement: SpoolAcknowledgement?
+
+        mutating func append(_ other: GivenUp) {
+            destinations += other.destinations
+            acknowledgement = other.acknowledgement ?? acknowledgement
+        }
+    }
+
+    /// The room a source that is not real time leaves its backups: `capacity` on disk with a spool
+    /// that works (at least `memoryLimit`, what the main may hold itself), `memoryLimit` in memory
+    /// without one. Under `condition`.
+    private var fastSourceRoom: BackupRoom {
+        if spool != nil, !spoolFailureReported, capacity >= memoryLimit { return BackupRoom(bytes: capacity, limit: .spoolMax) }
+        return BackupRoom(bytes: memoryLimit, limit: .fastSource)
+    }
+
+    /// Gives up (drops) the backups whose backlog, with `incoming` more bytes, would pass `room`
+    /// while the main receiver's fits (`BackupRoom.backupsToGiveUp`). Under `condition`; cheap when
+    /// every backlog fits (the log's backlog is the largest of its cursors').
+    private func giveUpBackups(beyond room: BackupRoom, incoming: Int) -> GivenUp {
+        guard cursors.count > 1, heldBytes > room.bytes - incoming else { return GivenUp() }
+        let backups = cursors.indices.dropFirst().filter { !cursors[$0].dropped }.map { (destination: LogDestination(index: $0), held: cursors[$0].heldBytes) }
+        var givenUp = GivenUp()
+        for destination in room.backupsToGiveUp(incoming: incoming, mainHeld: cursors[0].heldBytes, backups: backups) {
+            cursors[destination.index].givenUp = room
+            givenUp.acknowledgement = drop(destination) ?? givenUp.acknowledgement
+            givenUp.destinations.append((destination, room))
+        }
+        return givenUp
+    }
+
+    /// Records what giving backups up released, and tells the drop listeners. Outside `condition`.
+    private func announce(_ givenUp: GivenUp) {
+        guard !givenUp.destinations.isEmpty else { return }
+        record(givenUp.acknowledgement)
+        let toNotify = condition.withLock { dropListeners }
+        for (destination, room) in givenUp.destinations {
+            toNotify.forEach { $0.call(destination, room) }
+        }
     }
 
     // MARK: - Spool
@@ -327,6 +420,7 @@ public final class PacketLog: @unchecked Sendable {
             if memoryBytes > memoryLimit || entry.sequence <= sentThrough, slots[index].packet != nil {
                 slots[index].packet = nil
                 memoryBytes -= slots[index].bytes
+                condition.broadcast()  // a source that is not real time may wait for memory
             }
         }
         scheduleSync()
@@ -344,6 +438,7 @@ public final class PacketLog: @unchecked Sendable {
     private func reportSpoolFailure(_ error: SpoolError) {
         let first: Bool = condition.withLock {
             defer { spoolFailureReported = true }
+            condition.broadcast()  // a source waiting for the disk now waits for memory only
             return !spoolFailureReported
         }
         if first { events(.spoolFailed(reason: error.description)) }
@@ -460,6 +555,7 @@ public final class PacketLog: @unchecked Sendable {
             slots[index].packet = nil
             memoryBytes -= slots[index].bytes
         }
+        condition.broadcast()  // a source that is not real time may wait for memory
     }
 
     /// `destination` holds every entry up to and including `sequence` durably. Entries every
@@ -479,6 +575,12 @@ public final class PacketLog: @unchecked Sendable {
                     cursors[destination.index].heldBytes -= slots[index].bytes
                     cursors[destination.index].acknowledgedEnd = max(cursors[destination.index].acknowledgedEnd, slots[index].endSample)
                 }
+            }
+            if through > cursor.acknowledged {
+                cursors[destination.index].lastAdvancedAt = now
+                // A source waiting for the main receiver may go on, though nothing leaves the log
+                // while a backup still lacks it (that backup may now be the one to give up).
+                condition.broadcast()
             }
             cursors[destination.index].acknowledged = max(cursor.acknowledged, through)
             let released = releaseAcknowledged()
@@ -503,15 +605,18 @@ public final class PacketLog: @unchecked Sendable {
     /// Stops keeping entries for `destination` (a backup receiver given up on): its cursor no
     /// longer holds entries in the log or the spool. It cannot be served again.
     public func dropDestination(_ destination: LogDestination) {
-        let moved: SpoolAcknowledgement? = condition.withLock {
-            guard cursors.indices.contains(destination.index), !cursors[destination.index].dropped else { return nil }
-            cursors[destination.index].dropped = true
-            cursors[destination.index].heldBytes = 0
-            if spool != nil { dropSentPayloads() }
-            guard releaseAcknowledged() != nil else { return nil }
-            return SpoolAcknowledgement(main: cursors[0].acknowledged, released: acknowledged)
-        }
-        record(moved)
+        record(condition.withLock { drop(destination) })
+    }
+
+    /// Drops `destination`'s cursor; returns what the spool must be told if entries were released.
+    /// Under `condition`.
+    private func drop(_ destination: LogDestination) -> SpoolAcknowledgement? {
+        guard cursors.indices.contains(destination.index), !cursors[destination.index].dropped else { return nil }
+        cursors[destination.index].dropped = true
+        cursors[destination.index].heldBytes = 0
+        if spool != nil { dropSentPayloads() }
+        guard releaseAcknowledged() != nil else { return nil }
+        return SpoolAcknowledgement(main: cursors[0].acknowledged, released: acknowledged)
     }
 
     /// The lowest `position` among the destinations still served (the last sequence when none is).
@@ -636,6 +741,10 @@ public final class PacketLog: @unchecked Sendable {
         /// When the oldest entry not yet acknowledged was appended, in `MonotonicClock`
         /// nanoseconds; `nil` when every entry is acknowledged.
         public var oldestUnacknowledgedAppendedAt: UInt64?
+        /// When the acknowledged position last advanced (progress: a stale acknowledgement, or one
+        /// beyond what was appended, moves nothing), in `MonotonicClock` nanoseconds; `nil` before
+        /// the first advance in this run. For one destination only (`progress(for:)`).
+        public var lastAdvanceAt: UInt64? = nil
     }
 
     /// The figures of `Progress` for the log as a whole, read together: acknowledged means held by
@@ -660,12 +769,16 @@ public final class PacketLog: @unchecked Sendable {
             let oldest = cursor.dropped ? nil : slotIndex(cursor.acknowledged + 1).map { slots[$0].appendedAt }
             return Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
                             acknowledgedEndSampleTime: cursor.acknowledgedEnd, unacknowledgedBytes: cursor.heldBytes,
-                            lastAcknowledgementAt: cursor.lastAcknowledgedAt, oldestUnacknowledgedAppendedAt: oldest)
+                            lastAcknowledgementAt: cursor.lastAcknowledgedAt, oldestUnacknowledgedAppendedAt: oldest,
+                            lastAdvanceAt: cursor.lastAdvancedAt)
         }
     }
 
     /// The highest sequence appended (0 before any).
     public var lastSequence: UInt64 { condition.withLock { nextSequence - 1 } }
+    /// Whether a source that is not real time is waiting in `append` now: for the main receiver
+    /// to acknowledge, or for the disk to take what waits in memory.
+    public var isProducerWaiting: Bool { condition.withLock { producersWaiting > 0 } }
     /// The oldest sequence still kept (the next that a destination still served has not acknowledged).
     public var oldestKeptSequence: UInt64 { condition.withLock { acknowledged + 1 } }
     /// Bytes kept (in memory or spooled), not yet acknowledged by every destination still served.

@@ -2,7 +2,8 @@
 ///
 /// The n-th consecutive failed attempt (n from 0) waits a random time between half and all of
 /// `min(maximum, initial × 2ⁿ)`, so many senders that lost the same receiver do not reconnect in
-/// lockstep. A connection that reached streaming resets n to 0.
+/// lockstep. A connection that reached streaming resets n to 0, unless it ended because the
+/// receiver broke the protocol (`DeliveryPolicy`).
 public struct ReconnectPolicy: Sendable, Equatable {
     /// The first delay, in seconds.
     public var initial: Double

@@ -21,9 +21,24 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case tls(String)
     /// Audio kept in the spool for sending could not be read back: the stream cannot go on from it.
     case spoolUnreadable(firstSequence: UInt64, reason: String)
-    /// A backup receiver stayed unreachable for `seconds` (`--also-give-up`): it was dropped, and
-    /// its file lacks the audio from `fromSecond` on.
-    case gaveUp(receiver: String, seconds: Double, fromSecond: Double)
+    /// A backup receiver was given up (dropped) for `reason`: the spool keeps nothing more for it,
+    /// and its file lacks the audio from `fromSecond` on. The main receiver is never given up.
+    case gaveUp(receiver: String, reason: GiveUpReason, fromSecond: Double)
+
+    /// Why a backup receiver was given up: a backup may cost itself its copy, never the main
+    /// receiver its audio or its pace.
+    public enum GiveUpReason: Sendable, Equatable {
+        /// No connection was accepted for `seconds` (`--also-give-up`) while it lacked audio.
+        case unreachable(seconds: Double)
+        /// Connected, it acknowledged nothing new for `seconds` while it lacked audio.
+        case noProgress(seconds: Double)
+        /// It broke the protocol (`detail`: acknowledging what was never sent, for one), so it made
+        /// no progress for `seconds`, however often it was reconnected to.
+        case brokeProtocol(seconds: Double, detail: String)
+        /// What only it lacked reached the log's room: keeping more for it would have cost the main
+        /// receiver audio (or held it up), so it was given up at once.
+        case fellBehind(BackupRoom)
+    }
 
     public var description: String {
         switch self {
@@ -32,7 +47,7 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case .refused(let code, let message):
             return "the receiver refused the stream (\(code)): \(message)"
         case .rateLimited(let message, let retryAfter):
-            return "the receiver refuses this address for now (rateLimited): \(message); trying again in \(Int(retryAfter.rounded(.up))) s, and the audio is kept meanwhile"
+            return "the receiver refuses this address for now (rateLimited): \(message); trying again in \(Self.seconds(retryAfter.rounded(.up))) s, and the audio is kept meanwhile"
         case .connectionLost(let reason):
             return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason)"
         case .protocolViolation(let reason):
@@ -47,12 +62,24 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "TLS: \(reason)"
         case .spoolUnreadable(let sequence, let reason):
             return "the spool cannot give back the audio from sequence \(sequence) on: \(reason); that audio cannot be delivered and stays in the spool for `capture-send spool list` (check the disk: dmesg, df)"
-        case .gaveUp(let receiver, let seconds, let fromSecond):
-            return "backup receiver \(receiver) was unreachable for \(Self.seconds(seconds)) s (--also-give-up) and was dropped: its file is incomplete, it lacks the audio from second \(String(format: "%.3f", fromSecond)) on; the main receiver's file is the whole recording"
+        case .gaveUp(let receiver, let reason, let fromSecond):
+            let lacks = "its file is incomplete, it lacks the audio from second \(String(format: "%.3f", fromSecond)) on; the main receiver's file is the whole recording"
+            switch reason {
+            case .unreachable(let seconds):
+                return "backup receiver \(receiver) was unreachable for \(Self.seconds(seconds)) s (--also-give-up) and was dropped: \(lacks)"
+            case .noProgress(let seconds):
+                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (--also-give-up): it was connected but acknowledged nothing new, and was dropped: \(lacks)"
+            case .brokeProtocol(let seconds, let detail):
+                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (--also-give-up): it broke the protocol (\(detail)), and was dropped: \(lacks)"
+            case .fellBehind(let room):
+                return "backup receiver \(receiver) was dropped at once: \(room); \(lacks)"
+            }
         }
     }
 
+    /// 3, 2.5, 1e+300: whole seconds without a fraction; never traps.
     private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
+        if let whole = Int(exactly: value) { return String(whole) }
+        return value.isFinite && value == value.rounded() ? String(format: "%g", value) : String(format: "%.1f", value)
     }
 }

@@ -44,8 +44,9 @@ public struct SenderConfiguration: Sendable {
     public var reconnect: ReconnectPolicy = ReconnectPolicy()
     /// Which of the log's destinations this receiver is (its acknowledgement cursor).
     public var destination: LogDestination = .main
-    /// For a backup receiver: seconds it may stay unreachable (no accepted connection) before
-    /// `run()` gives up with `SenderError.gaveUp`; nil to try for ever.
+    /// For a backup receiver: seconds it may lack audio without making progress (unreachable, or
+    /// connected without acknowledging anything new) before `run()` gives up with
+    /// `SenderError.gaveUp` (`DeliveryPolicy`); nil to try for ever, as for the main receiver.
     public var giveUpAfter: Double? = nil
 
     public init(
@@ -98,9 +99,12 @@ public struct StreamDescription: Sendable {
 ///
 /// Every connection resumes the same stream (same stream id) from the receiver's durable position:
 /// the Hello's `resume_from_sequence` is the oldest sequence the log still holds, and sending
-/// restarts at `HelloAccepted.next_sequence`. Between attempts it waits as `ReconnectPolicy` says.
-/// It gives up only on a permanent refusal (see `ConnectionOutcome`) or when `abandon()` is called;
-/// whatever is not acknowledged then stays in the log's spool.
+/// restarts at `HelloAccepted.next_sequence`. What a connection's end leads to, and when, is
+/// `DeliveryPolicy`'s decision; this is its shell (it connects, waits and logs). It stops on a
+/// permanent refusal (see `ConnectionOutcome`) or when `abandon()` is called; whatever is not
+/// acknowledged then stays in the log's spool. A backup receiver (`giveUpAfter`) is also given up
+/// when it makes no progress for that long (checked on a timer while it is connected or waiting),
+/// or at once when the log gives it up because its backlog reached the room (`BackupRoom`).
 public final class StreamSender: Sendable {
     private let configuration: SenderConfiguration
     private let description: StreamDescription
@@ -122,7 +126,8 @@ public final class StreamSender: Sendable {
         threads: (group: any EventLoopGroup, spoolReads: NIOThreadPool)? = nil,
         linkChanged: (@Sendable (SenderLinkState) -> Void)? = nil
     ) {
-        control = SenderControl(linkChanged: linkChanged)
+        control = SenderControl(
+            linkChanged: linkChanged, policy: DeliveryPolicy(reconnect: configuration.reconnect, giveUpAfter: configuration.giveUpAfter))
         delivery = LockedContinuation(configuration.continuation)
         self.configuration = configuration
         self.description = description
@@ -155,7 +160,8 @@ public final class StreamSender: Sendable {
     }
 
     /// Connects, streams, reconnects as often as needed, and blocks until the receiver confirmed the
-    /// end of the stream, the receiver refused it for good, or `abandon()` was called.
+    /// end of the stream, the receiver refused it for good, a backup was given up, or `abandon()`
+    /// was called.
     public func run() -> Result<StreamSummary, SenderError> {
         if ownsThreads { spoolReads.start() }
         defer {
@@ -177,68 +183,92 @@ public final class StreamSender: Sendable {
         let log = self.log
         let hasAudio = control.wait { log.lastSequence > 0 || log.streamEnd != nil }
         log.removeListener(waking)
-        if !hasAudio { return .failure(abandonedError()) }
+        if !hasAudio { return .failure(error(for: control.stopped ?? .abandoned)) }
         if log.lastSequence == 0 {
             control.link = .finished
             return .success(StreamSummary(fileName: "", totalFrames: 0, totalPackets: 0))
         }
-        var failures = 0
+        // A backup the log gives up (its backlog reached the room) is given up here at once.
+        let giving = log.addDropListener { [control] dropped, room in
+            if dropped == destination { control.giveUp(.fellBehind(room)) }
+        }
+        defer { log.removeListener(giving) }
+        if let room = log.givenUpRoom(for: destination) { control.giveUp(.fellBehind(room)) }
+        let watch = configuration.giveUpAfter == nil ? nil : GiveUpWatch(loop: group.next(), check: { [self] in checkProgress() })
+        watch?.start()
+        defer { watch?.cancel() }
         var generator = SystemRandomNumberGenerator()
-        // Since when no connection was accepted (for giving a backup up).
-        var unreachableSince = MonotonicClock.nanoseconds()
         while true {
-            if control.isAbandoned { return .failure(abandonedError()) }
+            if let stop = control.stopped { return .failure(error(for: stop)) }
             let outcome = connectOnce(tlsContext: tlsContext)
-            switch outcome {
+            if !outcome.isDelivered, let stop = control.stopped { return .failure(error(for: stop)) }
+            let action = control.decide(.connectionEnded(
+                outcome, at: Self.now(), backlog: backlog(), complete: log.isComplete(for: destination),
+                random: Double.random(in: 0..<1, using: &generator)))
+            switch action {
             case .delivered(let summary):
                 control.link = .finished
                 return .success(summary)
-            case .cannotResume(let error):
-                if control.isAbandoned { return .failure(abandonedError()) }
-                if log.isComplete(for: destination), let end = log.streamEnd {
-                    logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(error)"])
-                    return .success(StreamSummary(fileName: control.fileName, totalFrames: end.endSampleTime, totalPackets: 0))
-                }
-                guard let continuation = continueAsNewStream() else { return .failure(error) }
+            case .deliveredUnconfirmed(let refusal):
+                // Every packet and the end were acknowledged; the receiver already finished the
+                // file and only its confirmation was lost.
+                logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal)"])
+                return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.endSampleTime ?? 0, totalPackets: 0))
+            case .continueAsNewStream(let refusal):
+                guard let continuation = continueAsNewStream() else { return .failure(refusal) }
                 logger.warning("the receiver no longer resumes this stream (its resume window passed and its file was finalized): the audio from here on is delivered as a new stream that continues it, and the two recordings join without a hole", metadata: [
                     "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
                     "first-sample": "\(continuation.firstSampleTime)", "first-sample-time": "\(Self.utc(startOf: continuation, description))",
-                    "refusal": "\(error)",
+                    "refusal": "\(refusal)",
                 ])
-                failures = 0
-            case .interrupted(let error, let retry, let streamed):
-                if control.isAbandoned { return .failure(abandonedError()) }
-                if !retry {
-                    if log.isComplete(for: destination), let end = log.streamEnd {
-                        // Every packet and the end were acknowledged; the receiver already finished
-                        // the file and only its confirmation was lost.
-                        logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(error)"])
-                        return .success(StreamSummary(fileName: control.fileName, totalFrames: end.endSampleTime, totalPackets: 0))
-                    }
-                    return .failure(error)
-                }
-                if streamed {
-                    failures = 0
-                    unreachableSince = MonotonicClock.nanoseconds()
-                }
-                var delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0..<1, using: &generator))
-                if case .rateLimited(_, let retryAfter) = error { delay = max(delay, min(retryAfter, 3_600)) }
-                if let giveUp = configuration.giveUpAfter {
-                    let unreachable = Double(MonotonicClock.nanoseconds() - unreachableSince) / 1e9
-                    if unreachable >= giveUp {
-                        return .failure(giveUpNow(after: giveUp, lastError: error))
-                    }
-                    // Try once more right at the deadline rather than sleeping past it.
-                    delay = min(delay, max(0.05, giveUp - unreachable))
-                }
-                failures += 1
+            case .fail(let error):
+                return .failure(error)
+            case .giveUp(let reason):
+                return .failure(giveUpNow(reason, lastError: outcome))
+            case .reconnect(let delay, let error):
                 logger.warning("connection to the receiver lost; reconnecting", metadata: [
                     "receiver": "\(receiver)", "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
                     "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: destination))",
                 ])
                 control.link = .reconnecting
                 control.wait(seconds: delay)
+            case .keepGoing:
+                break
             }
+        }
+    }
+
+    /// Seconds on the monotonic clock, for `DeliveryPolicy`.
+    private static func now() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
+
+    /// This receiver's cursor, for `DeliveryPolicy`.
+    private func backlog() -> DeliveryPolicy.Backlog {
+        let progress = log.progress(for: configuration.destination)
+        return DeliveryPolicy.Backlog(
+            lastAdvanceAt: progress.lastAdvanceAt.map { Double($0) / 1e9 },
+            oldestLackingAppendedAt: progress.oldestUnacknowledgedAppendedAt.map { Double($0) / 1e9 })
+    }
+
+    /// The give-up watch's look at the clock: gives the backup up when the policy says so (which
+    /// closes its connection and ends any wait); returns when to look again (nil: stop looking).
+    private func checkProgress() -> Double? {
+        guard control.stopped == nil else { return nil }
+        switch control.decide(.check(at: Self.now(), backlog: backlog())) {
+        case .giveUp(let reason):
+            control.giveUp(reason)
+            return nil
+        case .keepGoing(let checkAt):
+            return checkAt
+        default:
+            return nil
+        }
+    }
+
+    /// The error `run()` ends with once stopped.
+    private func error(for stop: SenderControl.Stop) -> SenderError {
+        switch stop {
+        case .abandoned: return abandonedError()
+        case .gaveUp(let reason): return giveUpNow(reason, lastError: nil)
         }
     }
 
@@ -248,12 +278,15 @@ public final class StreamSender: Sendable {
     }
 
     /// Ends delivery to this (backup) receiver and says what its file lacks. Its cursor is dropped
-    /// by whoever runs the sender (`CaptureStreamer` does for every backup that fails).
-    private func giveUpNow(after seconds: Double, lastError: SenderError) -> SenderError {
+    /// by whoever runs the sender (`CaptureStreamer` does for every backup that fails), if the log
+    /// has not dropped it already.
+    private func giveUpNow(_ reason: SenderError.GiveUpReason, lastError: ConnectionOutcome?) -> SenderError {
         let sampleRate = description.format.sampleRate
         let fromSecond = sampleRate > 0 ? Double(log.progress(for: configuration.destination).acknowledgedEndSampleTime) / sampleRate : 0
-        let error = SenderError.gaveUp(receiver: receiver, seconds: seconds, fromSecond: fromSecond)
-        logger.error("giving up on a backup receiver: \(error)", metadata: ["last-error": "\(lastError)"])
+        let error = SenderError.gaveUp(receiver: receiver, reason: reason, fromSecond: fromSecond)
+        var metadata: Logger.Metadata = [:]
+        if case .interrupted(let last, _, _)? = lastError { metadata["last-error"] = "\(last)" }
+        logger.error("giving up on a backup receiver: \(error)", metadata: metadata)
         control.link = .gaveUp
         return error
     }
@@ -290,6 +323,7 @@ public final class StreamSender: Sendable {
                             hello: hello, log: log, destination: configuration.destination, fetcher: fetcher, windowBytes: configuration.windowBytes, done: done, logger: logger,
                             security: security, onAccepted: { accepted in
                                 let before = control.link
+                                _ = control.decide(.accepted(at: Self.now()))
                                 control.fileName = accepted.fileName
                                 control.link = .streaming
                                 if before == .reconnecting {
@@ -382,17 +416,26 @@ public final class StreamSender: Sendable {
             $0.format = Capture_V1_StreamFormat(description.format)
             $0.magicCookie = Data(description.magicCookie)
             let firstSample = continuation?.firstSampleTime ?? 0
-            $0.startTimeUnixNs = Int64((description.startTime.timeIntervalSince1970 + Double(firstSample) / description.format.sampleRate) * 1e9)
+            $0.startTimeUnixNs = Self.unixNanoseconds(description.startTime.timeIntervalSince1970 + Double(firstSample) / description.format.sampleRate)
             $0.startSampleTime = firstSample
             if let continuation { $0.continues = continuation.wire }
             $0.resumeFromSequence = log.oldestKeptSequence
             $0.sourceHost = configuration.sourceHost
             $0.application = configuration.application
-            $0.primingFrames = UInt32(description.primingFrames)
+            $0.primingFrames = UInt32(clamping: description.primingFrames)
             $0.resumeSecret = Data(configuration.resumeSecret)
             $0.clock = Capture_V1_ClockState(description.clock)
             if let layout = description.channelLayout { $0.channelLayout = .with { $0.tag = layout.tag; $0.bitmap = layout.bitmap } }
         }
+    }
+
+    /// Seconds since 1970 as the Hello's nanoseconds, clamped to what an Int64 holds (NaN as the
+    /// lowest): a start time read back from a damaged spool must not trap here (the receiver
+    /// refuses a start time out of its range).
+    static func unixNanoseconds(_ seconds: Double) -> Int64 {
+        let nanoseconds = (seconds * 1e9).rounded(.towardZero)
+        if let exact = Int64(exactly: nanoseconds) { return exact }
+        return nanoseconds > 0 ? .max : .min
     }
 
     /// A short human reason for a connection error ("connection refused", "timed out"...).
@@ -417,29 +460,49 @@ public enum SenderLinkState: String, Sendable, Equatable {
     case reconnecting
     /// The receiver confirmed the whole stream.
     case finished
-    /// A backup receiver stayed unreachable past its give-up time and was dropped.
+    /// A backup receiver was given up and dropped: unreachable or without progress past its give-up
+    /// time, or so far behind that keeping its audio would have cost the main receiver.
     case gaveUp = "gave-up"
 }
 
-/// The sender's shared state between `run()` and the threads that stop it: the abandon flag, the
-/// backoff wait and pending connect it interrupts, the live channel and the file name the receiver
-/// announced. Every property is guarded by `condition`.
+/// The sender's shared state between `run()` and the threads that stop it: why it stopped
+/// (abandoned, or a backup given up), the backoff wait and pending connect a stop interrupts, the
+/// live channel, the file name the receiver announced, and the `DeliveryPolicy` (fed from the run
+/// loop, the event loop and the give-up watch). Every property is guarded by `condition`.
 ///
 /// Sendability (`@unchecked Sendable`): every property is read and written only under `condition`.
 final class SenderControl: @unchecked Sendable {
+    /// Why delivery stopped before the stream was delivered.
+    enum Stop: Equatable {
+        /// `abandon()`: what is unacknowledged stays in the spool.
+        case abandoned
+        /// A backup receiver given up (`DeliveryPolicy`, or the log's room).
+        case gaveUp(SenderError.GiveUpReason)
+    }
+
     private let condition = NSCondition()
-    private var abandoned = false
+    private var stopReason: Stop?
+    private var policy: DeliveryPolicy
     private var channel: Channel?
     private var announcedFileName = ""
     private var currentLink = SenderLinkState.connecting
     /// Told every change of `link` (set before any thread runs, then only read).
     private let linkChanged: (@Sendable (SenderLinkState) -> Void)?
 
-    init(linkChanged: (@Sendable (SenderLinkState) -> Void)?) {
+    init(linkChanged: (@Sendable (SenderLinkState) -> Void)?, policy: DeliveryPolicy) {
         self.linkChanged = linkChanged
+        self.policy = policy
     }
 
-    var isAbandoned: Bool { condition.withLock { abandoned } }
+    /// Why delivery stopped; nil while it goes on.
+    var stopped: Stop? { condition.withLock { stopReason } }
+
+    private var isStopped: Bool { condition.withLock { stopReason != nil } }
+
+    /// Feeds the delivery policy one event and returns its action.
+    func decide(_ event: DeliveryPolicy.Event) -> DeliveryPolicy.Action {
+        condition.withLock { policy.handle(event) }
+    }
 
     var link: SenderLinkState {
         get { condition.withLock { currentLink } }
@@ -458,8 +521,18 @@ final class SenderControl: @unchecked Sendable {
     }
 
     func abandon() {
+        end(.abandoned)
+    }
+
+    /// Gives this backup up for `reason` (unless delivery stopped already): as `abandon()`, the
+    /// connection closes and every wait ends.
+    func giveUp(_ reason: SenderError.GiveUpReason) {
+        end(.gaveUp(reason))
+    }
+
+    private func end(_ why: Stop) {
         let live: Channel? = condition.withLock {
-            abandoned = true
+            if stopReason == nil { stopReason = why }
             condition.broadcast()
             return channel
         }
@@ -469,7 +542,7 @@ final class SenderControl: @unchecked Sendable {
     func setChannel(_ channel: Channel?) {
         let closeNow: Bool = condition.withLock {
             self.channel = channel
-            return abandoned
+            return stopReason != nil
         }
         if closeNow { channel?.close(promise: nil) }
     }
@@ -478,11 +551,11 @@ final class SenderControl: @unchecked Sendable {
     enum ConnectionAttempt {
         case connected(Channel)
         case failed(Error)
-        /// `abandon()` was called first; the connection, should it still come, is closed.
+        /// Delivery stopped first (`abandon()`, a give-up); the connection, should it still come, is closed.
         case abandoned
     }
 
-    /// Waits for `connecting` to complete, or until `abandon()` is called, whichever comes first: a
+    /// Waits for `connecting` to complete, or until delivery stops, whichever comes first: a
     /// connect that hangs (a silent network, slow name resolution) never holds up stopping.
     func awaitConnection(_ connecting: EventLoopFuture<Channel>) -> ConnectionAttempt {
         let slot = ConnectionSlot()
@@ -493,13 +566,13 @@ final class SenderControl: @unchecked Sendable {
             }
         }
         let finished: Result<Channel, Error>? = condition.withLock {
-            while slot.result == nil, !abandoned { condition.wait() }
+            while slot.result == nil, stopReason == nil { condition.wait() }
             return slot.result
         }
         switch finished {
-        case .success(let channel) where !isAbandoned:
+        case .success(let channel) where !isStopped:
             return .connected(channel)
-        case .failure(let error) where !isAbandoned:
+        case .failure(let error) where !isStopped:
             return .failed(error)
         default:
             connecting.whenSuccess { $0.close(promise: nil) }
@@ -512,21 +585,66 @@ final class SenderControl: @unchecked Sendable {
         condition.withLock { condition.broadcast() }
     }
 
-    /// Waits until `ready` holds (true) or `abandon()` is called (false). `ready` is asked under
+    /// Waits until `ready` holds (true) or delivery stops (false). `ready` is asked under
     /// this object's lock; whatever changes its answer must call `wake()`.
     func wait(until ready: () -> Bool) -> Bool {
         condition.withLock {
-            while !abandoned, !ready() { condition.wait() }
-            return !abandoned
+            while stopReason == nil, !ready() { condition.wait() }
+            return stopReason == nil
         }
     }
 
-    /// Waits `seconds`, or less if abandoned meanwhile.
+    /// Waits `seconds`, or less if delivery stops meanwhile.
     func wait(seconds: Double) {
         let deadline = Date().addingTimeInterval(seconds)
         condition.withLock {
-            while !abandoned, Date() < deadline { _ = condition.wait(until: deadline) }
+            while stopReason == nil, Date() < deadline { _ = condition.wait(until: deadline) }
         }
+    }
+}
+
+/// A backup's give-up watch: looks at `DeliveryPolicy` on the event loop when it says to (its
+/// `check` returns when to look again, in `MonotonicClock` seconds, or nil to stop), so a backup
+/// without progress is given up on time while `run()` waits for a connection, its end or a
+/// reconnect. The check only reads the log's figures under its lock: nothing blocks the loop.
+///
+/// Sendability (`@unchecked Sendable`): `scheduled` and `cancelled` are read and written only under `lock`.
+private final class GiveUpWatch: @unchecked Sendable {
+    private let loop: any EventLoop
+    private let check: @Sendable () -> Double?
+    private let lock = NSLock()
+    private var scheduled: Scheduled<Void>?
+    private var cancelled = false
+
+    init(loop: any EventLoop, check: @escaping @Sendable () -> Double?) {
+        self.loop = loop
+        self.check = check
+    }
+
+    /// Looks now, and from then on when the policy says.
+    func start() { schedule(in: .zero) }
+
+    /// Stops looking.
+    func cancel() {
+        let pending: Scheduled<Void>? = lock.withLock {
+            cancelled = true
+            return scheduled
+        }
+        pending?.cancel()
+    }
+
+    private func schedule(in delay: TimeAmount) {
+        lock.withLock {
+            guard !cancelled else { return }
+            scheduled = loop.scheduleTask(in: delay) { [self] in fire() }
+        }
+    }
+
+    private func fire() {
+        guard lock.withLock({ !cancelled }), let next = check() else { return }
+        let seconds = max(0, next - Double(MonotonicClock.nanoseconds()) / 1e9)
+        // A little past the deadline, so that the look finds it reached.
+        schedule(in: .nanoseconds(Int64((min(seconds, 86_400) * 1e9).rounded(.up)) + 1_000_000))
     }
 }
 

@@ -14,7 +14,7 @@ struct BackupOptions: ParsableArguments {
     var also: [String] = []
 
     @Option(name: .long, help: ArgumentHelp(
-        "How long a backup receiver may stay unreachable before it is dropped (its audio no longer kept in the spool; capture-send then exits 4 naming it): like 1h, 30m, 90s or 1h30m.",
+        "How long a backup receiver may lack audio without making progress (unreachable, or connected but acknowledging nothing new) before it is dropped (its audio no longer kept in the spool; capture-send then exits 4 naming it): like 1h, 30m, 90s or 1h30m. A backup so far behind that keeping its audio would cost the main receiver audio (--spool-max) or hold up a --no-pace source is dropped at once.",
         valueName: "DURATION"))
     var alsoGiveUp = "1h"
 

@@ -31,7 +31,8 @@ struct CaptureSend: ParsableCommand {
         abstract: "Capture audio (ALSA device, tone or file), encode it (PCM or Opus) and stream it to capture-recv.",
         discussion: """
             Exits 0 only after the receiver (and every --also backup) has confirmed that the whole stream is \
-            in its file; exits 4 when the main receiver has it all but a backup does not (unreachable past --also-give-up, or refused). The first \
+            in its file; exits 4 when the main receiver has it all but a backup does not (given up: without progress for --also-give-up, or so far \
+            behind that keeping its audio would have cost the main receiver; or refused). The first \
             SIGINT (Ctrl-C) or SIGTERM stops capture and delivers what was captured, for at most \
             --stop-timeout seconds; a second SIGINT or SIGTERM, or that timeout, stops delivering at once: \
             the audio the receiver has not acknowledged stays in the spool, one line says where and how \

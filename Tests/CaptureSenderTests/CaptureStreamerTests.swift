@@ -65,11 +65,11 @@ final class CaptureStreamerTests: XCTestCase {
         XCTAssertTrue(outcome.stoppedDelivering)
         guard case .success(.endOfStream) = outcome.capture else { return XCTFail("capture ended at the source's end: \(outcome.capture)") }
         guard case .failure(.connectionLost) = outcome.main.result else { return XCTFail("the main was never reached: \(outcome.main.result)") }
-        guard case .failure(.gaveUp(let receiver, let seconds, let fromSecond)) = outcome.links[1].result else {
+        guard case .failure(.gaveUp(let receiver, let reason, let fromSecond)) = outcome.links[1].result else {
             return XCTFail("the backup was given up: \(outcome.links[1].result)")
         }
         XCTAssertEqual(receiver, "127.0.0.1:\(backupPort)")
-        XCTAssertEqual(seconds, 0.5)
+        XCTAssertEqual(reason, .unreachable(seconds: 0.5))
         XCTAssertEqual(fromSecond, 0)
         XCTAssertEqual(outcome.incompleteBackups.map(\.receiver), ["127.0.0.1:\(backupPort)"])
 

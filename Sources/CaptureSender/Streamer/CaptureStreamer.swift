@@ -25,8 +25,12 @@ import NIOPosix
 /// | `AudioQueueDispose` | `dispose()`: capture released, the spool removed when every receiver has the whole stream, else synced for a later run |
 ///
 /// Progress and link changes come through `events`, an `AsyncSequence` that ends after
-/// `.finished`. A backup that stays unreachable for `Configuration.backupGiveUpAfter` is dropped:
-/// the spool stops keeping audio for it, and its `LinkOutcome` says what its file lacks.
+/// `.finished`. A backup can cost itself its copy, never the main receiver its audio or its pace: a
+/// backup that makes no progress for `Configuration.backupGiveUpAfter` (unreachable, or connected
+/// without acknowledging anything new, or breaking the protocol) is dropped, and so, at once, is a
+/// backup whose backlog would make the main receiver's audio overflow or hold up a source read
+/// faster than real time (`BackupRoom`). The spool then stops keeping audio for it, and its
+/// `LinkOutcome` says why and what its file lacks.
 ///
 /// Sendability (`@unchecked Sendable`): the mutable run state is read and written only under `lock`;
 /// the pipeline, log and senders are thread-safe themselves.

@@ -95,7 +95,7 @@ final class HandOffRunTests: XCTestCase {
             XCTAssertEqual(ending, .exited(0))
             ended.fulfill()
         }
-        while !FileManager.default.fileExists(atPath: started) { usleep(10_000) }
+        try waitForFile(started)
         lock.release()
         guard case .busy = journal.lock(recording.relativePath) else { return XCTFail("the command's copy of the lock was not held") }
         _ = FileManager.default.createFile(atPath: release, contents: nil)
@@ -167,7 +167,7 @@ final class HandOffRunTests: XCTestCase {
             XCTAssertEqual(ending, .signalled(SIGTERM))
             result.fulfill()
         }
-        while !FileManager.default.fileExists(atPath: started) { usleep(10_000) }
+        try waitForFile(started)
         command.terminate()
         wait(for: [result], timeout: 30)
         let background = try XCTUnwrap(pid_t((try String(contentsOfFile: pidFile, encoding: .utf8)).trimmingCharacters(in: .whitespacesAndNewlines)))
@@ -181,7 +181,7 @@ final class HandOffRunTests: XCTestCase {
             XCTAssertEqual(ending, .signalled(SIGKILL))
             killed.fulfill()
         }
-        while !FileManager.default.fileExists(atPath: started) { usleep(10_000) }
+        try waitForFile(started)
         stubborn.terminate()
         stubborn.kill()
         wait(for: [killed], timeout: 30)
@@ -190,6 +190,18 @@ final class HandOffRunTests: XCTestCase {
         early.terminate()
         XCTAssertEqual(run("touch \(folder!)/never", command: early).0, .notStarted)
         XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/never"))
+    }
+
+    /// Waits until the command made `path` (at most 30 s).
+    private func waitForFile(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(30)
+        while !FileManager.default.fileExists(atPath: path) {
+            guard Date() < deadline else {
+                XCTFail("the command did not make \(path) within 30 s", file: file, line: line)
+                throw CancellationError()
+            }
+            usleep(10_000)
+        }
     }
 
     private static func isAlive(_ pid: pid_t) -> Bool {

@@ -55,6 +55,7 @@ let package = Package(
         .systemLibrary(name: "COgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
         .systemLibrary(name: "CTimex"),
+        .systemLibrary(name: "CSpawn"),
 
         // Sound I/O and the queue: no network, no C library but libc.
         .target(name: "CaptureCore", dependencies: ["CTimex"]),
@@ -113,7 +114,7 @@ let package = Package(
             name: "CaptureReceiver",
             dependencies: [
                 "CaptureListen",
-                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText", "CSpawn",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -6,21 +6,32 @@ import Foundation
 /// anyone who can reach it may: they are on the receiver's machine already. On any other address
 /// the console plays live audio and lists every field unit, so every request needs one of the
 /// tokens of `--http-token-file`, as `Authorization: Bearer TOKEN` (scripts, Prometheus) or as the
-/// session cookie the login form sets (browsers). A pure decision, tested by table.
+/// session cookie the login form sets (browsers). Everywhere, a request must be for one of the
+/// console's names (`hosts`: against DNS rebinding, which would otherwise let any web page read a
+/// loopback console). A pure decision, tested by table.
 public struct ConsoleAccess: Sendable {
     /// The cookie a successful login sets.
     public static let cookieName = "capture_console"
 
     /// Tokens that open the server; nil: no token needed (loopback only).
     public let tokens: AuthTokens?
+    /// The names the server answers to.
+    public let hosts: ConsoleHostNames
 
     /// The access for a server bound to `host`: open on loopback unless tokens are given; elsewhere
-    /// tokens are required.
-    public init(host: String, tokens: AuthTokens?) throws(ConsoleSetupError) {
+    /// tokens are required. It answers to `host`'s names (`ConsoleHostNames`) and to `allowedHosts`
+    /// (`--http-allow-host`).
+    public init(host: String, tokens: AuthTokens?, allowedHosts: [String] = []) throws(ConsoleSetupError) {
+        try self.init(host: host, tokens: tokens, hosts: ConsoleHostNames(listeningOn: host, allowing: allowedHosts))
+    }
+
+    /// The same with the names given.
+    public init(host: String, tokens: AuthTokens?, hosts: ConsoleHostNames) throws(ConsoleSetupError) {
         if tokens == nil, !Self.isLoopback(host) {
             throw .tokensRequired(host: host)
         }
         self.tokens = tokens
+        self.hosts = hosts
     }
 
     /// True for addresses only this machine can reach.
@@ -70,6 +81,8 @@ public enum ConsoleSetupError: Error, Equatable, Sendable, CustomStringConvertib
     case tls(String)
     /// The address cannot be listened on.
     case cannotListen(host: String, port: Int, reason: String)
+    /// A host name (`--http`, `--http-allow-host`) that is no host name or address.
+    case badHost(option: String, value: String)
 
     public var description: String {
         switch self {
@@ -79,6 +92,8 @@ public enum ConsoleSetupError: Error, Equatable, Sendable, CustomStringConvertib
             return "cannot serve the console over TLS: \(message)"
         case .cannotListen(let host, let port, let reason):
             return "cannot serve the console and metrics on \(host):\(port): \(reason); choose another address with --http HOST:PORT"
+        case .badHost(let option, let value):
+            return "\(option) \(value) is not a host name or address: give a name such as recorder.example or an address such as 192.0.2.10 or [2001:db8::1], optionally with :PORT"
         }
     }
 }

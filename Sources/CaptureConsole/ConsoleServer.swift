@@ -46,6 +46,7 @@ public enum ConsoleServer {
         logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) throws(ConsoleSetupError) -> ConsoleService {
         let router = Router()
+        router.add(middleware: HostCheckMiddleware(hosts: settings.access.hosts, secure: settings.tlsCertificatePath != nil))
         router.add(middleware: AccessMiddleware(access: settings.access, secure: settings.tlsCertificatePath != nil))
         ConsoleRoutes(metrics: metrics, directory: directory, listening: listening, access: settings.access, secure: settings.tlsCertificatePath != nil)
             .register(on: router)
@@ -83,6 +84,36 @@ public enum ConsoleServer {
         } catch {
             throw .tls(TLSErrorText.reason(of: error))
         }
+    }
+}
+
+/// Refuses, before anything else looks at it, a request for a name that is not one of the console's
+/// (421 Misdirected Request: DNS rebinding), with more than one `Host` (400), or a state-changing
+/// request from a page elsewhere (403), with a one-line `text/plain` body that says which option
+/// allows the name (`ConsoleHostNames`).
+struct HostCheckMiddleware<Context: RequestContext>: RouterMiddleware {
+    let hosts: ConsoleHostNames
+    let secure: Bool
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // The first Host is the request's authority; another one stays among the fields.
+        if request.headers.contains(where: { $0.name.canonicalName == "host" }) {
+            return Self.refusal(.badRequest, "capture-recv: the request has more than one Host header")
+        }
+        if let message = hosts.refusal(host: request.head.authority, secure: secure) {
+            return Self.refusal(.misdirectedRequest, message)
+        }
+        if let message = hosts.refusal(origin: request.headers[.origin], method: request.method.rawValue) {
+            return Self.refusal(.forbidden, message)
+        }
+        return try await next(request, context)
+    }
+
+    static func refusal(_ status: HTTPResponse.Status, _ message: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: message + "\n")))
     }
 }
 

@@ -10,7 +10,9 @@ enum OpenAPIDocument {
             The streams a capture-recv receiver records, their durability and live levels, their
             events, and live listening. On a loopback address no credentials are needed; elsewhere
             every request needs a token of --http-token-file (bearer) or the console's session
-            cookie (POST /login).
+            cookie (POST /login). Everywhere, a request's Host must be one of the console's names
+            (421 otherwise: DNS rebinding; --http-allow-host adds names), and a POST from a web page
+            must come from a page at one of them (its Origin; 403 otherwise).
         security:
           - bearer: []
           - session: []

@@ -3,6 +3,7 @@ import CAF
 import CaptureCore
 import CaptureWire
 import CaptureWireNIO
+import Dispatch
 import Foundation
 import Logging
 import NIOCore
@@ -37,6 +38,7 @@ public final class CaptureReceiverServer: Sendable {
     private let registry: StreamRegistry
     private let writerPool: WriterPool
     private let outputDirectory: String
+    private let handOff: FinishedFileHandOff?
     private let logger: Logger
     /// The streams this receiver has seen, with their state and levels, for the console and API.
     public let directory: StreamDirectory
@@ -46,9 +48,10 @@ public final class CaptureReceiverServer: Sendable {
     private init(
         channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory,
         listening: LiveListeningRegistry,
-        outputDirectory: String, logger: Logger
+        outputDirectory: String, handOff: FinishedFileHandOff?, logger: Logger
     ) throws {
         self.outputDirectory = outputDirectory
+        self.handOff = handOff
         self.channel = channel
         self.directory = directory
         self.listening = listening
@@ -134,7 +137,7 @@ public final class CaptureReceiverServer: Sendable {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
             return try CaptureReceiverServer(
                 channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory, listening: listening,
-                outputDirectory: configuration.outputDirectory, logger: logger)
+                outputDirectory: configuration.outputDirectory, handOff: configuration.handOff, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
             writerPool.shutDown()
@@ -170,6 +173,10 @@ public final class CaptureReceiverServer: Sendable {
     /// `timeout`. Returns false when files were still open at the deadline.
     @discardableResult
     public func shutDown(timeout: TimeInterval = 10) -> Bool {
+        let started = DispatchTime.now()
+        // Running hand-off commands are stopped (their process groups: SIGTERM, then SIGKILL) while
+        // the files finish; they run again at the next start, and none outlives the receiver.
+        handOff?.beginStopping()
         try? channel.close().wait()
         registry.shutDownAll()
         let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
@@ -180,6 +187,9 @@ public final class CaptureReceiverServer: Sendable {
         // last sync round.
         writerPool.shutDown()
         try? group.syncShutdownGracefully()
+        if let handOff, !handOff.waitUntilStopped(deadline: started + max(timeout, FinishedFileHandOff.stopGrace + 1)) {
+            logger.error("a hand-off command still ran when the receiver stopped; its hand-off runs again at the next start, once that command has ended")
+        }
         return clean
     }
 

@@ -164,6 +164,7 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw CLIError("\(error)")
         }
+        if let warning = httpOptions.warning { logger.warning("\(warning)") }
         let metrics = httpOptions.http.map { _ in
             ReceiverMetrics(
                 refusalReasons: ["malformedFrame", "unsupportedVersion", "badFormat", "authenticationFailed", "tooManyStreams", "timeout"],

@@ -185,6 +185,10 @@ final class ConsoleServerTests: XCTestCase {
         XCTAssertEqual(path.status, 400)
         let longToken = try await HTTP.get(port: console.port, path: "/api/streams", headers: ["Authorization": "Bearer " + String(repeating: "t", count: 50_000)])
         XCTAssertEqual(longToken.status, 401)
+        // A second Host (the client sends 127.0.0.1:PORT first): which one would a proxy have used?
+        let twoHosts = try await HTTP.get(port: console.port, path: "/api/streams", headers: ["Host": "attacker.example", "Authorization": "Bearer \(Self.token)"])
+        XCTAssertEqual(twoHosts.status, 400)
+        XCTAssertEqual(twoHosts.body, "capture-recv: the request has more than one Host header\n")
         // And the server still answers.
         let after = try await HTTP.get(port: console.port, path: "/api/streams", headers: ["Authorization": "Bearer \(Self.token)"])
         XCTAssertEqual(after.status, 200)

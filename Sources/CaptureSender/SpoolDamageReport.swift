@@ -49,7 +49,7 @@ public struct SpoolDamageReport: Sendable, Equatable {
 
     /// What was damaged when no audio was lost.
     private var harmless: String {
-        damage.contains { $0.cost == .endRecord } ? "only the record of its end" : "only bytes the receiver no longer needs"
+        damage.contains { $0.cost == .endRecord } ? "only the record of its end" : "only bytes holding no audio the receiver still needed"
     }
 
     /// `spool list`'s STATE: "damaged: seconds 0.000-0.100 lost", "damaged: no audio lost" or

@@ -77,10 +77,12 @@ public struct SpoolDamageFill: Sendable {
         guard entries >= 1, frames >= 0 else { return "the records around them do not follow each other on the timeline" }
         switch kind {
         case .gaps:
-            guard UInt64(frames) >= entries else { return "\(entries) records cannot have held \(frames) frames" }
+            guard UInt64(frames) >= entries else {
+                return "the \(frames) frames between the records around the damage cannot hold the \(entries) \(entries == 1 ? "record" : "records") lost"
+            }
         case .silence(_, let framesPerPacket):
             guard frames % framesPerPacket == 0, UInt64(frames / framesPerPacket) >= entries else {
-                return "\(frames) frames are not whole packets of \(framesPerPacket) for \(entries) records"
+                return "the \(frames) frames between the records around the damage are not whole packets of \(framesPerPacket) for the \(entries) \(entries == 1 ? "record" : "records") lost"
             }
             guard frames <= Self.maximumSilenceFrames else { return "\(frames) frames are more than the 600 s a stretch of silence may take" }
         case .unavailable(let why):
@@ -337,7 +339,8 @@ public struct SpoolContents: Sendable {
         public var replacement: LoggedPacket?
     }
 
-    /// The entries to deliver (those the receiver has not acknowledged), oldest first, contiguous.
+    /// The entries to deliver (those the receiver has not acknowledged), oldest first, contiguous;
+    /// when the stream is undeliverable, those before the damage that makes it so.
     public var entries: [Entry]
     /// The end of the stream, if capture had ended and its record reads back.
     public var end: StreamEnd?
@@ -371,7 +374,8 @@ public struct SpoolContents: Sendable {
             case .entry(let entry):
                 if entry.isAudio { sawAudio = true }
                 endOfLastEntry = entry.endSampleTime
-                if entry.sequence > acknowledged {
+                // Entries after damage that cannot be placed are not delivered (nor is anything).
+                if entry.sequence > acknowledged, undeliverable == nil {
                     entries.append(Entry(sequence: entry.sequence, location: entry.location, bytes: entry.payloadBytes,
                                          endSampleTime: entry.endSampleTime, replacement: nil))
                 }
@@ -380,6 +384,7 @@ public struct SpoolContents: Sendable {
                 damage.append(SpoolDamage(regions: found.regions, cost: cost))
                 switch cost {
                 case .frames(let frames, let sequences):
+                    guard undeliverable == nil else { break }
                     for made in fill.entries(from: sequences.lowerBound, count: sequences.upperBound - sequences.lowerBound + 1,
                                              start: frames.lowerBound, frames: frames.upperBound - frames.lowerBound) {
                         entries.append(Entry(sequence: made.sequence, location: nil, bytes: 0, endSampleTime: made.endSampleTime, replacement: made))

@@ -173,6 +173,25 @@ final class SpoolRecoveryTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: kept(id)).count, 1, "its damaged bytes are kept too")
     }
 
+    /// Fuzz finding (Fuzz/regressions/spool/undeliverable-entries-skip-a-sequence): past damage
+    /// that cannot be placed, the entries after it were still listed to deliver, with a hole in
+    /// their sequences. An undeliverable stream lists only what comes before that damage.
+    func testAnUndeliverableStreamListsNothingPastTheDamage() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: SpoolFixtures.meta(id))
+        // Entry 4 begins where 2 ends: whatever 3 held, no frame is left for it.
+        for (sequence, first) in [(1, 0), (2, 480), (3, 960), (4, 960), (5, 1_440)] as [(UInt64, Int64)] {
+            _ = try spool.append(LoggedPacket(sequence: sequence, content: .audio(SpoolFixtures.packets(first: first, frames: 480))))
+        }
+        spool.release()
+        var bytes = try segmentBytes(id)
+        bytes[Self.records(bytes)[2].offset + 100] ^= 1
+        try Data(bytes).write(to: URL(fileURLWithPath: segmentPath(id)))
+        let contents = try claimed(id).contents()
+        XCTAssertEqual(contents.undeliverable, "the 0 frames between the records around the damage cannot hold the 1 record lost")
+        XCTAssertEqual(contents.entries.map(\.sequence), [1, 2])
+    }
+
     // MARK: - Keeping the damaged bytes
 
     func testClaimingADamagedStreamKeepsItsDamagedBytesBesideTheSpool() throws {
@@ -262,5 +281,20 @@ final class SpoolRecoveryTests: XCTestCase {
         XCTAssertEqual(log.lastSequence, 3)
         XCTAssertEqual(spool.damageReport?.damage.map(\.cost), [.tail(from: 1_440, sequence: 4)])
         spool.release()
+    }
+
+    /// A segment named after the last sequence there is (its records would count past it) is not
+    /// read: sequences above 2^62 are damage.
+    func testASegmentNamedBeyondEverySequenceIsNotRead() throws {
+        let id = UUID()
+        try spoolStream(id, count: 2, end: false)
+        // Its record carries the sequence its name says: reading on from it used to overflow.
+        let body: [UInt8] = [0x47] + withUnsafeBytes(of: UInt64.max.bigEndian) { Array($0) } + withUnsafeBytes(of: Int64(960).bigEndian) { Array($0) }
+            + withUnsafeBytes(of: Int64(10).bigEndian) { Array($0) }
+        let record = withUnsafeBytes(of: UInt32(body.count).bigEndian) { Array($0) } + withUnsafeBytes(of: RecordChecksum.of(body).bigEndian) { Array($0) } + body
+        try Data(record).write(to: URL(fileURLWithPath: folder(id) + "/seg-18446744073709551615.spool"))
+        let contents = try claimed(id).contents()
+        XCTAssertEqual(contents.entries.map(\.sequence), [1, 2])
+        XCTAssertEqual(contents.damage, [])
     }
 }

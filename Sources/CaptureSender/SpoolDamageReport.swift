@@ -26,7 +26,15 @@ public struct SpoolDamageReport: Sendable, Equatable {
         self.init(damage: contents.damage, sampleRate: sampleRate, keptIn: keptIn, undeliverable: contents.undeliverable)
     }
 
-    private func seconds(_ frames: Int64) -> String { String(format: "%.3f", Double(frames) / sampleRate) }
+    /// Seconds on the stream's timeline to the millisecond ("1.500"). Frames are at most 2^62 and
+    /// a stream's rate at least 8000 Hz, so the milliseconds fit an Int64 ("?" for any other rate).
+    private func seconds(_ frames: Int64) -> String {
+        let value = (Double(frames) / sampleRate * 1_000).rounded()
+        guard value.isFinite, value >= 0, value < 9e15 else { return "?" }
+        let milliseconds = Int64(value)
+        let fraction = String(milliseconds % 1_000)
+        return "\(milliseconds / 1_000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
+    }
 
     /// The stretches lost, on the stream's timeline in seconds ("0.000-0.100", "from 3.400 to the
     /// end"); empty when the damage cost no audio.

@@ -113,14 +113,13 @@ enum SpoolRecord: Equatable {
     /// scan asks this at every byte of a damaged stretch).
     static func mightStart(_ bytes: UnsafeRawBufferPointer, at offset: Int, positions: ClosedRange<UInt64>) -> Bool {
         guard offset >= 0, bytes.count - offset >= minimumSize else { return false }
+        // The type byte first: it turns away all but 3 offsets in 256 with one comparison.
+        let type = bytes[offset + headerSize]
+        guard type == audioType || type == gapType || type == endType else { return false }
         let length = Int(load(UInt32.self, bytes, offset))
         guard length >= minimumBody, length <= maximumBody, length <= bytes.count - offset - headerSize else { return false }
         let sequence = load(UInt64.self, bytes, offset + headerSize + 1)
-        switch bytes[offset + headerSize] {
-        case audioType, gapType: return positions.contains(sequence)
-        case endType: return sequence < maximumSequence && positions.contains(sequence + 1)
-        default: return false
-        }
+        return type == endType ? sequence < maximumSequence && positions.contains(sequence + 1) : positions.contains(sequence)
     }
 
     /// The record header at `offset` of `bytes`, when the record it announces is whole: its type
@@ -140,8 +139,12 @@ enum SpoolRecord: Equatable {
         }
     }
 
-    private static func load<T: FixedWidthInteger>(_: T.Type, _ bytes: UnsafeRawBufferPointer, _ offset: Int) -> T {
-        T(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+    private static func load(_: UInt32.Type, _ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt32 {
+        UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    private static func load(_: UInt64.Type, _ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
+        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     /// The body of the record at `offset` when it is whole and its checksum holds.

@@ -222,7 +222,7 @@ let package = Package(
 
         // Fuzzing (issue 19): the invariants each fuzz target checks, and the targets (Fuzz/README.md).
         .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
-        fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"),
+        fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"), fuzzTarget("spool-meta"),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),

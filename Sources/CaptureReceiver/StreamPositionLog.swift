@@ -71,18 +71,28 @@ public final class StreamPositionLog {
     public static func lastRecord(cafPath: String) throws(DurableFileError) -> StreamPositionRecord? {
         guard let file = try DurableFile.openForReading(path: path(for: cafPath)) else { return nil }
         defer { file.close() }
-        let length = try file.length()
+        return try lastRecord(length: try file.length()) { (count, offset) throws(DurableFileError) in try file.read(count: count, at: offset) }
+    }
+
+    /// The last intact record of a log `length` bytes long whose bytes `read(count, offset)` gives:
+    /// the step the file's reader and the `spool` fuzz target (in memory) share. Walks back from the
+    /// last whole record to the first that passes its checksum and holds sane values.
+    public static func lastRecord<Failure: Error>(
+        length: Int64, read: (Int, Int64) throws(Failure) -> [UInt8]
+    ) throws(Failure) -> StreamPositionRecord? {
         guard length >= Int64(magic.count + recordSize) else { return nil }
-        let header = try file.read(count: magic.count, at: 0)
-        guard header == magic else { return nil }
-        // Walk back from the last whole record to the first that passes its checksum.
+        guard try read(magic.count, 0) == magic else { return nil }
         var offset = Int64(magic.count) + (length - Int64(magic.count)) / Int64(recordSize) * Int64(recordSize) - Int64(recordSize)
         while offset >= Int64(magic.count) {
-            if let record = decode(try file.read(count: recordSize, at: offset)) { return record }
+            if let record = decode(try read(recordSize, offset)) { return record }
             offset -= Int64(recordSize)
         }
         return nil
     }
+
+    /// The highest value a record's counts may hold (2^62, as the protocol's sequences): a record
+    /// beyond is damage, and a resume point computed from it can never overflow.
+    static let maximumCount: Int64 = 1 << 62
 
     /// Appends `record` and makes it durable.
     public func append(_ record: StreamPositionRecord) throws(DurableFileError) {
@@ -124,7 +134,8 @@ public final class StreamPositionLog {
         guard bytes.count == recordSize else { return nil }
         var reader = BinaryRecordReader(bytes[...])
         guard let sequence = reader.readUInt64(), let sampleTime = reader.readInt64(), let packets = reader.readInt64(),
-            let checksum = reader.readUInt64(), checksum == RecordChecksum.of(bytes[0..<24]), packets >= 0
+            let checksum = reader.readUInt64(), checksum == RecordChecksum.of(bytes[0..<24]),
+            sequence <= UInt64(maximumCount), sampleTime >= 0, sampleTime <= maximumCount, packets >= 0, packets <= maximumCount
         else { return nil }
         return StreamPositionRecord(sequence: sequence, sampleTime: sampleTime, packets: packets)
     }

@@ -5,7 +5,9 @@ import Logging
 /// before the receiver had everything) and that belong to this run's destination (the same
 /// HOST:PORT as given and the same TLS identity), each on a thread of its own, while the new stream
 /// records. Streams of other receivers, and of spools too old to say, are left for their own runs
-/// or `capture-send spool deliver`. A delivered stream's spool folder is removed.
+/// or `capture-send spool deliver`. A delivered stream's spool folder is removed. Damage found in
+/// an earlier stream's spool is logged as an error, in the words `spool deliver` uses: which
+/// seconds were lost and where the damaged bytes are kept.
 public final class EarlierStreams: Sendable {
     private let deliveries = SpooledStreamDeliveries()
 
@@ -16,7 +18,16 @@ public final class EarlierStreams: Sendable {
         var others = 0
         var unknown: [String] = []
         for directory in StreamSpool.streamDirectories(root: root) where !directory.hasSuffix(current.uuidString.lowercased()) {
-            guard let meta = StreamSpool.inspect(directory: directory)?.meta else { continue }
+            let meta: SpoolMeta
+            do throws(SpoolError) {
+                guard let inspected = try StreamSpool.inspect(directory: directory) else { continue }
+                meta = inspected.meta
+            } catch {
+                logger.error("an earlier stream's spool is damaged; it is left in the spool as it is", metadata: [
+                    "folder": "\(directory)", "error": "\(error)",
+                ])
+                continue
+            }
             switch SpooledStreams.ownership(of: meta, for: destination) {
             case .other:
                 others += 1
@@ -40,6 +51,10 @@ public final class EarlierStreams: Sendable {
             case .removedEmpty(let meta):
                 logger.notice("an earlier stream held no captured audio; removed from the spool without delivering it", metadata: [
                     "stream": "\(meta.streamID.uuidString.lowercased())", "folder": "\(directory)", "pid": "\(getpid())",
+                ])
+            case .undeliverable(let meta, let report):
+                logger.error("\(report.undelivered(streamName: meta.streamName))", metadata: [
+                    "stream": "\(meta.streamID.uuidString.lowercased())", "folder": "\(directory)",
                 ])
             case .ready(let spool, let log):
                 deliveries.start(spool: spool, log: log, configuration: template, logger: logger)

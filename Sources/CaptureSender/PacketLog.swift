@@ -232,7 +232,7 @@ public final class PacketLog: @unchecked Sendable {
         let contents = try spool.contents()
         self.init(memoryLimit: memoryLimit, producerIsRealTime: true, spool: spool)
         let now = MonotonicClock.nanoseconds()
-        slots = contents.entries.map { Slot(sequence: $0.sequence, packet: nil, location: $0.location, bytes: $0.bytes, appendedAt: now) }
+        slots = contents.entries.map { Slot(sequence: $0.sequence, packet: $0.replacement, location: $0.location, bytes: $0.bytes, endSample: $0.endSampleTime, appendedAt: now) }
         heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
         acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
         cursors = [Cursor(acknowledged: acknowledged, heldBytes: heldBytes)]
@@ -585,7 +585,7 @@ public final class PacketLog: @unchecked Sendable {
             cursors[destination.index].acknowledged = max(cursor.acknowledged, through)
             let released = releaseAcknowledged()
             guard released != nil || destination == .main else { return nil }
-            return SpoolAcknowledgement(main: cursors[0].acknowledged, released: acknowledged)
+            return SpoolAcknowledgement(main: cursors[0].acknowledged, mainEnd: cursors[0].acknowledgedEnd, released: acknowledged)
         }
         record(moved)
     }
@@ -594,12 +594,14 @@ public final class PacketLog: @unchecked Sendable {
     /// restarted sender delivers from) and what every receiver still served holds (what it may retire).
     private struct SpoolAcknowledgement {
         var main: UInt64
+        /// The sample just past the main receiver's acknowledged audio.
+        var mainEnd: Int64
         var released: UInt64
     }
 
     private func record(_ acknowledgement: SpoolAcknowledgement?) {
         guard let acknowledgement, let spool else { return }
-        spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, retiringThrough: acknowledgement.released) }
+        spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, endingAt: acknowledgement.mainEnd, retiringThrough: acknowledgement.released) }
     }
 
     /// Stops keeping entries for `destination` (a backup receiver given up on): its cursor no
@@ -616,7 +618,7 @@ public final class PacketLog: @unchecked Sendable {
         cursors[destination.index].heldBytes = 0
         if spool != nil { dropSentPayloads() }
         guard releaseAcknowledged() != nil else { return nil }
-        return SpoolAcknowledgement(main: cursors[0].acknowledged, released: acknowledged)
+        return SpoolAcknowledgement(main: cursors[0].acknowledged, mainEnd: cursors[0].acknowledgedEnd, released: acknowledged)
     }
 
     /// The lowest `position` among the destinations still served (the last sequence when none is).

@@ -24,6 +24,12 @@ public struct SpooledStreamSummary: Sendable, Equatable {
     public var owner: String?
     /// The last delivery error ("<UTC time> <message>"), if any.
     public var lastError: String?
+    /// What is damaged in the stream's spool, as `spool list` shows it in STATE ("damaged: seconds
+    /// 1.500-1.600 lost", "damaged: meta.json: …"); nil when nothing is.
+    public var damage: String?
+    /// Why the stream's description (`meta.json`) cannot be read: such a stream is listed (its
+    /// other fields empty) but never delivered, and never removed but by `spool discard`.
+    public var unreadable: SpoolError?
 }
 
 /// The streams of a spool root: listing them, deciding which a run may deliver, and claiming one
@@ -33,18 +39,32 @@ public enum SpooledStreams {
     public static func list(root: String) -> [SpooledStreamSummary] {
         var result: [SpooledStreamSummary] = []
         for directory in StreamSpool.streamDirectories(root: root) {
-            guard let spool = StreamSpool.inspect(directory: directory) else { continue }
+            let spool: StreamSpool
+            do throws(SpoolError) {
+                guard let inspected = try StreamSpool.inspect(directory: directory) else { continue }
+                spool = inspected
+            } catch {
+                guard let id = UUID(uuidString: (directory as NSString).lastPathComponent) else { continue }
+                result.append(SpooledStreamSummary(
+                    directory: directory, streamID: id, streamName: "", destination: nil, startTime: Date(timeIntervalSince1970: 0),
+                    capturedSeconds: 0, unacknowledgedBytes: 0, holdsCapturedAudio: true, owner: StreamSpool.owner(directory: directory),
+                    lastError: StreamSpool.lastDeliveryError(directory: directory), damage: "damaged: \(error.summary ?? error.description)",
+                    unreadable: error))
+                continue
+            }
             defer { spool.release() }
             let contents = try? spool.contents()
             let meta = spool.meta
+            let report = contents.flatMap { SpoolDamageReport(contents: $0, sampleRate: meta.sampleRate, keptIn: nil) }
             result.append(SpooledStreamSummary(
                 directory: directory, streamID: meta.streamID, streamName: meta.streamName, destination: meta.destination,
                 startTime: Date(timeIntervalSince1970: meta.startTime),
-                capturedSeconds: meta.sampleRate > 0 ? Double(contents?.endOfLastEntry ?? 0) / meta.sampleRate : 0,
+                capturedSeconds: Double(contents?.endOfLastEntry ?? 0) / meta.sampleRate,
                 unacknowledgedBytes: contents?.entries.reduce(0) { $0 + $1.bytes } ?? 0,
                 holdsCapturedAudio: contents?.holdsCapturedAudio ?? true,
                 owner: StreamSpool.owner(directory: directory),
-                lastError: StreamSpool.lastDeliveryError(directory: directory)))
+                lastError: StreamSpool.lastDeliveryError(directory: directory),
+                damage: report?.state))
         }
         return result.sorted { ($0.startTime, $0.streamID.uuidString) < ($1.startTime, $1.streamID.uuidString) }
     }
@@ -68,10 +88,14 @@ public enum SpooledStreams {
     /// The result of claiming an earlier stream for delivery.
     public enum Claim {
         /// Claimed and read back: ready to deliver with `log`; `spool` is locked by this process.
+        /// Damage found in its spool is in `spool.damageReport` (its bytes already kept).
         case ready(spool: StreamSpool, log: PacketLog)
         /// It held no captured audio (its run ended or died before its first buffer): its folder
         /// was removed, and nothing is delivered.
         case removedEmpty(SpoolMeta)
+        /// Its spool is damaged so that it cannot be delivered (the report says why, and where its
+        /// damaged bytes are kept); it is left in the spool, released.
+        case undeliverable(SpoolMeta, SpoolDamageReport)
         /// A running capture-send holds it ("pid N").
         case inUse(owner: String)
         /// It was delivered or discarded meanwhile.
@@ -79,7 +103,9 @@ public enum SpooledStreams {
     }
 
     /// Claims the stream in `directory` under its lock and reads it back. A stream without captured
-    /// audio is removed at once instead.
+    /// audio is removed at once instead. Damaged bytes found are copied beside the spool first
+    /// (`StreamSpool.keepDamagedBytes`); a stream whose damaged bytes cannot be kept, or that
+    /// cannot be delivered with its damage, is left as it is.
     public static func claim(directory: String) throws(SpoolError) -> Claim {
         switch try StreamSpool.claim(directory: directory) {
         case .gone: return .gone
@@ -88,9 +114,14 @@ public enum SpooledStreams {
             let log: PacketLog
             do throws(SpoolError) {
                 log = try PacketLog(recovering: spool)
+                _ = try spool.keepDamagedBytes()
             } catch {
                 spool.release()
                 throw error
+            }
+            if let report = spool.damageReport, report.undeliverable != nil {
+                spool.release()
+                return .undeliverable(spool.meta, report)
             }
             if !log.holdsCapturedAudio {
                 log.removeSpool()
@@ -110,7 +141,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
     private let lock = NSLock()
     private var senders: [StreamSender] = []
     private var failures: [String] = []
-    private var outcomes: [(streamID: UUID, error: String?)] = []
+    private var outcomes: [(streamID: UUID, error: String?, damage: SpoolDamageReport?)] = []
     private let finished = DispatchGroup()
 
     public init() {}
@@ -135,12 +166,17 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
         finished.enter()
         let reporter = streamLogger
         let directory = spool.directory
+        let damage = spool.damageReport
+        let receiver = "\(configuration.host):\(configuration.port)"
         let thread = Thread { [self] in
             switch sender.run() {
             case .success(let summary):
                 log.removeSpool()
-                lock.withLock { outcomes.append((spool.meta.streamID, nil)) }
+                lock.withLock { outcomes.append((spool.meta.streamID, nil, damage)) }
                 reporter.notice("earlier stream delivered; removed from the spool", metadata: ["file": "\(summary.fileName)", "pid": "\(getpid())"])
+                if let damage {
+                    reporter.error("\(damage.delivered(streamName: spool.meta.streamName, receiver: receiver))", metadata: ["pid": "\(getpid())"])
+                }
             case .failure(let error):
                 spool.recordDeliveryError(error.description)
                 log.flushSpool()
@@ -148,9 +184,12 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
                 reporter.error("an earlier stream could not be delivered; it stays in the spool", metadata: [
                     "folder": "\(directory)", "error": "\(error)",
                 ])
+                if let damage {
+                    reporter.error("\(damage.undelivered(streamName: spool.meta.streamName))", metadata: ["pid": "\(getpid())"])
+                }
                 lock.withLock {
                     failures.append("\(directory): \(error)")
-                    outcomes.append((spool.meta.streamID, error.description))
+                    outcomes.append((spool.meta.streamID, error.description, damage))
                 }
             }
             finished.leave()
@@ -167,6 +206,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
         return lock.withLock { failures }
     }
 
-    /// How each finished delivery went: nil for delivered, else the error.
-    public var results: [(streamID: UUID, error: String?)] { lock.withLock { outcomes } }
+    /// How each finished delivery went: nil for delivered, else the error; with the damage its
+    /// spool had, if any.
+    public var results: [(streamID: UUID, error: String?, damage: SpoolDamageReport?)] { lock.withLock { outcomes } }
 }

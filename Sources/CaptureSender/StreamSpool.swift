@@ -5,8 +5,13 @@ import Foundation
 /// Why the spool could not be used; each message says what to do.
 public struct SpoolError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String
+    /// A short form for `spool list`'s STATE column, when the error is damage of the stream's spool.
+    public var summary: String?
 
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, summary: String? = nil) {
+        self.description = description
+        self.summary = summary
+    }
 
     init(_ error: DurableFileError) { description = "spool: \(error.description)" }
 }
@@ -87,25 +92,10 @@ public struct SpoolLocation: Sendable, Equatable {
     public var length: Int
 }
 
-/// What a stream's spool holds, read back after a restart.
-public struct SpoolContents: Sendable {
-    /// The kept entries (sequence, where it is, payload bytes), oldest first, contiguous.
-    public var entries: [(sequence: UInt64, location: SpoolLocation, bytes: Int)]
-    /// The end of the stream, if capture had ended.
-    public var end: StreamEnd?
-    /// The highest sequence the receiver acknowledged, as last recorded.
-    public var acknowledged: UInt64
-    /// The sample index just past the last entry in the spool (acknowledged or not); 0 when none.
-    public var endOfLastEntry: Int64
-    /// Whether the spool ever held captured audio or the receiver acknowledged anything of the
-    /// stream. When false (only gaps, or nothing: the run ended or died before its first buffer)
-    /// there is nothing to deliver and the stream must never become a file.
-    public var holdsCapturedAudio: Bool
-}
-
 /// One stream's disk spool: a folder `<root>/<stream-uuid>/` holding `meta.json`, a `lock` file
 /// (flock'ed by the process that owns the stream, which writes its pid into it), an `acked` file
-/// (the highest acknowledged sequence, 8 bytes big-endian), a `last-error` file (the last delivery
+/// (the main receiver's position: its highest acknowledged sequence and the sample just past it,
+/// 16 bytes big-endian; 8 bytes, the sequence only, before this version), a `last-error` file (the last delivery
 /// error, if any) and segment files `seg-<first sequence, 20 digits>.spool` of records (see
 /// `SpoolRecord`: UInt32 body length, `RecordChecksum` of the body, body). Segments roll over at
 /// `segmentBytes`; the whole folder is deleted once the receiver confirmed the end of the stream.
@@ -119,8 +109,12 @@ public struct SpoolContents: Sendable {
 /// most; further ones are deleted), and the next segment is that file renamed again and written over
 /// from its start. Writing over pages the file already has costs the kernel a fraction of filling
 /// new ones. A reused segment still holds older records behind the ones written since; they have
-/// lower sequence numbers than the segment's name, so reading back stops at the first record whose
-/// sequence is not the next one expected.
+/// lower sequence numbers than the segment's name, so reading back never takes one.
+///
+/// Reading back (`contents()`) resynchronises after damage: a record that fails its checksum costs
+/// its own entries, which are delivered as gaps (or encoded silence) in their place, and the
+/// records after it are found again (`SpoolScanner`); the damaged bytes are kept in
+/// `<root>/<stream-uuid>.damaged/` when the stream is claimed for delivery (`keepDamagedBytes`).
 ///
 /// Thread-safe: appends come from the log's spool queue, reads from the network's event loop.
 ///
@@ -142,8 +136,13 @@ public final class StreamSpool: @unchecked Sendable {
     /// An acknowledged segment kept open for reuse as the next one.
     private var spare: DurableFile?
     private var ackedFile: DurableFile?
-    /// The highest acknowledgement written to `acked`.
+    /// The highest acknowledgement written to `acked` (or read from it).
     private var recordedAcknowledgement: UInt64 = 0
+    /// The damage the last `contents()` found, why it makes the stream undeliverable (if it does),
+    /// and where `keepDamagedBytes` kept its bytes.
+    private var recoveredDamage: [SpoolDamage] = []
+    private var recoveredUndeliverable: String?
+    private var keptDamage: String?
     private var diskBytes: Int64 = 0
 
     private init(directory: String, meta: SpoolMeta, lockFile: DurableFile?, segmentBytes: Int64) {
@@ -230,8 +229,10 @@ public final class StreamSpool: @unchecked Sendable {
 
     /// Claims an earlier stream's spool folder under its exclusive lock, so that no other process
     /// can deliver or discard it meanwhile. The stream's description is read after the lock is
-    /// taken: a folder that was removed while the lock was awaited is `.gone`.
-    public static func claim(directory: String) throws(SpoolError) -> Claim {
+    /// taken: a folder that was removed while the lock was awaited is `.gone`; a damaged one throws
+    /// (naming the file and the field), unless the stream is claimed `toDiscard`: then it is
+    /// claimed all the same, with a description of its id only, good for `removeAll()` alone.
+    public static func claim(directory: String, toDiscard: Bool = false) throws(SpoolError) -> Claim {
         let lockPath = (directory as NSString).appendingPathComponent("lock")
         let metaPath = (directory as NSString).appendingPathComponent("meta.json")
         let file: DurableFile
@@ -251,9 +252,22 @@ public final class StreamSpool: @unchecked Sendable {
             file.close()
             return .gone
         }
-        guard let meta = readMeta(directory: directory) else {
-            file.close()
-            throw SpoolError("spool: \(metaPath) is not the description of the stream its folder is named after; the folder is left as it is")
+        let meta: SpoolMeta
+        do throws(SpoolError) {
+            guard let read = try readMeta(directory: directory) else {
+                file.close()
+                return .gone
+            }
+            meta = read
+        } catch {
+            guard toDiscard, let id = UUID(uuidString: (directory as NSString).lastPathComponent) else {
+                file.close()
+                throw error
+            }
+            meta = SpoolMeta(
+                streamID: id, streamName: "", destination: nil,
+                description: StreamDescription(format: .linearPCM(sampleRate: 48_000, channels: 1, sample: .s16), magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 0)),
+                resumeSecret: [])
         }
         try? writeOwner(file)
         return .claimed(StreamSpool(directory: directory, meta: meta, lockFile: file, segmentBytes: 16 << 20))
@@ -274,22 +288,21 @@ public final class StreamSpool: @unchecked Sendable {
     }
 
     /// Reads an earlier stream's folder without claiming it (for `spool list`); nil when it holds
-    /// no readable stream description.
-    public static func inspect(directory: String) -> StreamSpool? {
-        guard let meta = readMeta(directory: directory) else { return nil }
+    /// no `meta.json` (any more). Throws, naming the file and the field, when its description is
+    /// damaged (`SpoolMetaReader`).
+    public static func inspect(directory: String) throws(SpoolError) -> StreamSpool? {
+        guard let meta = try readMeta(directory: directory) else { return nil }
         return StreamSpool(directory: directory, meta: meta, lockFile: nil, segmentBytes: 16 << 20)
     }
 
-    /// The description in a stream folder's `meta.json`, or nil when there is none, it is not one,
-    /// or it names another stream than the folder does (a stream is only ever delivered under its
-    /// own id: a description copied or edited into another folder must not resume another file).
-    private static func readMeta(directory: String) -> SpoolMeta? {
+    /// The description in a stream folder's `meta.json`, or nil when there is none. Throws when
+    /// it is not one, holds a value no stream can have, or names another stream than the folder
+    /// does (a stream is only ever delivered under its own id: a description copied or edited into
+    /// another folder must not resume another file).
+    private static func readMeta(directory: String) throws(SpoolError) -> SpoolMeta? {
         let metaPath = (directory as NSString).appendingPathComponent("meta.json")
-        guard let data = FileManager.default.contents(atPath: metaPath),
-              let meta = try? JSONDecoder().decode(SpoolMeta.self, from: data),
-              meta.streamID.uuidString.lowercased() == (directory as NSString).lastPathComponent.lowercased()
-        else { return nil }
-        return meta
+        guard let data = FileManager.default.contents(atPath: metaPath) else { return nil }
+        return try SpoolMetaReader.read(data, path: metaPath, folderName: (directory as NSString).lastPathComponent)
     }
 
     /// The stream folders under `root` (each may hold an earlier stream).
@@ -415,13 +428,20 @@ public final class StreamSpool: @unchecked Sendable {
         }
         do throws(DurableFileError) {
             let bytes = try file.read(count: location.length, at: location.offset)
-            guard bytes.count == location.length, case .entry(let entry)? = Self.parse(bytes[...]).first?.record, entry.sequence == sequence else {
+            guard bytes.count == location.length, let entry = bytes.withUnsafeBytes({ Self.entry(in: $0) }), entry.sequence == sequence else {
                 throw DurableFileError(operation: "reading a damaged record of", path: directory, code: EIO)
             }
             return entry
         } catch {
             throw SpoolError(error)
         }
+    }
+
+    /// The entry whose record fills `bytes` (as `read` gets it at its location); nil when they are
+    /// not one whole, intact entry record.
+    public static func entry(in bytes: UnsafeRawBufferPointer) -> LoggedPacket? {
+        guard let (record, size) = SpoolRecord.parse(bytes, at: 0), size == bytes.count, case .entry(let entry) = record else { return nil }
+        return entry
     }
 
     /// Makes everything appended and still held durable: an fdatasync of every segment written since
@@ -449,20 +469,20 @@ public final class StreamSpool: @unchecked Sendable {
         lock.withLock { segments.reduce(0) { $0 + $1.length - $1.synced } }
     }
 
-    /// The main receiver holds everything through `recorded`: written to the `acked` file, so that a
-    /// restarted sender delivers to it from there (the spool is bound to the main receiver). Every
+    /// The main receiver holds everything through `recorded`, whose audio ends at `recordedEnd`:
+    /// written to the `acked` file, so that a restarted sender delivers to it from there (the spool
+    /// is bound to the main receiver) and knows where damaged entries after it began. Every
     /// receiver still served holds everything through `retiringThrough`: each segment whose entries
     /// are all at or below it is retired (never the segment being written), one kept as the spare.
     /// With one receiver both are the same.
-    public func acknowledge(recording recorded: UInt64, retiringThrough sequence: UInt64) {
+    public func acknowledge(recording recorded: UInt64, endingAt recordedEnd: Int64, retiringThrough sequence: UInt64) {
         lock.withLock {
             guard lockFile != nil else { return }
             if recorded > recordedAcknowledgement {
                 recordedAcknowledgement = recorded
-                var value = BinaryRecordWriter()
-                value.append(recorded)
+                let position = SpoolAcknowledgedPosition(sequence: recorded, endSampleTime: recordedEnd)
                 if ackedFile == nil { ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
-                try? ackedFile?.write(value.bytes, at: 0)
+                try? ackedFile?.write(position.encoded, at: 0)
             }
             while segments.count > 1, segments[1].first <= sequence + 1 {
                 let gone = segments.removeFirst()
@@ -477,73 +497,80 @@ public final class StreamSpool: @unchecked Sendable {
         }
     }
 
-    /// Reads back everything the spool holds (after a restart), opening its segments for reading.
-    /// A torn record at the end of the last segment (a crash mid-write) ends the contents.
+    /// Reads back everything the spool holds (after a restart), opening its segments for reading:
+    /// the entries, the end, and the damage found with what it costs (`SpoolScanner`,
+    /// `SpoolContents`). A record torn at the end of the last segment (a crash mid-write) ends
+    /// the contents, as older content of a reused segment does.
     public func contents() throws(SpoolError) -> SpoolContents {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
             .filter { $0.hasPrefix("seg-") && $0.hasSuffix(".spool") }.sorted()
-        var acknowledged: UInt64 = 0
-        var entries: [(sequence: UInt64, location: SpoolLocation, bytes: Int)] = []
-        var end: StreamEnd?
-        var endOfLastEntry: Int64 = 0
-        var sawAudio = false
+        var acknowledged: SpoolAcknowledgedPosition?
+        var scanner = SpoolScanner()
         lock.lock()
         defer { lock.unlock() }
         do throws(DurableFileError) {
             if let acked = try DurableFile.openForReading(path: (directory as NSString).appendingPathComponent("acked")) {
-                var reader = BinaryRecordReader(try acked.read(count: 8, at: 0)[...])
-                acknowledged = reader.readUInt64() ?? 0
+                defer { acked.close() }
+                acknowledged = SpoolAcknowledgedPosition.decode(try acked.read(count: 16, at: 0))
             }
             for name in names {
                 guard let first = UInt64(name.dropFirst(4).dropLast(6)) else { continue }
                 let path = (directory as NSString).appendingPathComponent(name)
                 let file = try DurableFile.open(path: path, create: false)
-                let length = try file.length()
-                let bytes = try file.read(count: Int(length), at: 0)
-                var offset = 0
-                // The segment's records run from `first` on; a record out of that run is older
-                // content of a reused segment (or damage), and ends the segment.
-                var expected = first
-                records: for (record, size) in Self.parse(bytes[...]) {
-                    switch record {
-                    case .entry(let entry):
-                        guard entry.sequence == expected else { break records }
-                        expected += 1
-                        if case .audio = entry.content { sawAudio = true }
-                        endOfLastEntry = entry.endSampleTime
-                        if let last = entries.last, entry.sequence != last.sequence + 1 { break }
-                        entries.append((entry.sequence, SpoolLocation(segment: first, offset: Int64(offset), length: size), entry.byteCount))
-                    case .end(let streamEnd, let lastSequence):
-                        guard lastSequence + 1 == expected else { break records }
-                        end = streamEnd
-                    }
-                    offset += size
-                }
-                segments.append((first, file, Int64(offset), Int64(offset)))
-                diskBytes += Int64(offset)
+                let bytes = try file.read(count: Int(try file.length()), at: 0)
+                bytes.withUnsafeBytes { scanner.scan(segment: first, bytes: $0) }
+                let length = Int64(scanner.segmentLengths.last?.length ?? 0)
+                segments.append((first, file, length, length))
+                diskBytes += length
             }
         } catch {
             throw SpoolError(error)
         }
-        entries.removeAll { $0.sequence <= acknowledged }
-        return SpoolContents(
-            entries: entries, end: end, acknowledged: acknowledged, endOfLastEntry: endOfLastEntry,
-            holdsCapturedAudio: sawAudio || acknowledged > 0)
+        scanner.finish()
+        let contents = SpoolContents(scan: scanner, acknowledged: acknowledged, fill: .forStream(meta.streamDescription.format, keptIn: damagedBytesFolder))
+        recordedAcknowledgement = contents.acknowledged
+        recoveredDamage = contents.damage
+        recoveredUndeliverable = contents.undeliverable
+        return contents
     }
 
-    /// Parses framed records until the end or the first torn or damaged one.
-    static func parse(_ bytes: ArraySlice<UInt8>) -> [(record: SpoolRecord, size: Int)] {
-        var records: [(record: SpoolRecord, size: Int)] = []
-        var reader = BinaryRecordReader(bytes)
-        while reader.remaining >= SpoolRecord.headerSize {
-            let start = reader.position
-            guard let length = reader.readUInt32(), Int(length) <= SpoolRecord.maximumBody, let checksum = reader.readUInt64(),
-                let body = reader.readBytes(Int(length)), RecordChecksum.of(body) == checksum,
-                let record = SpoolRecord.decode(body: body)
-            else { break }
-            records.append((record, reader.position - start))
+    /// The damage the last `contents()` found, with where `keepDamagedBytes` kept its bytes; nil
+    /// when it found none.
+    public var damageReport: SpoolDamageReport? {
+        lock.withLock {
+            recoveredDamage.isEmpty ? nil : SpoolDamageReport(
+                damage: recoveredDamage, sampleRate: meta.sampleRate, keptIn: keptDamage, undeliverable: recoveredUndeliverable)
         }
-        return records
+    }
+
+    /// Where the damaged bytes of this stream's spool are kept: `<root>/<stream-uuid>.damaged`.
+    public var damagedBytesFolder: String { directory + ".damaged" }
+
+    /// Copies the damaged bytes the last `contents()` found into `damagedBytesFolder`, one file per
+    /// damaged stretch, `seg-<segment's first sequence>-at-<offset>.bytes` (the segment files are
+    /// removed with the stream once it is delivered; these stay). Returns the folder, or nil when
+    /// there were no damaged bytes.
+    public func keepDamagedBytes() throws(SpoolError) -> String? {
+        let regions = lock.withLock { recoveredDamage.flatMap(\.regions) }
+        guard !regions.isEmpty else { return nil }
+        let folder = damagedBytesFolder
+        do throws(DurableFileError) {
+            guard mkdir(folder, 0o700) == 0 || errno == EEXIST else { throw DurableFileError(operation: "creating", path: folder, code: errno) }
+            for region in regions {
+                guard let file = lock.withLock({ segments.first(where: { $0.first == region.segment })?.file }) else {
+                    throw DurableFileError(operation: "reading", path: segmentPath(region.segment), code: ENOENT)
+                }
+                let bytes = try file.read(count: region.length, at: Int64(region.offset))
+                let name = String(format: "seg-%020llu-at-%lld.bytes", region.segment, Int64(region.offset))
+                try DurableFile.replaceAtomically(path: (folder as NSString).appendingPathComponent(name), with: bytes)
+            }
+            try DurableFile.synchronizeDirectory(folder)
+            try DurableFile.synchronizeDirectory((directory as NSString).deletingLastPathComponent)
+        } catch {
+            throw SpoolError("spool: cannot keep the damaged bytes of \(directory) in \(folder): \(error.description); the stream is left in the spool as it is")
+        }
+        lock.withLock { keptDamage = folder }
+        return folder
     }
 
     /// Closes the spool's files and releases its lock, leaving the folder as it is for a later run

@@ -65,7 +65,7 @@ struct SpoolList: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "Show every stream in the spool: id, name, receiver, captured span, bytes not yet acknowledged, state and last delivery error.",
-        discussion: "Columns are separated by at least two spaces; a missing value is shown as -."
+        discussion: "Columns are separated by at least two spaces; a missing value is shown as -. STATE is waiting, empty, in use by pid N, or damaged: and what the damage cost (the seconds lost, or the field of meta.json that is wrong)."
     )
 
     @OptionGroup var location: SpoolRootOption
@@ -91,7 +91,10 @@ struct SpoolDeliver: ParsableCommand {
             its ID. TLS and the token work as when sending: a pinned stream uses its recorded pin, a stream \
             verified by a CA needs that CA again with --tls --ca. A token (--token-file or CAPTURE_TOKEN) \
             is only presented when every selected stream goes to one receiver. Exits 0 when every selected \
-            stream was delivered.
+            stream was delivered whole. A stream whose spool is damaged is delivered without what the damage \
+            cost (in its place the recording gets a spool-damaged gap): one line says which seconds were lost \
+            and where the damaged bytes are kept, and the exit status is 1. A stream whose meta.json is \
+            damaged is not delivered and stays in the spool.
             """
     )
 
@@ -127,6 +130,11 @@ struct SpoolDeliver: ParsableCommand {
         let token = try security.authToken(logger: logger)
         for stream in selected {
             let id = stream.streamID.uuidString.lowercased()
+            if let unreadable = stream.unreadable {
+                problems.append(unreadable.description)
+                print("not delivered \(id): \(unreadable.description)")
+                continue
+            }
             do throws(CLIError) {
                 targets.append((stream, try configuration(for: stream, id: id, token: token)))
             } catch {
@@ -163,6 +171,10 @@ struct SpoolDeliver: ParsableCommand {
                 }
             case .removedEmpty:
                 print("removed \(id): it held no captured audio")
+            case .undeliverable(let meta, let report):
+                let line = report.undelivered(streamName: meta.streamName)
+                problems.append(line)
+                print("not delivered \(id): \(line)")
             case .ready(let spool, let log):
                 deliveries.start(spool: spool, log: log, configuration: target.configuration, logger: logger)
                 started += 1
@@ -179,10 +191,17 @@ struct SpoolDeliver: ParsableCommand {
         _ = deliveries.wait()
         for result in deliveries.results {
             let id = result.streamID.uuidString.lowercased()
-            let receiver = targets.first { $0.stream.streamID == result.streamID }.map { "\($0.configuration.host):\($0.configuration.port)" } ?? "?"
+            let target = targets.first { $0.stream.streamID == result.streamID }
+            let receiver = target.map { "\($0.configuration.host):\($0.configuration.port)" } ?? "?"
+            let name = target?.stream.streamName ?? ""
             if let error = result.error {
                 problems.append(error)
                 print("not delivered \(id) to \(receiver): \(error); it stays in the spool")
+                if let damage = result.damage { print("damaged \(id): \(damage.undelivered(streamName: name))") }
+            } else if let damage = result.damage {
+                let line = damage.delivered(streamName: name, receiver: receiver)
+                problems.append(line)
+                print("damaged \(id): \(line)")
             } else {
                 print("delivered \(id) to \(receiver)")
             }
@@ -253,7 +272,7 @@ struct SpoolDiscard: ParsableCommand {
             let id = stream.streamID.uuidString.lowercased()
             let claim: StreamSpool.Claim
             do throws(SpoolError) {
-                claim = try StreamSpool.claim(directory: stream.directory)
+                claim = try StreamSpool.claim(directory: stream.directory, toDiscard: true)
             } catch {
                 print("not discarded \(id): \(error.description)")
                 failed = true
@@ -267,7 +286,9 @@ struct SpoolDiscard: ParsableCommand {
                 failed = true
             case .claimed(let spool):
                 if !yes {
-                    let prompt = "discard \(stream.unacknowledgedBytes) bytes of stream \(id) (\(stream.streamName), for \(stream.destination?.description ?? "an unknown receiver"))? [y/N] "
+                    let prompt = stream.unreadable == nil
+                        ? "discard \(stream.unacknowledgedBytes) bytes of stream \(id) (\(stream.streamName), for \(stream.destination?.description ?? "an unknown receiver"))? [y/N] "
+                        : "discard stream \(id), whose spool is \(stream.damage ?? "damaged")? [y/N] "
                     StandardStreams.writeOutput(prompt)
                     let answer = (readLine() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
                     guard answer == "y" || answer == "yes" else {
@@ -295,10 +316,10 @@ enum SpoolTable {
             [
                 stream.streamID.uuidString.lowercased(),
                 stream.streamName,
-                stream.destination?.description ?? "unknown",
-                "\(formatter.string(from: stream.startTime))+\(String(format: "%.3f", stream.capturedSeconds))s",
+                stream.unreadable != nil ? "-" : stream.destination?.description ?? "unknown",
+                stream.unreadable != nil ? "-" : "\(formatter.string(from: stream.startTime))+\(String(format: "%.3f", stream.capturedSeconds))s",
                 "\(stream.unacknowledgedBytes)",
-                stream.owner.map { "in use by \($0)" } ?? (stream.holdsCapturedAudio ? "waiting" : "empty"),
+                stream.owner.map { "in use by \($0)" } ?? stream.damage ?? (stream.holdsCapturedAudio ? "waiting" : "empty"),
                 stream.lastError ?? "-",
             ].map(clean)
         }

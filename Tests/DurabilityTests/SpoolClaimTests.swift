@@ -113,8 +113,8 @@ final class SpoolClaimTests: XCTestCase {
     }
 
     /// A spool folder whose description is not JSON, is cut short, or names another stream (copied
-    /// or edited in) is never claimed, listed or delivered: the folder is left as it is, with a
-    /// message naming its file.
+    /// or edited in) is never claimed or delivered: it is listed as damaged, and the folder is left
+    /// as it is, with a message naming its file.
     func testAFolderWhoseDescriptionLiesOrIsBrokenIsLeftAlone() throws {
         let lying = UUID()
         let spool = try StreamSpool.create(root: root, meta: meta(lying))
@@ -138,7 +138,10 @@ final class SpoolClaimTests: XCTestCase {
                 XCTAssertTrue("\(error)".contains(metaPath), "names the file: \(error)")
             }
             XCTAssertThrowsError(try SpooledStreams.claim(directory: folder(lying)), "a description that \(what)")
-            XCTAssertEqual(SpooledStreams.list(root: root).count, 0, "a description that \(what) is not listed")
+            let listed = SpooledStreams.list(root: root)
+            XCTAssertEqual(listed.map(\.streamID), [lying], "a description that \(what) is listed")
+            XCTAssertEqual(listed.first?.damage?.hasPrefix("damaged: meta.json: "), true, "\(listed)")
+            XCTAssertEqual(listed.first?.unreadable?.description.contains(metaPath), true)
             XCTAssertEqual(rootEntries(), [lying.uuidString.lowercased()], "the folder is left as it is")
         }
         try genuine.write(to: URL(fileURLWithPath: metaPath))

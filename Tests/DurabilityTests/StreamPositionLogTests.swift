@@ -44,6 +44,26 @@ final class StreamPositionLogTests: XCTestCase {
                        "a record that fails its checksum is not trusted")
     }
 
+    /// A record with a good checksum whose counts no stream reaches (crafted, or damage the
+    /// checksum missed) used to be taken, and the resume point after it (sequence + 1) trapped
+    /// the receiver; it is not trusted now: the record before it is used (issue 27).
+    func testARecordBeyondTheProtocolsCountsIsNotTrusted() throws {
+        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
+        for impossible in [
+            StreamPositionRecord(sequence: .max, sampleTime: 1, packets: 1),
+            StreamPositionRecord(sequence: 5, sampleTime: -1, packets: 1),
+            StreamPositionRecord(sequence: 5, sampleTime: .max, packets: 1),
+            StreamPositionRecord(sequence: 5, sampleTime: 1, packets: .max),
+        ] {
+            try log.append(impossible)
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000), "\(impossible)")
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: caf))))
+            XCTAssertEqual(StreamPositionLog.lastRecord(length: Int64(bytes.count)) { count, offset in Array(bytes[Int(offset)..<(Int(offset) + count)]) }?.sequence, 4,
+                           "the in-memory step reads the same")
+        }
+    }
+
     func testNoLogOrAForeignFileGivesNoRecord() throws {
         XCTAssertNil(try StreamPositionLog.lastRecord(cafPath: caf))
         try Data(repeating: 7, count: 100).write(to: URL(fileURLWithPath: StreamPositionLog.path(for: caf)))

@@ -18,6 +18,7 @@ final class FuzzCorpusTests: XCTestCase {
     static let vectors = fuzz.deletingLastPathComponent().appendingPathComponent("proto/vectors")
     static let targets: [(name: String, check: @Sendable (Data) -> Void)] = [
         ("frames", FrameChecks.check), ("hello", HelloChecks.check), ("caf", CAFChecks.check), ("spool", SpoolChecks.check),
+        ("spool-meta", SpoolMetaChecks.check),
     ]
 
     func testSeedsAndPastFindingsHoldEveryCheck() throws {
@@ -27,6 +28,21 @@ final class FuzzCorpusTests: XCTestCase {
             let found = FuzzReplay.inputs([Self.fuzz.appendingPathComponent("regressions/\(target.name)").path])
             for file in seeds + found {
                 target.check(try Data(contentsOf: URL(fileURLWithPath: file)))
+            }
+        }
+    }
+
+    /// The `spool-meta` seeds are descriptions our writer makes, which the reader accepts; its
+    /// regressions are the `meta.json` values of issue 27 item 9 that crashed `spool deliver`.
+    func testTheMetaSeedsReadAndItsRegressionsAreRefusedByField() throws {
+        let folder = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
+        for file in FuzzReplay.inputs([Self.fuzz.appendingPathComponent("corpus/spool-meta").path]) {
+            XCTAssertNoThrow(try SpoolMetaReader.read(try Data(contentsOf: URL(fileURLWithPath: file)), path: file, folderName: folder), file)
+        }
+        for (name, field) in [("sample-rate-zero", "sampleRate 0 "), ("start-time-1e300", "startTime 1e+300 "), ("start-time-minus-1e300", "startTime -1e+300 ")] {
+            let file = Self.fuzz.appendingPathComponent("regressions/spool-meta/\(name)").path
+            XCTAssertThrowsError(try SpoolMetaReader.read(try Data(contentsOf: URL(fileURLWithPath: file)), path: file, folderName: folder)) { error in
+                XCTAssertEqual((error as? SpoolError)?.summary?.hasPrefix("meta.json: \(field)"), true, "\(error)")
             }
         }
     }
@@ -94,36 +110,102 @@ final class FuzzCorpusTests: XCTestCase {
             }
             try write("caf", name, bytes)
         }
-        // Spool and position log: a spool segment our writer made (first byte of the input picks
-        // where the segment ends and the position log begins), with a position log after it.
-        let root = scratch.appendingPathComponent("spool").path
-        let id = UUID()
-        let spool = try StreamSpool.create(root: root, meta: SpoolMeta(
-            streamID: id, streamName: "seed", destination: SpoolDestination(address: "127.0.0.1:7373"),
-            description: StreamDescription(format: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), magicCookie: [], primingFrames: 0, startTime: Date(timeIntervalSince1970: 0)),
-            resumeSecret: Array(repeating: 1, count: 32)))
-        let log = PacketLog(producerIsRealTime: true, spool: spool)
-        for index in 0..<6 {
-            _ = log.append(EncodedPackets(payload: (0..<64).map { UInt8(truncatingIfNeeded: $0 + index) }, packetCount: 16, packetSizes: [], firstSampleTime: Int64(index * 16), frameCount: 16))
-        }
-        _ = log.appendGap(sampleTime: 96, length: 48, reason: "overrun")
-        log.finish(StreamEnd(endSampleTime: 144, remainderFrames: 0, reason: "duration"))
-        log.flushSpool()
-        let folder = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
-        let segmentName = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasPrefix("seg-") })
-        let segment = Array(try Data(contentsOf: URL(fileURLWithPath: (folder as NSString).appendingPathComponent(segmentName))))
-        spool.release()
+        // Spool and position log (SpoolChecks): the first byte picks where the spool's bytes end
+        // and the position log's begin; the spool's bytes are a flags byte, the acked file, and
+        // for two segments where they split and the second one's name, then the segments as our
+        // writer made them: whole, with a flipped bit, cut in two, PCM and Opus.
         let cafPath = scratch.appendingPathComponent("positions.caf").path
         let positions = try StreamPositionLog.createForNewFile(cafPath: cafPath, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
         for sequence in 1...5 { try positions.append(StreamPositionRecord(sequence: UInt64(sequence), sampleTime: Int64(sequence * 960), packets: Int64(sequence * 960))) }
         let logBytes = Array(try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: cafPath))))
-        for (name, share) in [("segment-and-log", 0.5), ("mostly-segment", 0.9), ("mostly-log", 0.1)] {
-            // SpoolChecks splits at first byte × count / 256: choose the first byte so the split falls between the two.
-            let total = segment.count + logBytes.count + 1
-            var input = [UInt8(min(255, Int((Double(segment.count + 1) / Double(total) * 256).rounded(.up))))] + segment + logBytes
-            if share != 0.5 { input[0] = UInt8(share * 255) }
-            try write("spool", name, input)
+        func be<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+        func spoolInput(_ spool: [UInt8], log: [UInt8]) -> [UInt8] {
+            // SpoolChecks splits at 1 + first byte × count / 256: pad the spool's part with zero
+            // bytes (nothing to its scan) until a first byte puts the split exactly after it.
+            var part = spool
+            while true {
+                let count = 1 + part.count + log.count
+                let first = min(255, (part.count * 256 + count - 1) / count)
+                let split = 1 + first * count / 256
+                if split == 1 + part.count { return [UInt8(first)] + part + log }
+                part.append(0)
+            }
         }
+        func spooled(opus: Bool, count: Int, end: Bool, acknowledged: UInt64) throws -> [UInt8] {
+            let root = scratch.appendingPathComponent("spool-\(opus)-\(count)-\(end)").path
+            let id = UUID()
+            let format = opus ? StreamFormat.opus(channels: 2, framesPerPacket: 960) : .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16)
+            let spool = try StreamSpool.create(root: root, meta: SpoolMeta(
+                streamID: id, streamName: "seed", destination: SpoolDestination(address: "127.0.0.1:7373"),
+                description: StreamDescription(format: format, magicCookie: [], primingFrames: opus ? 312 : 0, startTime: Date(timeIntervalSince1970: 0)),
+                resumeSecret: Array(repeating: 1, count: 32)))
+            let log = PacketLog(producerIsRealTime: true, spool: spool)
+            for index in 0..<count {
+                let packets = opus
+                    ? EncodedPackets(payload: (0..<30).map { UInt8(truncatingIfNeeded: $0 + index) }, packetCount: 2, packetSizes: [10, 20], firstSampleTime: Int64(index * 1_920), frameCount: 1_920)
+                    : EncodedPackets(payload: (0..<64).map { UInt8(truncatingIfNeeded: $0 + index) }, packetCount: 16, packetSizes: [], firstSampleTime: Int64(index * 16), frameCount: 16)
+                _ = log.append(packets)
+            }
+            if !opus { _ = log.appendGap(sampleTime: Int64(count * 16), length: 48, reason: "overrun") }
+            if end { log.finish(StreamEnd(endSampleTime: opus ? Int64(count * 1_920) : Int64(count * 16 + 48), remainderFrames: 0, reason: "duration")) }
+            if acknowledged > 0 { log.acknowledge(through: acknowledged) }
+            log.flushSpool()
+            let folder = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+            let segmentName = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasPrefix("seg-") })
+            spool.release()
+            return Array(try Data(contentsOf: URL(fileURLWithPath: (folder as NSString).appendingPathComponent(segmentName))))
+        }
+        /// Offsets of the records of a segment (its layout, docs/DURABILITY.md).
+        func recordOffsets(_ segment: [UInt8]) -> [Int] {
+            var offsets: [Int] = []
+            var offset = 0
+            while offset + 12 <= segment.count {
+                offsets.append(offset)
+                offset += 12 + Int(segment[offset..<(offset + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+            }
+            return offsets
+        }
+        let pcm = try spooled(opus: false, count: 6, end: true, acknowledged: 2)
+        let opus = try spooled(opus: true, count: 6, end: true, acknowledged: 0)
+        let killed = try spooled(opus: false, count: 5, end: false, acknowledged: 0)
+        var flippedMiddle = pcm
+        flippedMiddle[recordOffsets(pcm)[3] + 50] ^= 0x10
+        var flippedFirst = opus
+        flippedFirst[40] ^= 0x01
+        var flippedLast = killed
+        flippedLast[recordOffsets(killed)[4] + 45] ^= 0x80
+        let acked16 = be(UInt64(2)) + be(Int64(32))
+        let cut = recordOffsets(opus)[3]
+        try write("spool", "pcm-whole-acked", spoolInput([2] + acked16 + pcm, log: logBytes))
+        try write("spool", "pcm-flipped-middle", spoolInput([2] + acked16 + flippedMiddle, log: logBytes))
+        try write("spool", "pcm-killed-flipped-last", spoolInput([0] + flippedLast, log: logBytes))
+        try write("spool", "opus-flipped-first", spoolInput([4] + flippedFirst, log: logBytes))
+        try write("spool", "opus-two-segments-acked8", spoolInput([4 | 8 | 1] + be(UInt64(2)) + be(UInt16(cut)) + be(UInt64(4)) + opus, log: Array(logBytes.prefix(40))))
+        try write("spool", "mostly-log", spoolInput([0] + Array(pcm.prefix(60)), log: logBytes))
+        // meta.json (SpoolMetaChecks): descriptions our writer makes, of the stream folder the
+        // check reads them from: PCM with every optional field, Opus with its OpusHead, version 1.
+        let folderID = try XCTUnwrap(UUID(uuidString: "6ba7b810-9dad-41d1-80b4-00c04fd430c8"))
+        var full = SpoolMeta(
+            streamID: folderID, streamName: "field kit", destination: SpoolDestination(address: "rec.example:7373", tls: .pinned(String(repeating: "ab", count: 32))),
+            description: StreamDescription(format: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s24), magicCookie: [], primingFrames: 0,
+                                           startTime: Date(timeIntervalSince1970: 1_800_000_000), clock: .synchronized, channelLayout: ChannelLayout(tag: ChannelLayout.bitmapTag, bitmap: 3)),
+            resumeSecret: Array(repeating: 7, count: 32))
+        full.continuation = StreamContinuation(streamID: UUID(), continues: folderID, firstSequence: 501, firstSampleTime: 96_000)
+        let opusEncoder = try OpusEncoder(inputFormat: .linearPCM(sampleRate: 48_000, channels: 6, sample: .s16))
+        let surround = SpoolMeta(
+            streamID: folderID, streamName: "surround", destination: SpoolDestination(address: "127.0.0.1:7373"),
+            description: StreamDescription(format: opusEncoder.outputFormat, magicCookie: opusEncoder.magicCookie, primingFrames: opusEncoder.primingFrames,
+                                           startTime: Date(timeIntervalSince1970: 1_800_000_000)),
+            resumeSecret: Array(repeating: 9, count: 16))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try write("spool-meta", "pcm-continued", Array(try encoder.encode(full)))
+        try write("spool-meta", "opus-surround", Array(try encoder.encode(surround)))
+        var older = try XCTUnwrap(try JSONSerialization.jsonObject(with: try encoder.encode(surround)) as? [String: Any])
+        older["version"] = 1
+        older["destination"] = nil
+        older["resumeSecret"] = nil
+        try write("spool-meta", "version-1", Array(try JSONSerialization.data(withJSONObject: older, options: [.sortedKeys])))
     }
 
     /// The bytes of a protocol vector file (hex digits; `#` comments).

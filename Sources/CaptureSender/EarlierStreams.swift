@@ -7,9 +7,13 @@ import Logging
 /// records. Streams of other receivers, and of spools too old to say, are left for their own runs
 /// or `capture-send spool deliver`. A delivered stream's spool folder is removed. Damage found in
 /// an earlier stream's spool is logged as an error, in the words `spool deliver` uses: which
-/// seconds were lost and where the damaged bytes are kept.
+/// seconds were lost and where the damaged bytes are kept; and `wait()` returns it, so that the run
+/// does not end as if all had gone well.
 public final class EarlierStreams: Sendable {
     private let deliveries = SpooledStreamDeliveries()
+    /// Earlier streams found damaged before any delivery started (an unreadable `meta.json`, a spool
+    /// that cannot be delivered with its damage): each stays in the spool, and the line says why.
+    private let damaged: [String]
 
     /// Starts delivering every earlier stream under `root` that belongs to `destination` and that
     /// no running capture-send owns.
@@ -17,6 +21,7 @@ public final class EarlierStreams: Sendable {
         StreamSpool.removeAbandonedPartials(root: root)
         var others = 0
         var unknown: [String] = []
+        var damaged: [String] = []
         for directory in StreamSpool.streamDirectories(root: root) where !directory.hasSuffix(current.uuidString.lowercased()) {
             let meta: SpoolMeta
             do throws(SpoolError) {
@@ -26,6 +31,7 @@ public final class EarlierStreams: Sendable {
                 logger.error("an earlier stream's spool is damaged; it is left in the spool as it is", metadata: [
                     "folder": "\(directory)", "error": "\(error)",
                 ])
+                damaged.append("\(error)")
                 continue
             }
             switch SpooledStreams.ownership(of: meta, for: destination) {
@@ -56,6 +62,7 @@ public final class EarlierStreams: Sendable {
                 logger.error("\(report.undelivered(streamName: meta.streamName))", metadata: [
                     "stream": "\(meta.streamID.uuidString.lowercased())", "folder": "\(directory)",
                 ])
+                damaged.append(report.undelivered(streamName: meta.streamName))
             case .ready(let spool, let log):
                 deliveries.start(spool: spool, log: log, configuration: template, logger: logger)
             }
@@ -68,11 +75,23 @@ public final class EarlierStreams: Sendable {
                 "streams": "\(unknown.joined(separator: ","))",
             ])
         }
+        self.damaged = damaged
     }
 
     /// Stops every delivery (their audio stays in the spool).
     public func abandon() { deliveries.abandon() }
 
-    /// Waits until every earlier stream is delivered or has failed; returns the failures.
-    public func wait() -> [String] { deliveries.wait() }
+    /// Waits until every earlier stream is delivered or has failed, and returns what did not go
+    /// well: `failures`, the streams that stay in the spool and why (a delivery that failed, damage
+    /// that keeps a stream from being delivered, an unreadable `meta.json`); `losses`, the streams
+    /// delivered without audio that spool damage destroyed (which seconds, and where the damaged
+    /// bytes are kept).
+    public func wait() -> (failures: [String], losses: [String]) {
+        let failed = deliveries.wait()
+        let losses = deliveries.results.compactMap { result -> String? in
+            guard result.error == nil, let damage = result.damage, damage.lostSeconds != nil else { return nil }
+            return damage.delivered(streamName: result.streamName, receiver: result.receiver)
+        }
+        return (damaged + failed, losses)
+    }
 }

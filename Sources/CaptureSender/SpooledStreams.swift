@@ -141,7 +141,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
     private let lock = NSLock()
     private var senders: [StreamSender] = []
     private var failures: [String] = []
-    private var outcomes: [(streamID: UUID, error: String?, damage: SpoolDamageReport?)] = []
+    private var outcomes: [(streamID: UUID, streamName: String, receiver: String, error: String?, damage: SpoolDamageReport?)] = []
     private let finished = DispatchGroup()
 
     public init() {}
@@ -172,7 +172,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
             switch sender.run() {
             case .success(let summary):
                 log.removeSpool()
-                lock.withLock { outcomes.append((spool.meta.streamID, nil, damage)) }
+                lock.withLock { outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, nil, damage)) }
                 reporter.notice("earlier stream delivered; removed from the spool", metadata: ["file": "\(summary.fileName)", "pid": "\(getpid())"])
                 if let damage {
                     reporter.error("\(damage.delivered(streamName: spool.meta.streamName, receiver: receiver))", metadata: ["pid": "\(getpid())"])
@@ -189,7 +189,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
                 }
                 lock.withLock {
                     failures.append("\(directory): \(error)")
-                    outcomes.append((spool.meta.streamID, error.description, damage))
+                    outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, error.description, damage))
                 }
             }
             finished.leave()
@@ -206,7 +206,7 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
         return lock.withLock { failures }
     }
 
-    /// How each finished delivery went: nil for delivered, else the error; with the damage its
-    /// spool had, if any.
-    public var results: [(streamID: UUID, error: String?, damage: SpoolDamageReport?)] { lock.withLock { outcomes } }
+    /// How each finished delivery went: its stream, the receiver (HOST:PORT), nil for delivered,
+    /// else the error; with the damage its spool had, if any.
+    public var results: [(streamID: UUID, streamName: String, receiver: String, error: String?, damage: SpoolDamageReport?)] { lock.withLock { outcomes } }
 }

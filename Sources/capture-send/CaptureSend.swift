@@ -287,8 +287,15 @@ struct CaptureSend: ParsableCommand {
                     "seconds": "\(String(format: "%.3f", seconds))",
                 ])
             }
-            if !outcome.earlierStreamFailures.isEmpty {
-                throw CLIError("\(outcome.earlierStreamFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(outcome.earlierStreamFailures.joined(separator: "; "))")
+            if !outcome.earlierStreamFailures.isEmpty || !outcome.earlierStreamLosses.isEmpty {
+                var parts: [String] = []
+                if !outcome.earlierStreamFailures.isEmpty {
+                    parts.append("\(outcome.earlierStreamFailures.count) earlier stream(s) could not be delivered and stay in the spool: \(outcome.earlierStreamFailures.joined(separator: "; "))")
+                }
+                if !outcome.earlierStreamLosses.isEmpty {
+                    parts.append("\(outcome.earlierStreamLosses.count) earlier stream(s) lost audio to spool damage: \(outcome.earlierStreamLosses.joined(separator: "; "))")
+                }
+                throw CLIError(parts.joined(separator: "; "))
             }
             let incomplete = outcome.incompleteBackups
             if !incomplete.isEmpty {

@@ -228,10 +228,15 @@ final class SpoolDamageTests: XCTestCase {
 
         let run = try ChildProcess(Products.send, [address, "--source", "tone", "--duration", "1", "--no-pace", "--stream-name", "new"]
             + Resilience.senderOptions(spool: spool))
-        XCTAssertEqual(Resilience.finish(run), 0, run.standardError)
+        // The new stream is delivered, but the run does not end as if all had gone well: exit 1,
+        // its last line naming the seconds lost.
+        XCTAssertEqual(Resilience.finish(run), 1, run.standardError)
         let kept = spool.path + "/" + id + ".damaged"
         let line = "seconds 1.500-1.600 of stream earlier were lost to spool damage; the rest was delivered to \(address); the damaged bytes are kept in \(kept)"
         XCTAssertTrue(run.standardError.contains(line), run.standardError)
+        let lastLine = run.standardError.split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(lastLine.hasSuffix("Error: 1 earlier stream(s) lost audio to spool damage: \(line)"), lastLine)
+        XCTAssertTrue(run.standardError.contains("stream delivered"), "the new stream itself was delivered: " + run.standardError)
         let file = try XCTUnwrap(receiver.files().first { $0.lastPathComponent.hasPrefix("earlier_") })
         try checkRecording(file, source: source.bytes, damaged: damaged, keptIn: kept)
         XCTAssertEqual(spoolEntries(), [id + ".damaged"])
@@ -277,9 +282,11 @@ final class SpoolDamageTests: XCTestCase {
 
             let run = try ChildProcess(Products.send, [address, "--source", "tone", "--duration", "0.5", "--no-pace", "--stream-name", "new"]
                 + Resilience.senderOptions(spool: spool))
-            XCTAssertEqual(Resilience.finish(run), 0, run.standardError)
+            XCTAssertEqual(Resilience.finish(run), 1, run.standardError)
             XCTAssertTrue(run.standardError.contains("an earlier stream's spool is damaged; it is left in the spool as it is"), run.standardError)
             XCTAssertTrue(run.standardError.contains(problem), run.standardError)
+            let lastLine = run.standardError.split(separator: "\n").last.map(String.init) ?? ""
+            XCTAssertTrue(lastLine.hasSuffix("Error: 1 earlier stream(s) could not be delivered and stay in the spool: \(problem)"), lastLine)
             XCTAssertEqual(spoolEntries(), [id])
             for file in receiver.files() { try FileManager.default.removeItem(at: file) }
         }

@@ -239,7 +239,7 @@ public final class CaptureStreamer: @unchecked Sendable {
     public func waitUntilFinished() -> Outcome {
         lock.withLock {
             while outcome == nil { lock.wait() }
-            return outcome ?? Outcome(capture: .success(.stopped), links: [], stoppedDelivering: true, earlierStreamFailures: [])
+            return outcome ?? Outcome(capture: .success(.stopped), links: [], stoppedDelivering: true, earlierStreamFailures: [], earlierStreamLosses: [])
         }
     }
 
@@ -312,14 +312,14 @@ public final class CaptureStreamer: @unchecked Sendable {
             ])
         }
         // Earlier streams are waited for only when not stopped (a stop leaves them in the spool).
-        let earlierFailures = stopped ? [] : (earlier?.wait() ?? [])
+        let earlierResults = stopped ? (failures: [], losses: []) : (earlier?.wait() ?? (failures: [], losses: []))
         let outcome = Outcome(
             capture: capture ?? .success(.stopped),
             links: links.indices.map { index in
                 LinkOutcome(role: links[index].role, receiver: links[index].receiver.description,
                             result: results[index] ?? .failure(.connectionLost("delivery did not run")))
             },
-            stoppedDelivering: stopped, earlierStreamFailures: earlierFailures)
+            stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses)
         lock.withLock {
             self.outcome = outcome
             if phase == .running { phase = .finished }

@@ -65,8 +65,13 @@ extension CaptureStreamer {
         public var links: [LinkOutcome]
         /// Delivery was stopped by `stopDelivering()`: what was not acknowledged stays in the spool.
         public var stoppedDelivering: Bool
-        /// Earlier streams from the spool that could not be delivered (folder: error).
+        /// Earlier streams from the spool that could not be delivered and stay there, one line
+        /// each saying why (a failed delivery, damage that keeps one from being delivered, an
+        /// unreadable `meta.json`).
         public var earlierStreamFailures: [String]
+        /// Earlier streams delivered without audio that spool damage destroyed, one line each
+        /// naming the seconds lost and where the damaged bytes are kept.
+        public var earlierStreamLosses: [String]
 
         /// The main receiver's delivery.
         public var main: LinkOutcome { links[0] }

@@ -192,7 +192,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         case .write(let audio):
             writer?.write(audio)
         case .recordGap(let gap):
-            writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(gap.lengthFrames), reason: gap.reason)
+            writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .finishFile(let end):
             guard let writer else { return }
             let loopBound = self.loopBound

@@ -152,7 +152,8 @@ enum StreamFiles {
     /// file already held some of the audio); files from before that record nothing and begin at the
     /// Hello's start sample time.
     private static func firstSample(of path: String, hello: ValidatedHello) -> Int64 {
-        guard let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) })
+        guard let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) }),
+              (0...hello.timelineEnd).contains(recorded)
         else { return hello.message.startSampleTime }
         return recorded
     }
@@ -188,6 +189,11 @@ enum StreamFiles {
         } catch {
             claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
+        }
+        // The position log is a file: a record no stream of this Hello can reach is not resumed.
+        guard record.sequence < WireProtocol.maximumSequence, (hello.message.startSampleTime...hello.timelineEnd).contains(record.sampleTime) else {
+            claim.release(removingEntry: false)
+            return .failure(.cannotCreate("cannot resume \(path): its position log records sequence \(record.sequence) at sample \(record.sampleTime), which stream \(hello.streamID) (starting at sample \(hello.message.startSampleTime)) cannot have reached; move the file and its .position file away to start the stream anew"))
         }
         let caf: CAFWriter
         do throws(CAFError) {

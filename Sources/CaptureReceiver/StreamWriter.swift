@@ -184,20 +184,23 @@ public final class StreamWriter: @unchecked Sendable {
         self.handOff = handOff
         currentPath = writer.path
         // Right after a segment cut the file holds pre-roll and audio past the durable position.
-        fileEnd = max(start.sampleTime, originSampleTime + writer.frameCount)
+        // A resumed file's counts come from the file: added without overflow.
+        let fileFrames = originSampleTime.addingReportingOverflow(writer.frameCount)
+        let fileStart = originSampleTime.addingReportingOverflow(Int64(clamping: writer.primingFrames))
+        fileEnd = max(start.sampleTime, fileFrames.overflow ? .max : fileFrames.partialValue)
         if let segments {
             let clock = SegmentClock(
                 length: segments.length, startTime: segments.maker.streamStart, origin: segments.maker.streamOrigin,
                 sampleRate: writer.format.sampleRate)
             segmenting = SegmentState(
                 clock: clock, maker: segments.maker,
-                boundary: clock.nextBoundary(after: originSampleTime + Int64(writer.primingFrames)),
+                boundary: clock.nextBoundary(after: fileStart.overflow ? .max : fileStart.partialValue),
                 preroll: writer.format.isVariableBitRate ? PrerollPackets(framesPerPacket: Int64(writer.format.framesPerPacket)) : nil)
             // Resuming in a file: its last packets are the pre-roll of a boundary that follows soon
             // (what the file holds runs contiguously to its end unless a gap intervened, and then
             // the positions do not join and no pre-roll is taken from them).
             if let capacity = segmenting?.preroll?.capacity, let readBack = try? writer.lastPackets(capacity + 1), !readBack.isEmpty {
-                segmenting?.preroll?.remember(readBack: readBack, endingAt: originSampleTime + writer.frameCount)
+                segmenting?.preroll?.remember(readBack: readBack, endingAt: fileFrames.overflow ? .max : fileFrames.partialValue)
             }
         }
         self.originSampleTime = originSampleTime

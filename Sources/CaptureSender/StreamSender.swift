@@ -372,6 +372,15 @@ public final class StreamSender: Sendable {
         return formatter.string(from: time)
     }
 
+    /// Seconds since 1970 in nanoseconds, clamped to Int64 (NaN: Int64.min): a start read from a
+    /// damaged spool is sent as it is, and the receiver refuses it with a message that names it
+    /// (PROTOCOL.md §6.1.4), instead of this process trapping.
+    static func unixNanoseconds(_ seconds: Double) -> Int64 {
+        let nanoseconds = (seconds * 1e9).rounded(.down)
+        guard !nanoseconds.isNaN else { return .min }
+        return nanoseconds >= 0x1p63 ? .max : nanoseconds < -0x1p63 ? .min : Int64(nanoseconds)
+    }
+
     private func makeHello() -> Capture_V1_Hello {
         let continuation = delivery.value
         return .with {
@@ -382,13 +391,13 @@ public final class StreamSender: Sendable {
             $0.format = Capture_V1_StreamFormat(description.format)
             $0.magicCookie = Data(description.magicCookie)
             let firstSample = continuation?.firstSampleTime ?? 0
-            $0.startTimeUnixNs = Int64((description.startTime.timeIntervalSince1970 + Double(firstSample) / description.format.sampleRate) * 1e9)
+            $0.startTimeUnixNs = Self.unixNanoseconds(description.startTime.timeIntervalSince1970 + Double(firstSample) / description.format.sampleRate)
             $0.startSampleTime = firstSample
             if let continuation { $0.continues = continuation.wire }
             $0.resumeFromSequence = log.oldestKeptSequence
             $0.sourceHost = configuration.sourceHost
             $0.application = configuration.application
-            $0.primingFrames = UInt32(description.primingFrames)
+            $0.primingFrames = UInt32(clamping: description.primingFrames)
             $0.resumeSecret = Data(configuration.resumeSecret)
             $0.clock = Capture_V1_ClockState(description.clock)
             if let layout = description.channelLayout { $0.channelLayout = .with { $0.tag = layout.tag; $0.bitmap = layout.bitmap } }

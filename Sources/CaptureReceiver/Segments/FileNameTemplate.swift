@@ -83,7 +83,9 @@ public struct FileNameTemplate: Sendable, Equatable, CustomStringConvertible {
 
     /// `format` with its strftime fields filled in for `time` (ns since 1970) in UTC.
     static func strftime(_ format: String, at time: Int64) -> String {
-        var seconds = time_t(time >= 0 ? time / 1_000_000_000 : (time - 999_999_999) / 1_000_000_000)
+        // Seconds rounded down, for every Int64 (a time before 1970 included) without overflow.
+        let (quotient, remainder) = time.quotientAndRemainder(dividingBy: 1_000_000_000)
+        var seconds = time_t(remainder < 0 ? quotient - 1 : quotient)
         var parts = tm()
         gmtime_r(&seconds, &parts)
         var buffer = [CChar](repeating: 0, count: 4_096)

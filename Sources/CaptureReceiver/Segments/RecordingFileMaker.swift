@@ -40,7 +40,7 @@ struct RecordingFileMaker: Sendable {
         }
         commonInfo = [
             ("title", message.streamName.replacingOccurrences(of: "\0", with: "")),
-            ("recorded date", Self.isoTime(Int64(start.timeIntervalSince1970 * 1e9))),
+            ("recorded date", Self.isoTime(start)),
             ("source", source),
             ("source host", message.sourceHost.replacingOccurrences(of: "\0", with: "")),
             ("clock synchronized", clock),
@@ -52,9 +52,13 @@ struct RecordingFileMaker: Sendable {
         sampleRate = hello.format.sampleRate
     }
 
-    /// UTC time (ns since 1970) of the valid sample at `position`.
+    /// UTC time (ns since 1970) of the valid sample at `position`, clamped to Int64 (which a stream
+    /// whose Hello was validated never needs: its times stay before 2200, PROTOCOL.md §6.1.4).
     func time(ofPosition position: Int64) -> Int64 {
-        streamStart + Int64((Double(position - streamOrigin) / sampleRate * 1e9).rounded(.down))
+        let offset = (Double(position) - Double(streamOrigin)) / sampleRate * 1e9
+        let time = Double(streamStart) + offset.rounded(.down)
+        guard time.isFinite else { return streamStart }
+        return time >= 0x1p63 ? .max : time <= -0x1p63 ? .min : Int64(time)
     }
 
     /// Creates a file whose first frame lies at stream position `firstFrame` and whose first valid
@@ -102,9 +106,27 @@ struct RecordingFileMaker: Sendable {
         }
     }
 
+    /// `nanoseconds` since 1970 as ISO 8601 UTC with milliseconds (`2026-01-01T00:00:00.000Z`).
     static func isoTime(_ nanoseconds: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(nanoseconds) / 1e9))
+        let (seconds, remainder) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
+        let floorSeconds = remainder < 0 ? seconds - 1 : seconds
+        let milliseconds = (remainder < 0 ? remainder + 1_000_000_000 : remainder) / 1_000_000
+        return isoTime(seconds: floorSeconds, milliseconds: Int(milliseconds))
+    }
+
+    /// `date` as ISO 8601 UTC with milliseconds.
+    static func isoTime(_ date: Date) -> String {
+        let milliseconds = (date.timeIntervalSince1970 * 1_000).rounded(.down)
+        guard milliseconds.isFinite, abs(milliseconds) < 0x1p62 else { return isoTime(seconds: 0, milliseconds: 0) }
+        let (seconds, remainder) = Int64(milliseconds).quotientAndRemainder(dividingBy: 1_000)
+        return isoTime(seconds: remainder < 0 ? seconds - 1 : seconds, milliseconds: Int(remainder < 0 ? remainder + 1_000 : remainder))
+    }
+
+    private static func isoTime(seconds: Int64, milliseconds: Int) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return "\(seconds)s" }
+        let year = Int(parts.tm_year) + 1900
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, Int(parts.tm_mon) + 1, Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), milliseconds)
     }
 }

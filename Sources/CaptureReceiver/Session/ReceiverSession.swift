@@ -295,7 +295,7 @@ public struct ReceiverSession: Sendable {
         guard state == .opening, let hello else { return }
         filePath = path
         self.resumed = resumed
-        lastDurable = DurablePosition(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime)
+        lastDurable = DurablePosition(sequence: max(resume.nextSequence, WireProtocol.firstSequence) - 1, sampleTime: resume.nextSampleTime)
         guard connection == .open else {
             return release(&actions)
         }
@@ -312,7 +312,7 @@ public struct ReceiverSession: Sendable {
             $0.nextSequence = resume.nextSequence
             $0.nextSampleTime = resume.nextSampleTime
             $0.heartbeatIntervalMs = settings.heartbeatIntervalMilliseconds
-            $0.maxFrameBytes = UInt32(settings.maximumFrameBytes)
+            $0.maxFrameBytes = UInt32(clamping: settings.maximumFrameBytes)
             $0.fileName = fileName
             $0.resumed = resumed
         })))
@@ -358,7 +358,7 @@ public struct ReceiverSession: Sendable {
             actions.append(.send(.endAccepted(.with {
                 $0.fileName = record.relativePath
                 $0.totalFrames = record.frames
-                $0.totalPackets = UInt64(record.packets)
+                $0.totalPackets = UInt64(clamping: record.packets)
                 $0.lastSequence = record.lastSequence
                 $0.endSampleTime = record.endSampleTime
             })))
@@ -424,7 +424,7 @@ public struct ReceiverSession: Sendable {
                 actions.append(.send(.endAccepted(.with {
                     $0.fileName = fileName
                     $0.totalFrames = file.frames
-                    $0.totalPackets = UInt64(file.packets)
+                    $0.totalPackets = UInt64(clamping: file.packets)
                     $0.lastSequence = endOfStream?.lastSequence ?? 0
                     $0.endSampleTime = endOfStream?.endSampleTime ?? 0
                 })))

@@ -9,6 +9,8 @@ struct OpenedStream {
     var resume: ResumePoint
     /// The file was an earlier connection's (or another receiver's), continued.
     var resumed: Bool
+    /// How a new file was named when its natural name was taken.
+    var naming: FileNaming? = nil
 }
 
 /// Opens the file of an accepted stream: claims the stream in the `StreamIndex` (so no other
@@ -76,7 +78,7 @@ enum StreamFiles {
                 case .success(let claim):
                     let resume = continuationStart(hello, owner: owner, index: index)
                     return create(hello: hello, resume: resume, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
-                        .map { OpenedStream(writer: $0, resume: resume, resumed: false) }
+                        .map { OpenedStream(writer: $0.writer, resume: resume, resumed: false, naming: $0.naming) }
                 case .failure(.failed(let error)):
                     return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
                 case .failure:
@@ -111,18 +113,16 @@ enum StreamFiles {
     private static func create(
         hello: ValidatedHello, resume: ResumePoint, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
         events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
-    ) -> Result<StreamWriter, StorageError> {
+    ) -> Result<(writer: StreamWriter, naming: FileNaming?), StorageError> {
         let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
-        // A stream's first file starts at its first frame; its first valid sample follows the codec's
-        // priming (a continuation keeps the stream's priming too).
-        let caf: CAFWriter
+        let created: RecordingFile
         do throws(StorageError) {
-            caf = try maker.create(
-                firstFrame: resume.nextSampleTime, firstValid: resume.nextSampleTime + Int64(hello.message.primingFrames), extraInfo: continuationInfo(hello))
+            created = try maker.createFirstFile(at: resume, extraInfo: continuationInfo(hello))
         } catch {
             claim.release(removingEntry: true)
             return .failure(error)
         }
+        let caf = created.writer
         let path = caf.path
         let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
         do throws(DurableFileError) {
@@ -130,12 +130,12 @@ enum StreamFiles {
             // folder entries durable before anything written to them is acknowledged.
             let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
-            return .success(StreamWriter(
+            return .success((StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
                 start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
                 segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
-            ))
+            ), created.naming))
         } catch {
             // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
             caf.close()

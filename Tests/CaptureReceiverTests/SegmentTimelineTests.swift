@@ -152,7 +152,16 @@ final class SegmentTimelineTests: XCTestCase {
         let id = try XCTUnwrap(UUID(uuidString: "6F1C2A9E-4B3D-4E5F-8A7B-9C0D1E2F3A4B"))
         let fields = FileNameTemplate.Fields(stream: "studio A", streamID: id, host: "field-1", start: tenOClock + 2_500_000_000)
         XCTAssertEqual(FileNameTemplate.standard.relativePath(fields), "studio_A_20261124T100002Z.caf", "today's names")
-        XCTAssertEqual(FileNameTemplate.standard.relativePath(fields, attempt: 2), "studio_A_20261124T100002Z-2.caf")
+        XCTAssertEqual(FileNameTemplate.standard.relativePath(fields, variant: .numbered(2)), "studio_A_20261124T100002Z-2.caf")
+        XCTAssertEqual(FileNameTemplate.standard.relativePath(fields, variant: .streamID), "studio_A_20261124T100002Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b.caf")
+        XCTAssertEqual(
+            FileNameTemplate.standard.relativePath(fields, variant: .streamIDAndFirstSample(480_000, attempt: 1)),
+            "studio_A_20261124T100002Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b+480000.caf")
+        XCTAssertEqual(
+            FileNameTemplate.standard.relativePath(fields, variant: .streamIDAndFirstSample(480_000, attempt: 3)),
+            "studio_A_20261124T100002Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b+480000-3.caf")
+        // No stream name or template makes a `+`: a name carrying a stream id is never another's.
+        XCTAssertEqual(try FileNameTemplate("{stream}+x").relativePath(FileNameTemplate.Fields(stream: "a+\(id)", streamID: id, host: "", start: 0)), "a_6F1C2A9E-4B3D-4E5F-8A7B-9C0D1E2F3A4B_x.caf")
         let folders = try FileNameTemplate("{stream}/%Y/%m/%d/{host}_{stream_id}_%H%M%S")
         XCTAssertEqual(folders.relativePath(fields), "studio_A/2026/11/24/field-1_6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b_100002.caf")
         // A hostile stream name or template cannot climb out: every component is sanitized.

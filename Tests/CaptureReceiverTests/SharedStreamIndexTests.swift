@@ -238,7 +238,7 @@ final class SharedStreamIndexTests: XCTestCase {
 
     // MARK: - Helpers
 
-    private static let events = StreamWriterEvents(durable: { _ in }, failed: { _ in })
+    private static let events = StreamWriterEvents(durable: { _ in }, failed: { _, _ in })
 
     private func configuration() -> ReceiverConfiguration {
         ReceiverConfiguration(outputDirectory: folder)

@@ -87,8 +87,10 @@ public struct ReceiverSession: Sendable {
     public private(set) var connection: Connection = .open
     /// The accepted Hello's stream, once decided.
     public private(set) var streamID: UUID?
-    /// The stream's file, once open.
+    /// The stream's file, once open (with segments: its first).
     public private(set) var filePath: String?
+    /// The file being written now: `filePath`, or with segments the latest segment's.
+    public private(set) var currentFilePath: String?
     /// The last durable position (what the last Ack said).
     public private(set) var lastDurable = DurablePosition(sequence: 0, sampleTime: 0)
 
@@ -141,15 +143,21 @@ public struct ReceiverSession: Sendable {
             fail(.wire(error), &actions)
         case .helloDecided(let decision):
             decided(decision, &actions)
-        case .fileOpened(let path, let resume, let resumed):
-            opened(path: path, resume: resume, resumed: resumed, &actions)
+        case .fileOpened(let path, let resume, let resumed, let naming):
+            opened(path: path, resume: resume, resumed: resumed, naming: naming, &actions)
         case .fileOpenFailed(let error):
             openFailed(error, &actions)
         case .durable(let position):
             durable(position, &actions)
-        case .storageFailed(let error):
+        case .storageFailed(let error, let file):
+            let name = (file ?? currentFilePath).map { ($0 as NSString).lastPathComponent } ?? fileName
             actions.append(.log(.init(.error, "cannot write the stream", ["error": error.description])))
-            fail(.refused(.storageFailed, "the receiver cannot write \(fileName): \(error.description)"), &actions)
+            fail(.refused(.storageFailed, "the receiver cannot write \(name): \(error.description)"), &actions)
+        case .segmentStarted(let path, let naming):
+            guard filePath != nil else { break }
+            currentFilePath = path
+            actions.append(.log(.init(.debug, "next segment file", ["file": path])))
+            if let naming { actions.append(.log(naming.logLine)) }
         case .fileFinished(let result):
             finished(result, &actions)
         case .fileReleased(let result):
@@ -291,9 +299,10 @@ public struct ReceiverSession: Sendable {
         }
     }
 
-    private mutating func opened(path: String, resume: ResumePoint, resumed: Bool, _ actions: inout [ReceiverSessionAction]) {
+    private mutating func opened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming?, _ actions: inout [ReceiverSessionAction]) {
         guard state == .opening, let hello else { return }
         filePath = path
+        currentFilePath = path
         self.resumed = resumed
         lastDurable = DurablePosition(sequence: max(resume.nextSequence, WireProtocol.firstSequence) - 1, sampleTime: resume.nextSampleTime)
         guard connection == .open else {
@@ -320,6 +329,7 @@ public struct ReceiverSession: Sendable {
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
             "next-sequence": "\(resume.nextSequence)",
         ])))
+        if let naming { actions.append(.log(naming.logLine)) }
     }
 
     private mutating func openFailed(_ error: StorageError, _ actions: inout [ReceiverSessionAction]) {

@@ -27,14 +27,19 @@ public enum ReceiverSessionEvent: Sendable, Equatable {
     /// The answer to `.decide`: carries on the handshake or refuses it.
     case helloDecided(HelloDecision)
     /// The stream's file is open at `path` (an unfinished file continued when `resumed`, else
-    /// created); the sender continues at `resume`.
-    case fileOpened(path: String, resume: ResumePoint, resumed: Bool)
+    /// created, and `naming` says how when its natural name was taken); the sender continues at
+    /// `resume`.
+    case fileOpened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming? = nil)
     /// The stream's file could not be created or reopened.
     case fileOpenFailed(StorageError)
     /// Audio up to `position` is durably on disk.
     case durable(DurablePosition)
     /// Writing or syncing the stream's file failed; nothing after the last durable position counts.
-    case storageFailed(StorageError)
+    /// `file` is the file it failed on (nil: the file being written).
+    case storageFailed(StorageError, file: String? = nil)
+    /// A segment file began at `path` (`--segment`); `naming` says how it was named when its
+    /// natural name was taken.
+    case segmentStarted(path: String, naming: FileNaming?)
     /// The answer to `.finishFile`: the file is complete, or could not be finished.
     case fileFinished(Result<FinishedFile, StorageError>)
     /// The answer to `.releaseFile`: for `.finalizeIncomplete`, the finished file or why it failed;

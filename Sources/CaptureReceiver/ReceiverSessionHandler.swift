@@ -318,7 +318,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
                 switch result {
                 case .success(let opened):
                     handler.writer = opened.file
-                    handler.handle(.fileOpened(path: opened.file.path, resume: opened.resume, resumed: opened.resumed, naming: opened.naming))
+                    handler.handle(.fileOpened(
+                        path: opened.file.path, resume: opened.resume, resumed: opened.resumed, naming: opened.naming, continuation: opened.continuation))
                 case .failure(let error) where limited != nil && (error == .notResumable || Self.isOwnershipRefusal(error)):
                     // Not a stream this Hello owns: the address's limit applies after all.
                     handler.handle(.fileOpenFailed(.rateLimited(limited?.reason ?? "", retryAfterMilliseconds: limited?.retryAfter ?? 0)))

@@ -11,6 +11,21 @@ struct OpenedStream {
     var resumed: Bool
     /// How a new file was named when its natural name was taken.
     var naming: FileNaming? = nil
+    /// For a stream that continues another (`Hello.continues`): whether the link was proven.
+    var continuation: ContinuationLink? = nil
+}
+
+/// Where a new stream begins and what it continues, once its `Hello.continues` was checked.
+struct StreamBeginning: Equatable {
+    var resume: ResumePoint
+    var link: ContinuationLink?
+
+    /// The `info` entry of a stream proven to continue another: which stream, so the two recordings
+    /// can be joined without a hole (`first sample` says where this one begins).
+    var info: [(key: String, value: String)] {
+        guard case .linked(let continued)? = link else { return [] }
+        return [("continues stream id", continued.uuidString.lowercased())]
+    }
 }
 
 /// Opens the file of an accepted stream: claims the stream in the `StreamIndex` (so no other
@@ -76,9 +91,16 @@ enum StreamFiles {
                 guard mayCreate else { return .failure(.notResumable) }
                 switch index.claimNew(stream) {
                 case .success(let claim):
-                    let resume = continuationStart(hello, owner: owner, index: index)
-                    return create(hello: hello, resume: resume, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
-                        .map { OpenedStream(writer: $0.writer, resume: resume, resumed: false, naming: $0.naming) }
+                    let beginning: StreamBeginning
+                    switch self.beginning(of: hello, owner: owner, index: index) {
+                    case .success(let found):
+                        beginning = found
+                    case .failure(let error):
+                        claim.release(removingEntry: true)
+                        return .failure(error)
+                    }
+                    return create(hello: hello, beginning: beginning, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                        .map { OpenedStream(writer: $0.writer, resume: beginning.resume, resumed: false, naming: $0.naming, continuation: beginning.link) }
                 case .failure(.failed(let error)):
                     return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
                 case .failure:
@@ -92,32 +114,57 @@ enum StreamFiles {
         return .failure(.streamBusy("stream \(stream) is being entered by another receiver sharing \(configuration.outputDirectory)"))
     }
 
-    /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
-    /// Where a new stream begins: sequence 1 at its start sample time; for a stream that continues
-    /// another (`Hello.continues`), right after where the continued stream's file ends when the
-    /// index still records it (its sender may hold audio that file already has: what was written but
-    /// whose acknowledgement never reached it), else at the Hello's first sequence.
-    static func continuationStart(_ hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> ResumePoint {
+    /// Where a new stream begins, and whether the stream its Hello says it continues
+    /// (`Hello.continues`, PROTOCOL.md §8.1) may be continued by it. A continuation must prove that it
+    /// owns the continued stream the way a resume does (§6.1.2): the continued stream's owner, as its
+    /// index entry records it, must accept the Hello's resume secret and the connection's identity;
+    /// otherwise it is refused (`.notStreamOwner`), so no stranger's file claims to continue a stream
+    /// or takes its continuation's name. A proven continuation begins right after where the continued
+    /// stream's file ends when the index records that (its sender may hold audio the file already has:
+    /// what was written but whose acknowledgement never reached it), else at the Hello's first
+    /// sequence, and its file names the stream it continues. When the index no longer knows the
+    /// continued stream (its record expired, or it was recorded on storage this receiver does not
+    /// share) nothing can be proven: the stream is recorded as a new one that claims nothing.
+    static func beginning(of hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> Result<StreamBeginning, StorageError> {
         let start = ResumePoint.newStream(hello)
-        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID),
-              case .success(let claim) = index.claimExisting(continued)
-        else { return start }
+        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else {
+            return .success(StreamBeginning(resume: start, link: nil))
+        }
+        let claim: StreamClaim
+        switch index.claimExisting(continued) {
+        case .success(let claimed):
+            claim = claimed
+        case .failure(.held):
+            return .failure(.streamBusy("stream \(continued), which stream \(hello.streamID) continues, is held by another connection or receiver"))
+        case .failure(.failed(let error)):
+            return .failure(.cannotCreate("cannot read the stream index entry of stream \(continued), which stream \(hello.streamID) continues: \(error.description)"))
+        case .failure(.missing), .failure(.exists):
+            return .success(StreamBeginning(resume: start, link: .unverified(continued)))
+        }
         defer { claim.release(removingEntry: false) }
-        guard let entry = index.entry(of: claim), case .finished(let record) = entry.stream, !record.complete,
-              entry.owner.map({ $0.refusal(of: owner) == nil }) ?? true,
-              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence
-        else { return start }
-        return ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime)
+        guard let entry = index.entry(of: claim) else {
+            return .success(StreamBeginning(resume: start, link: .unverified(continued)))
+        }
+        if let recorded = entry.owner, let refusal = recorded.refusal(of: owner, continuing: true) {
+            return .failure(.notStreamOwner("it claims to continue stream \(continued), but \(refusal)"))
+        }
+        guard case .finished(let record) = entry.stream, !record.complete,
+              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence,
+              (hello.message.startSampleTime...hello.timelineEnd).contains(record.endSampleTime)
+        else { return .success(StreamBeginning(resume: start, link: .linked(continued))) }
+        return .success(StreamBeginning(resume: ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime), link: .linked(continued)))
     }
 
+    /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
     private static func create(
-        hello: ValidatedHello, resume: ResumePoint, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
+        hello: ValidatedHello, beginning: StreamBeginning, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String,
+        configuration: ReceiverConfiguration, events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
     ) -> Result<(writer: StreamWriter, naming: FileNaming?), StorageError> {
+        let resume = beginning.resume
         let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
         let created: RecordingFile
         do throws(StorageError) {
-            created = try maker.createFirstFile(at: resume, extraInfo: continuationInfo(hello))
+            created = try maker.createFirstFile(at: resume, extraInfo: beginning.info)
         } catch {
             claim.release(removingEntry: true)
             return .failure(error)
@@ -156,13 +203,6 @@ enum StreamFiles {
               (0...hello.timelineEnd).contains(recorded)
         else { return hello.message.startSampleTime }
         return recorded
-    }
-
-    /// The `info` entry of a stream that continues another (`Hello.continues`): which stream, so the
-    /// two recordings can be joined without a hole (`first sample` says where this one begins).
-    static func continuationInfo(_ hello: ValidatedHello) -> [(key: String, value: String)] {
-        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else { return [] }
-        return [("continues stream id", continued.uuidString.lowercased())]
     }
 
     /// The magic cookie the file keeps (PROTOCOL.md §11): Opus mono and stereo files carry none, since

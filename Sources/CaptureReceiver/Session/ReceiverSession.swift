@@ -143,8 +143,8 @@ public struct ReceiverSession: Sendable {
             fail(.wire(error), &actions)
         case .helloDecided(let decision):
             decided(decision, &actions)
-        case .fileOpened(let path, let resume, let resumed, let naming):
-            opened(path: path, resume: resume, resumed: resumed, naming: naming, &actions)
+        case .fileOpened(let path, let resume, let resumed, let naming, let continuation):
+            opened(path: path, resume: resume, resumed: resumed, naming: naming, continuation: continuation, &actions)
         case .fileOpenFailed(let error):
             openFailed(error, &actions)
         case .durable(let position):
@@ -299,7 +299,9 @@ public struct ReceiverSession: Sendable {
         }
     }
 
-    private mutating func opened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming?, _ actions: inout [ReceiverSessionAction]) {
+    private mutating func opened(
+        path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming?, continuation: ContinuationLink?, _ actions: inout [ReceiverSessionAction]
+    ) {
         guard state == .opening, let hello else { return }
         filePath = path
         currentFilePath = path
@@ -325,11 +327,18 @@ public struct ReceiverSession: Sendable {
             $0.fileName = fileName
             $0.resumed = resumed
         })))
-        actions.append(.log(.init(.info, resumed ? "stream resumed" : "stream opened", [
+        var metadata = [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
             "next-sequence": "\(resume.nextSequence)",
-        ])))
+        ]
+        if case .linked(let continued)? = continuation { metadata["continues"] = continued.uuidString.lowercased() }
+        actions.append(.log(.init(.info, resumed ? "stream resumed" : "stream opened", metadata)))
         if let naming { actions.append(.log(naming.logLine)) }
+        if case .unverified(let continued)? = continuation {
+            actions.append(.log(.init(.warning, "the stream says it continues a stream this receiver no longer knows (its record expired, or it was recorded on other storage), so that cannot be proven: it is recorded as a new stream that continues nothing", [
+                "continues": continued.uuidString.lowercased(),
+            ])))
+        }
     }
 
     private mutating func openFailed(_ error: StorageError, _ actions: inout [ReceiverSessionAction]) {

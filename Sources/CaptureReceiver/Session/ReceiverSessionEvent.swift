@@ -13,6 +13,16 @@ public enum HelloDecision: Sendable, Equatable {
     case rateLimited(String, retryAfterMilliseconds: UInt32)
 }
 
+/// What a new stream that says it continues another (`Hello.continues`, PROTOCOL.md §8.1) was
+/// found to continue when its file was created.
+public enum ContinuationLink: Sendable, Equatable {
+    /// Proven: the continued stream's owner is this stream's; its file names the stream it continues.
+    case linked(UUID)
+    /// The receiver no longer knows the continued stream, so nothing could be proven: the stream is
+    /// recorded as a new one that claims to continue nothing.
+    case unverified(UUID)
+}
+
 /// Everything that happens to one connection's session at the receiver: what arrives from the
 /// network, what the storage reports back, timers and the receiver's own shutdown. The NIO handler
 /// turns each into a `ReceiverSession.handle(_:)` call.
@@ -27,9 +37,9 @@ public enum ReceiverSessionEvent: Sendable, Equatable {
     /// The answer to `.decide`: carries on the handshake or refuses it.
     case helloDecided(HelloDecision)
     /// The stream's file is open at `path` (an unfinished file continued when `resumed`, else
-    /// created, and `naming` says how when its natural name was taken); the sender continues at
-    /// `resume`.
-    case fileOpened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming? = nil)
+    /// created, and `naming` says how when its natural name was taken; `continuation` what a new
+    /// stream was found to continue); the sender continues at `resume`.
+    case fileOpened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming? = nil, continuation: ContinuationLink? = nil)
     /// The stream's file could not be created or reopened.
     case fileOpenFailed(StorageError)
     /// Audio up to `position` is durably on disk.

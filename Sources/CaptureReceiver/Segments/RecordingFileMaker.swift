@@ -65,13 +65,12 @@ public struct RecordingFileMaker: Sendable {
         sampleRate = hello.format.sampleRate
     }
 
-    /// UTC time (ns since 1970) of the valid sample at `position`, clamped to Int64 (which a stream
-    /// whose Hello was validated never needs: its times stay before 2200, PROTOCOL.md §6.1.4).
+    /// UTC time (ns since 1970) of the valid sample at `position`: the segment clock's time, exact
+    /// in integers (so a file that begins on a boundary is named for that boundary's second), and
+    /// clamped to Int64, which a stream whose Hello was validated never needs: its times stay before
+    /// 2200 (PROTOCOL.md §6.1.4).
     public func time(ofPosition position: Int64) -> Int64 {
-        let offset = (Double(position) - Double(streamOrigin)) / sampleRate * 1e9
-        let time = Double(streamStart) + offset.rounded(.down)
-        guard time.isFinite else { return streamStart }
-        return time >= 0x1p63 ? .max : time <= -0x1p63 ? .min : Int64(time)
+        segmentClock(length: .seconds(1)).time(ofPosition: position)
     }
 
     /// The stream's segment clock (`--segment`): boundaries of its timeline from its start.

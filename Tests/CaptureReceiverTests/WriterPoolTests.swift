@@ -282,6 +282,25 @@ final class WriterPoolTests: XCTestCase {
         }
     }
 
+    /// A stream name, host or application with a NUL followed by a combining mark (one Character,
+    /// which replacing "\0" missed) made every file creation fail, STORAGE_FAILED for ever: CAF `info`
+    /// strings cannot hold a NUL (found by the `hello` fuzz target). The file is made, its `info`
+    /// without the NULs.
+    func testNamesWithANULBeforeACombiningMarkAreStoredWithoutIt() throws {
+        var message = try Self.hello(name: "studio\u{0}\u{6DB}").message
+        message.sourceHost = "\u{0}\u{0}\u{6DB}io-a"
+        message.application = "capture-send\u{0}\u{301}"
+        let maker = RecordingFileMaker(hello: try ValidatedHello(message), start: Date(), peer: "127.0.0.1:1", configuration: configuration())
+        let created = try maker.createFirstFile(at: ResumePoint(nextSequence: 1, nextSampleTime: 0))
+        created.writer.close()
+        let info = Dictionary(try CAFFile.read(path: created.writer.path).info.map { ($0.key, $0.value) }) { a, _ in a }
+        XCTAssertEqual(info["title"], "studio\u{6DB}")
+        XCTAssertEqual(info["source host"], "\u{6DB}io-a")
+        XCTAssertEqual(info["source"], "\u{6DB}io-a (127.0.0.1:1)")
+        XCTAssertEqual(info["encoding application"], "capture-send\u{301}, capture-recv")
+        XCTAssertEqual((created.writer.path as NSString).lastPathComponent, "studio_20260101T000000Z.caf")
+    }
+
     /// A segment that cannot be begun (its folder is a file) fails the stream naming that segment's
     /// file, not the one the stream began in.
     func testASegmentThatCannotBeBegunFailsNamingItsOwnFile() throws {

@@ -372,6 +372,30 @@ final class ReceiverSessionTests: XCTestCase {
         ])))
     }
 
+    /// Issue 27, item 5: a stream proven to continue another says so when it opens; one whose
+    /// continued stream the receiver no longer knows is opened as a new stream, with a warning.
+    func testWhatANewStreamContinuesIsLogged() throws {
+        let continued = try XCTUnwrap(UUID(uuidString: "0A0B0C0D-0E0F-4011-8213-141516171819"))
+        for (link, expected) in [
+            (ContinuationLink.linked(continued), ["continues": "0a0b0c0d-0e0f-4011-8213-141516171819"]),
+            (ContinuationLink.unverified(continued), [:]),
+        ] {
+            var session = ReceiverSession()
+            _ = session.handle(.preambleReceived(version: 1))
+            _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+            _ = session.handle(.helloDecided(.accepted))
+            let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
+            let opened = actions.compactMap { if case .log(let line) = $0, line.message == "stream opened" { return line } else { return nil } }.first
+            XCTAssertEqual(opened?.metadata["continues"], expected["continues"], "\(link)")
+            let warning = actions.compactMap { if case .log(let line) = $0, line.level == .warning { return line } else { return nil } }
+            if case .unverified = link {
+                XCTAssertEqual(warning, [.init(.warning, "the stream says it continues a stream this receiver no longer knows (its record expired, or it was recorded on other storage), so that cannot be proven: it is recorded as a new stream that continues nothing", ["continues": "0a0b0c0d-0e0f-4011-8213-141516171819"])])
+            } else {
+                XCTAssertEqual(warning, [])
+            }
+        }
+    }
+
     func testAStorageFailureRefusesAndKeepsWhatIsDurable() throws {
         var session = try streamingSession()
         let message = "the receiver cannot write studio-a_20260101T000000Z.caf: disk full"

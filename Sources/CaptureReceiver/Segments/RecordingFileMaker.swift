@@ -17,8 +17,11 @@ import Foundation
 /// position of its first frame, pre-roll included), `source host` and `clock synchronized`
 /// (whether the sender's clock was disciplined when it stamped the stream's start).
 public struct RecordingFileMaker: Sendable {
+    /// The stream's Hello.
     public let hello: ValidatedHello
+    /// The receiver's output folder (`--out`): every file lies inside it.
     public let outputDirectory: String
+    /// How files are named (`--name-template`).
     public let template: FileNameTemplate
     /// Entries every file of the stream has (title, source, application, stream id...).
     let commonInfo: [(key: String, value: String)]
@@ -26,6 +29,7 @@ public struct RecordingFileMaker: Sendable {
     public let streamStart: Int64
     /// The position of the stream's first valid sample (start sample time + priming).
     public let streamOrigin: Int64
+    /// The stream's sample rate.
     public let sampleRate: Double
 
     /// How many names end in a number before a taken name falls back to one carrying the stream

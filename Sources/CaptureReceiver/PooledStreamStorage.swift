@@ -20,7 +20,7 @@ struct PooledStreamStorage: StreamStorage {
         let start = hello.message.startTimeUnixNs > 0
             ? Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9) : Date()
         pool.open(hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, configuration: configuration, events: events) { result in
-            completion(result.map { OpenedStreamFile(file: $0.writer, resume: $0.resume, resumed: $0.resumed) })
+            completion(result.map { OpenedStreamFile(file: $0.writer, resume: $0.resume, resumed: $0.resumed, naming: $0.naming, continuation: $0.continuation) })
         }
     }
 }

@@ -192,7 +192,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         case .write(let audio):
             writer?.write(audio)
         case .recordGap(let gap):
-            writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(gap.lengthFrames), reason: gap.reason)
+            writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .finishFile(let end):
             guard let writer else { return }
             let loopBound = self.loopBound
@@ -308,7 +308,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         let peer = logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer"
         let events = StreamWriterEvents(
             durable: { position in loopBound.run { $0.handle(.durable(position)) } },
-            failed: { error in loopBound.run { $0.handle(.storageFailed(error)) } })
+            failed: { error, file in loopBound.run { $0.handle(.storageFailed(error, file: file)) } },
+            segmentStarted: { path, naming in loopBound.run { $0.handle(.segmentStarted(path: path, naming: naming)) } })
         // From a rate-limited address only a stream the Hello proves it owns may be continued.
         let limited = ownershipRequired
         let owner = StreamOwner(secret: hello.message.resumeSecret, identity: identity(of: hello))
@@ -317,7 +318,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
                 switch result {
                 case .success(let opened):
                     handler.writer = opened.file
-                    handler.handle(.fileOpened(path: opened.file.path, resume: opened.resume, resumed: opened.resumed))
+                    handler.handle(.fileOpened(
+                        path: opened.file.path, resume: opened.resume, resumed: opened.resumed, naming: opened.naming, continuation: opened.continuation))
                 case .failure(let error) where limited != nil && (error == .notResumable || Self.isOwnershipRefusal(error)):
                     // Not a stream this Hello owns: the address's limit applies after all.
                     handler.handle(.fileOpenFailed(.rateLimited(limited?.reason ?? "", retryAfterMilliseconds: limited?.retryAfter ?? 0)))

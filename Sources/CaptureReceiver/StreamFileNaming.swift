@@ -1,6 +1,6 @@
 import Foundation
 
-/// Names stream files: a sanitized stream name and the stream's UTC start time, always a plain file
+/// Sanitizes the parts of stream file names (`FileNameTemplate` names the files): always a plain
 /// name inside the output folder (no path separators, no leading dot, no control characters).
 public enum StreamFileNaming {
     /// Longest sanitized name, in characters.
@@ -26,15 +26,5 @@ public enum StreamFileNaming {
         if result.count > maximumNameLength { result = String(result.prefix(maximumNameLength)) }
         while let last = result.last, last == "." || last == "_" { result.removeLast() }
         return result.isEmpty ? "stream" : result
-    }
-
-    /// `NAME_YYYYMMDDTHHMMSSZ.caf`, or with `-N` before the extension for the N-th file of that name.
-    public static func fileName(streamName: String, start: Date, attempt: Int = 1) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        let suffix = attempt > 1 ? "-\(attempt)" : ""
-        return "\(sanitize(streamName))_\(formatter.string(from: start))\(suffix).caf"
     }
 }

@@ -9,6 +9,23 @@ struct OpenedStream {
     var resume: ResumePoint
     /// The file was an earlier connection's (or another receiver's), continued.
     var resumed: Bool
+    /// How a new file was named when its natural name was taken.
+    var naming: FileNaming? = nil
+    /// For a stream that continues another (`Hello.continues`): whether the link was proven.
+    var continuation: ContinuationLink? = nil
+}
+
+/// Where a new stream begins and what it continues, once its `Hello.continues` was checked.
+struct StreamBeginning: Equatable {
+    var resume: ResumePoint
+    var link: ContinuationLink?
+
+    /// The `info` entry of a stream proven to continue another: which stream, so the two recordings
+    /// can be joined without a hole (`first sample` says where this one begins).
+    var info: [(key: String, value: String)] {
+        guard case .linked(let continued)? = link else { return [] }
+        return [("continues stream id", continued.uuidString.lowercased())]
+    }
 }
 
 /// Opens the file of an accepted stream: claims the stream in the `StreamIndex` (so no other
@@ -74,9 +91,16 @@ enum StreamFiles {
                 guard mayCreate else { return .failure(.notResumable) }
                 switch index.claimNew(stream) {
                 case .success(let claim):
-                    let resume = continuationStart(hello, owner: owner, index: index)
-                    return create(hello: hello, resume: resume, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
-                        .map { OpenedStream(writer: $0, resume: resume, resumed: false) }
+                    let beginning: StreamBeginning
+                    switch self.beginning(of: hello, owner: owner, index: index) {
+                    case .success(let found):
+                        beginning = found
+                    case .failure(let error):
+                        claim.release(removingEntry: true)
+                        return .failure(error)
+                    }
+                    return create(hello: hello, beginning: beginning, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                        .map { OpenedStream(writer: $0.writer, resume: beginning.resume, resumed: false, naming: $0.naming, continuation: beginning.link) }
                 case .failure(.failed(let error)):
                     return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
                 case .failure:
@@ -90,39 +114,62 @@ enum StreamFiles {
         return .failure(.streamBusy("stream \(stream) is being entered by another receiver sharing \(configuration.outputDirectory)"))
     }
 
-    /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
-    /// Where a new stream begins: sequence 1 at its start sample time; for a stream that continues
-    /// another (`Hello.continues`), right after where the continued stream's file ends when the
-    /// index still records it (its sender may hold audio that file already has: what was written but
-    /// whose acknowledgement never reached it), else at the Hello's first sequence.
-    static func continuationStart(_ hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> ResumePoint {
+    /// Where a new stream begins, and whether the stream its Hello says it continues
+    /// (`Hello.continues`, PROTOCOL.md §8.1) may be continued by it. A continuation must prove that it
+    /// owns the continued stream the way a resume does (§6.1.2): the continued stream's owner, as its
+    /// index entry records it, must accept the Hello's resume secret and the connection's identity;
+    /// otherwise it is refused (`.notStreamOwner`), so no stranger's file claims to continue a stream
+    /// or takes its continuation's name. A proven continuation begins right after where the continued
+    /// stream's file ends when the index records that (its sender may hold audio the file already has:
+    /// what was written but whose acknowledgement never reached it), else at the Hello's first
+    /// sequence, and its file names the stream it continues. When the index no longer knows the
+    /// continued stream (its record expired, or it was recorded on storage this receiver does not
+    /// share) nothing can be proven: the stream is recorded as a new one that claims nothing.
+    static func beginning(of hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> Result<StreamBeginning, StorageError> {
         let start = ResumePoint.newStream(hello)
-        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID),
-              case .success(let claim) = index.claimExisting(continued)
-        else { return start }
+        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else {
+            return .success(StreamBeginning(resume: start, link: nil))
+        }
+        let claim: StreamClaim
+        switch index.claimExisting(continued) {
+        case .success(let claimed):
+            claim = claimed
+        case .failure(.held):
+            return .failure(.streamBusy("stream \(continued), which stream \(hello.streamID) continues, is held by another connection or receiver"))
+        case .failure(.failed(let error)):
+            return .failure(.cannotCreate("cannot read the stream index entry of stream \(continued), which stream \(hello.streamID) continues: \(error.description)"))
+        case .failure(.missing), .failure(.exists):
+            return .success(StreamBeginning(resume: start, link: .unverified(continued)))
+        }
         defer { claim.release(removingEntry: false) }
-        guard let entry = index.entry(of: claim), case .finished(let record) = entry.stream, !record.complete,
-              entry.owner.map({ $0.refusal(of: owner) == nil }) ?? true,
-              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence
-        else { return start }
-        return ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime)
+        guard let entry = index.entry(of: claim) else {
+            return .success(StreamBeginning(resume: start, link: .unverified(continued)))
+        }
+        if let recorded = entry.owner, let refusal = recorded.refusal(of: owner, continuing: true) {
+            return .failure(.notStreamOwner("it claims to continue stream \(continued), but \(refusal)"))
+        }
+        guard case .finished(let record) = entry.stream, !record.complete,
+              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence,
+              (hello.message.startSampleTime...hello.timelineEnd).contains(record.endSampleTime)
+        else { return .success(StreamBeginning(resume: start, link: .linked(continued))) }
+        return .success(StreamBeginning(resume: ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime), link: .linked(continued)))
     }
 
+    /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
     private static func create(
-        hello: ValidatedHello, resume: ResumePoint, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
-    ) -> Result<StreamWriter, StorageError> {
+        hello: ValidatedHello, beginning: StreamBeginning, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String,
+        configuration: ReceiverConfiguration, events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
+    ) -> Result<(writer: StreamWriter, naming: FileNaming?), StorageError> {
+        let resume = beginning.resume
         let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
-        // A stream's first file starts at its first frame; its first valid sample follows the codec's
-        // priming (a continuation keeps the stream's priming too).
-        let caf: CAFWriter
+        let created: RecordingFile
         do throws(StorageError) {
-            caf = try maker.create(
-                firstFrame: resume.nextSampleTime, firstValid: resume.nextSampleTime + Int64(hello.message.primingFrames), extraInfo: continuationInfo(hello))
+            created = try maker.createFirstFile(at: resume, extraInfo: beginning.info)
         } catch {
             claim.release(removingEntry: true)
             return .failure(error)
         }
+        let caf = created.writer
         let path = caf.path
         let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
         do throws(DurableFileError) {
@@ -130,12 +177,12 @@ enum StreamFiles {
             // folder entries durable before anything written to them is acknowledged.
             let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
-            return .success(StreamWriter(
+            return .success((StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim,
                 start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
                 segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
-            ))
+            ), created.naming))
         } catch {
             // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
             caf.close()
@@ -152,16 +199,10 @@ enum StreamFiles {
     /// file already held some of the audio); files from before that record nothing and begin at the
     /// Hello's start sample time.
     private static func firstSample(of path: String, hello: ValidatedHello) -> Int64 {
-        guard let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) })
+        guard let recorded = (try? CAFFile.read(path: path))?.info.first(where: { $0.key == "first sample" }).flatMap({ Int64($0.value) }),
+              (0...hello.timelineEnd).contains(recorded)
         else { return hello.message.startSampleTime }
         return recorded
-    }
-
-    /// The `info` entry of a stream that continues another (`Hello.continues`): which stream, so the
-    /// two recordings can be joined without a hole (`first sample` says where this one begins).
-    static func continuationInfo(_ hello: ValidatedHello) -> [(key: String, value: String)] {
-        guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else { return [] }
-        return [("continues stream id", continued.uuidString.lowercased())]
     }
 
     /// The magic cookie the file keeps (PROTOCOL.md §11): Opus mono and stereo files carry none, since
@@ -188,6 +229,11 @@ enum StreamFiles {
         } catch {
             claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
+        }
+        // The position log is a file: a record no stream of this Hello can reach is not resumed.
+        guard record.sequence < WireProtocol.maximumSequence, (hello.message.startSampleTime...hello.timelineEnd).contains(record.sampleTime) else {
+            claim.release(removingEntry: false)
+            return .failure(.cannotCreate("cannot resume \(path): its position log records sequence \(record.sequence) at sample \(record.sampleTime), which stream \(hello.streamID) (starting at sample \(hello.message.startSampleTime)) cannot have reached; move the file and its .position file away to start the stream anew"))
         }
         let caf: CAFWriter
         do throws(CAFError) {

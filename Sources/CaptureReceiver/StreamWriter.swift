@@ -88,12 +88,20 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
 public struct StreamWriterEvents: Sendable {
     /// Audio up to this position is durable, and so is the position log record saying so.
     public var durable: @Sendable (DurablePosition) -> Void
-    /// Storing the stream failed; nothing after the last durable position is kept.
-    public var failed: @Sendable (StorageError) -> Void
+    /// Storing the stream failed; nothing after the last durable position is kept. The path is the
+    /// file it failed on (a segment file that could not be begun included).
+    public var failed: @Sendable (StorageError, String) -> Void
+    /// A segment file began (`--segment`): its path, and how it was named when its natural name was
+    /// taken.
+    public var segmentStarted: @Sendable (String, FileNaming?) -> Void
 
-    public init(durable: @escaping @Sendable (DurablePosition) -> Void, failed: @escaping @Sendable (StorageError) -> Void) {
+    public init(
+        durable: @escaping @Sendable (DurablePosition) -> Void, failed: @escaping @Sendable (StorageError, String) -> Void,
+        segmentStarted: @escaping @Sendable (String, FileNaming?) -> Void = { _, _ in }
+    ) {
         self.durable = durable
         self.failed = failed
+        self.segmentStarted = segmentStarted
     }
 }
 
@@ -184,20 +192,21 @@ public final class StreamWriter: @unchecked Sendable {
         self.handOff = handOff
         currentPath = writer.path
         // Right after a segment cut the file holds pre-roll and audio past the durable position.
-        fileEnd = max(start.sampleTime, originSampleTime + writer.frameCount)
+        // A resumed file's counts come from the file: added without overflow.
+        let fileFrames = originSampleTime.addingReportingOverflow(writer.frameCount)
+        let fileStart = originSampleTime.addingReportingOverflow(Int64(clamping: writer.primingFrames))
+        fileEnd = max(start.sampleTime, fileFrames.overflow ? .max : fileFrames.partialValue)
         if let segments {
-            let clock = SegmentClock(
-                length: segments.length, startTime: segments.maker.streamStart, origin: segments.maker.streamOrigin,
-                sampleRate: writer.format.sampleRate)
+            let clock = segments.maker.segmentClock(length: segments.length)
             segmenting = SegmentState(
                 clock: clock, maker: segments.maker,
-                boundary: clock.nextBoundary(after: originSampleTime + Int64(writer.primingFrames)),
+                boundary: clock.nextBoundary(after: fileStart.overflow ? .max : fileStart.partialValue),
                 preroll: writer.format.isVariableBitRate ? PrerollPackets(framesPerPacket: Int64(writer.format.framesPerPacket)) : nil)
             // Resuming in a file: its last packets are the pre-roll of a boundary that follows soon
             // (what the file holds runs contiguously to its end unless a gap intervened, and then
             // the positions do not join and no pre-roll is taken from them).
             if let capacity = segmenting?.preroll?.capacity, let readBack = try? writer.lastPackets(capacity + 1), !readBack.isEmpty {
-                segmenting?.preroll?.remember(readBack: readBack, endingAt: originSampleTime + writer.frameCount)
+                segmenting?.preroll?.remember(readBack: readBack, endingAt: fileFrames.overflow ? .max : fileFrames.partialValue)
             }
         }
         self.originSampleTime = originSampleTime
@@ -286,13 +295,14 @@ public final class StreamWriter: @unchecked Sendable {
         journalHandOff(finished, frames: writer.frameCount, complete: true)
         let preroll = state.preroll?.preroll(endingAt: nextAudioStart)
         let firstFrame = preroll?.first ?? min(nextAudioStart, firstValid)
-        let next: CAFWriter
+        let created: RecordingFile
         do throws(StorageError) {
-            next = try state.maker.create(firstFrame: firstFrame, firstValid: firstValid)
+            created = try state.maker.create(firstFrame: firstFrame, firstValid: firstValid)
         } catch {
-            fail(error)
+            fail(error, file: (state.maker.outputDirectory as NSString).appendingPathComponent(state.maker.naturalPath(firstValid: firstValid)))
             return false
         }
+        let next = created.writer
         let index = StreamIndex(outputDirectory: state.maker.outputDirectory)
         do {
             if let preroll {
@@ -309,12 +319,13 @@ public final class StreamWriter: @unchecked Sendable {
             positionLog = log
         } catch {
             next.close()
-            fail(.writeFailed("cannot begin the next segment file \(next.path): \(error)"))
+            fail(.writeFailed("cannot begin the next segment file \(next.path): \(error)"), file: next.path)
             return false
         }
         try? StreamPositionLog.remove(cafPath: finished)
         self.writer = next
         currentPath = next.path
+        events.segmentStarted(next.path, created.naming)
         originSampleTime = firstFrame
         fileEnd = nextAudioStart
         gapCount = 0
@@ -596,10 +607,11 @@ public final class StreamWriter: @unchecked Sendable {
         events.durable(durable)
     }
 
-    private func fail(_ error: StorageError) {
+    /// Fails the stream; `file` is the file it failed on (default: the one being written).
+    private func fail(_ error: StorageError, file: String? = nil) {
         guard failure == nil else { return }
         failure = error
-        events.failed(error)
+        events.failed(error, file ?? currentPath)
         if let detach = pendingDetach {
             pendingDetach = nil
             close(finalizing: detach.finalizing, completion: detach.completion)

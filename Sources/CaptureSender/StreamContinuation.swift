@@ -4,7 +4,10 @@ import Foundation
 /// A stream delivered as a new stream because the receiver no longer resumes the one it was started
 /// as (its resume window passed and its file was finalized): the new stream's id, the stream it
 /// continues, and where it begins in that stream's sequences and sample timeline (PROTOCOL.md §8.1).
-/// The recordings join without a hole: the earlier file ends where this one begins.
+/// The recordings join without a hole: the earlier file ends where this one begins. The new stream
+/// keeps the earlier one's resume secret (`SenderConfiguration.resumeSecret`, kept in the spool), and
+/// its Hello carries it: that proves to the receiver that it owns the stream it continues (PROTOCOL.md
+/// §6.1.2, §8.1); a continuation without it is refused with NOT_STREAM_OWNER.
 public struct StreamContinuation: Codable, Sendable, Equatable {
     /// The id the audio is now delivered as.
     public var streamID: UUID

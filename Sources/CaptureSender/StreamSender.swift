@@ -406,6 +406,15 @@ public final class StreamSender: Sendable {
         return formatter.string(from: time)
     }
 
+    /// Seconds since 1970 in nanoseconds, clamped to Int64 (NaN: Int64.min): a start read from a
+    /// damaged spool is sent as it is, and the receiver refuses it with a message that names it
+    /// (PROTOCOL.md §6.1.4), instead of this process trapping.
+    static func unixNanoseconds(_ seconds: Double) -> Int64 {
+        let nanoseconds = (seconds * 1e9).rounded(.down)
+        guard !nanoseconds.isNaN else { return .min }
+        return nanoseconds >= 0x1p63 ? .max : nanoseconds < -0x1p63 ? .min : Int64(nanoseconds)
+    }
+
     private func makeHello() -> Capture_V1_Hello {
         let continuation = delivery.value
         return .with {

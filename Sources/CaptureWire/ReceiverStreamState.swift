@@ -239,13 +239,15 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         }
     }
 
+    /// The position `frames` after `time`, which must not pass the end of the stream's sample
+    /// timeline (`ValidatedHello.timelineEnd`: 100 years after its start), so that every position and
+    /// time computed from it stays far inside Int64 (PROTOCOL.md §6.1.4).
     private func advance(_ time: Int64, by frames: UInt64, type: WireMessageType, field: String) throws(WireError) -> Int64 {
-        guard let step = Int64(exactly: frames) else {
-            throw .invalidField(message: type, field: field, reason: "\(frames) frames is beyond the sample timeline")
-        }
-        let (sum, overflow) = time.addingReportingOverflow(step)
-        guard !overflow else {
-            throw .invalidField(message: type, field: field, reason: "\(frames) frames is beyond the sample timeline")
+        let end = hello?.timelineEnd ?? Int64.max
+        guard let step = Int64(exactly: frames), case (let sum, false) = time.addingReportingOverflow(step), sum <= end else {
+            throw .invalidField(
+                message: type, field: field,
+                reason: "\(frames) frames would carry the stream past the end of its sample timeline (\(WireProtocol.maximumTimelineSeconds / 31_557_600) years after its start)")
         }
         return sum
     }

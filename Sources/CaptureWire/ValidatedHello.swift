@@ -9,6 +9,9 @@ public struct ValidatedHello: Sendable, Equatable {
     public var streamID: UUID
     /// The validated audio format.
     public var format: StreamFormat
+    /// The end of the stream's sample timeline: no frame of it lies at or past this position
+    /// (`start_sample_time` + `WireProtocol.maximumTimelineSeconds` at the sample rate).
+    public var timelineEnd: Int64
 
     /// Limits on Hello fields that the receiver applies.
     public struct Limits: Sendable, Equatable {
@@ -18,16 +21,26 @@ public struct ValidatedHello: Sendable, Equatable {
         public var maxAuthTokenBytes: Int
         /// Largest `magic_cookie` in bytes.
         public var maxMagicCookieBytes: Int
+        /// Largest `source_host` in UTF-8 bytes (a DNS name has at most 253).
+        public var maxSourceHostBytes: Int
+        /// Largest `application` in UTF-8 bytes.
+        public var maxApplicationBytes: Int
 
-        public init(maxStreamNameBytes: Int = 255, maxAuthTokenBytes: Int = 1024, maxMagicCookieBytes: Int = 65_536) {
+        public init(
+            maxStreamNameBytes: Int = 255, maxAuthTokenBytes: Int = 1024, maxMagicCookieBytes: Int = 65_536,
+            maxSourceHostBytes: Int = 255, maxApplicationBytes: Int = 255
+        ) {
             self.maxStreamNameBytes = maxStreamNameBytes
             self.maxAuthTokenBytes = maxAuthTokenBytes
             self.maxMagicCookieBytes = maxMagicCookieBytes
+            self.maxSourceHostBytes = maxSourceHostBytes
+            self.maxApplicationBytes = maxApplicationBytes
         }
     }
 
     /// Checks a Hello: version, stream id (16 bytes), field lengths, format, cookie and priming
-    /// rules, start sample time.
+    /// rules, and the range of every number (PROTOCOL.md §6.1.4), so that nothing the receiver
+    /// computes from an accepted Hello can overflow.
     public init(_ hello: Capture_V1_Hello, limits: Limits = Limits()) throws(WireError) {
         guard hello.protocolVersion == UInt32(WireProtocol.version) else {
             throw .unsupportedVersion(received: hello.protocolVersion, supported: UInt32(WireProtocol.version))
@@ -40,6 +53,9 @@ public struct ValidatedHello: Sendable, Equatable {
         try Self.checkLength(hello.streamName.utf8.count, limit: limits.maxStreamNameBytes, field: "stream_name")
         try Self.checkLength(hello.authToken.utf8.count, limit: limits.maxAuthTokenBytes, field: "auth_token")
         try Self.checkLength(hello.magicCookie.count, limit: limits.maxMagicCookieBytes, field: "magic_cookie")
+        try Self.checkLength(hello.sourceHost.utf8.count, limit: limits.maxSourceHostBytes, field: "source_host")
+        try Self.checkLength(hello.application.utf8.count, limit: limits.maxApplicationBytes, field: "application")
+        try Self.checkNumbers(hello)
         guard hello.resumeSecret.isEmpty || WireProtocol.resumeSecretLengths.contains(hello.resumeSecret.count) else {
             throw .invalidField(
                 message: .hello, field: "resume_secret",
@@ -73,14 +89,32 @@ public struct ValidatedHello: Sendable, Equatable {
         if hello.hasChannelLayout {
             try Self.checkChannelLayout(hello.channelLayout, channels: format.channelCount)
         }
-        guard hello.startSampleTime >= 0 else {
-            throw .invalidField(
-                message: .hello, field: "start_sample_time", reason: "\(hello.startSampleTime) is negative")
-        }
         guard let uuid = UUID(wireBytes: hello.streamID) else { throw .sendOutOfOrder("the stream id was checked to be 16 bytes") }
         self.message = hello
         self.streamID = uuid
         self.format = format
+        // Within the checked ranges: at most 2^53 + 3.2e9 × 192,000 (< 2^54).
+        timelineEnd = hello.startSampleTime + WireProtocol.maximumTimelineSeconds * Int64(format.sampleRate.rounded(.down))
+    }
+
+    /// The numbers of a Hello within the ranges PROTOCOL.md §6.1.4 gives and explains: a start time
+    /// from 1970 to 2100, a start sample time from 0 to 2^53, sequences at most 2^62.
+    private static func checkNumbers(_ hello: Capture_V1_Hello) throws(WireError) {
+        guard (0...WireProtocol.latestStartTimeUnixNanoseconds).contains(hello.startTimeUnixNs) else {
+            throw .invalidField(
+                message: .hello, field: "start_time_unix_ns",
+                reason: "\(hello.startTimeUnixNs) is not a time from 1970-01-01 to 2100-01-01T00:00:00Z (0 to \(WireProtocol.latestStartTimeUnixNanoseconds) ns)")
+        }
+        guard (0...WireProtocol.maximumStartSampleTime).contains(hello.startSampleTime) else {
+            throw .invalidField(
+                message: .hello, field: "start_sample_time",
+                reason: "\(hello.startSampleTime) is not a sample index from 0 to 2^53 (\(WireProtocol.maximumStartSampleTime))")
+        }
+        guard hello.resumeFromSequence <= WireProtocol.maximumSequence else {
+            throw .invalidField(
+                message: .hello, field: "resume_from_sequence",
+                reason: "\(hello.resumeFromSequence) is beyond 2^62 (\(WireProtocol.maximumSequence)), the largest sequence a stream may hold")
+        }
     }
 
     /// Opus (PROTOCOL.md §11.2): whole Opus frames per packet (2.5 ms steps, at most 120 ms), a

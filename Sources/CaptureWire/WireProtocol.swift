@@ -22,6 +22,17 @@ public enum WireProtocol {
     /// The largest sequence a stream may start at (`Hello.continues.first_sequence`): far beyond any
     /// real stream (2^62 messages), and far from the end of the counter, so no sequence can overflow.
     public static let maximumSequence: UInt64 = 1 << 62
+    /// The latest start a Hello may state (`start_time_unix_ns`): 2100-01-01T00:00:00Z. With the
+    /// longest timeline (`maximumTimelineSeconds`) every time a receiver computes stays below
+    /// 2200, far inside Int64 nanoseconds (which end in 2262), and names a file with a four-digit
+    /// year (PROTOCOL.md §6.1.4).
+    public static let latestStartTimeUnixNanoseconds: Int64 = 4_102_444_800 * 1_000_000_000
+    /// The largest `start_sample_time`: 2^53, so that every position of a stream is exactly a
+    /// Double too, and far from Int64's end (PROTOCOL.md §6.1.4).
+    public static let maximumStartSampleTime: Int64 = 1 << 53
+    /// The longest a stream's sample timeline may run past its Hello's `start_sample_time`: 100
+    /// years of 365.25 days, in seconds at the stream's sample rate (PROTOCOL.md §6.1.4).
+    public static let maximumTimelineSeconds: Int64 = 3_155_760_000
     /// The first sequence number of a stream; sequence 0 means "nothing" in acks.
     public static let firstSequence: UInt64 = 1
     /// How often each side sends a Heartbeat when it has sent nothing else.

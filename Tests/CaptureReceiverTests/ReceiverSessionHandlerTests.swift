@@ -266,7 +266,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
     func testAStorageFailureRefusesTheStreamAndKeepsItResumable() throws {
         let channel = try makeChannel()
         let file = try streaming(channel)
-        file.events.failed(.writeFailed("disk full"))
+        file.events.failed(.writeFailed("disk full"), file.path)
         channel.embeddedEventLoop.run()
         let refusal = try sent(channel)
         guard case .error(let error)? = refusal.first else { return XCTFail("an Error frame: \(refusal)") }

@@ -331,6 +331,71 @@ final class ReceiverSessionTests: XCTestCase {
         XCTAssertEqual(session.state, .done)
     }
 
+    /// Issue 27, item 2: after a segment cut, a storage failure names the file that failed (the
+    /// segment being written, or one that could not be begun), not the stream's first file; and a
+    /// file named otherwise than its template says is logged with both names.
+    func testAFailureAfterASegmentCutNamesTheFileThatFailed() throws {
+        var session = try streamingSession()
+        let naming = FileNaming(intended: "studio-a_20260101T000010Z.caf", used: "studio-a_20260101T000010Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b.caf", carriesStreamID: true)
+        let segment = "/srv/rec/" + naming.used
+        XCTAssertEqual(session.handle(.segmentStarted(path: segment, naming: naming)), [
+            .log(.init(.debug, "next segment file", ["file": segment])),
+            .log(.init(.notice, "the file name is taken; the stream is recorded under a name that carries its stream id", [
+                "intended": naming.intended, "file": naming.used,
+            ])),
+        ])
+        XCTAssertEqual(session.currentFilePath, segment)
+        XCTAssertEqual(session.filePath, Self.path, "HelloAccepted named the first file")
+        var failing = session
+        let message = "the receiver cannot write \(naming.used): disk full"
+        XCTAssertEqual(failing.handle(.storageFailed(.writeFailed("disk full"))), [
+            .log(.init(.error, "cannot write the stream", ["error": "disk full"])),
+            .log(.init(.warning, "refused: \(message)", ["code": "storageFailed"])),
+            Self.error(.storageFailed, message),
+            .close,
+            .releaseFile(.keepResumable),
+        ])
+        let next = "the receiver cannot write studio-a_20260101T000020Z.caf: cannot create /srv/rec/studio-a_20260101T000020Z.caf: no space"
+        let actions = session.handle(.storageFailed(.cannotCreate("cannot create /srv/rec/studio-a_20260101T000020Z.caf: no space"), file: "/srv/rec/studio-a_20260101T000020Z.caf"))
+        XCTAssertTrue(actions.contains(Self.error(.storageFailed, next)), "\(actions)")
+    }
+
+    func testAFileNamedAfterANumberIsLoggedWithItsIntendedName() throws {
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+        _ = session.handle(.helloDecided(.accepted))
+        let naming = FileNaming(intended: "studio-a_20260101T000000Z.caf", used: "studio-a_20260101T000000Z-2.caf", carriesStreamID: false)
+        let actions = session.handle(.fileOpened(path: "/srv/rec/" + naming.used, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, naming: naming))
+        XCTAssertEqual(actions.last, .log(.init(.notice, "the file name is taken; the file is recorded under the next free number", [
+            "intended": "studio-a_20260101T000000Z.caf", "file": "studio-a_20260101T000000Z-2.caf",
+        ])))
+    }
+
+    /// Issue 27, item 5: a stream proven to continue another says so when it opens; one whose
+    /// continued stream the receiver no longer knows is opened as a new stream, with a warning.
+    func testWhatANewStreamContinuesIsLogged() throws {
+        let continued = try XCTUnwrap(UUID(uuidString: "0A0B0C0D-0E0F-4011-8213-141516171819"))
+        for (link, expected) in [
+            (ContinuationLink.linked(continued), ["continues": "0a0b0c0d-0e0f-4011-8213-141516171819"]),
+            (ContinuationLink.unverified(continued), [:]),
+        ] {
+            var session = ReceiverSession()
+            _ = session.handle(.preambleReceived(version: 1))
+            _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+            _ = session.handle(.helloDecided(.accepted))
+            let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
+            let opened = actions.compactMap { if case .log(let line) = $0, line.message == "stream opened" { return line } else { return nil } }.first
+            XCTAssertEqual(opened?.metadata["continues"], expected["continues"], "\(link)")
+            let warning = actions.compactMap { if case .log(let line) = $0, line.level == .warning { return line } else { return nil } }
+            if case .unverified = link {
+                XCTAssertEqual(warning, [.init(.warning, "the stream says it continues a stream this receiver no longer knows (its record expired, or it was recorded on other storage), so that cannot be proven: it is recorded as a new stream that continues nothing", ["continues": "0a0b0c0d-0e0f-4011-8213-141516171819"])])
+            } else {
+                XCTAssertEqual(warning, [])
+            }
+        }
+    }
+
     func testAStorageFailureRefusesAndKeepsWhatIsDurable() throws {
         var session = try streamingSession()
         let message = "the receiver cannot write studio-a_20260101T000000Z.caf: disk full"

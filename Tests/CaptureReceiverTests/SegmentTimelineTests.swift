@@ -1,5 +1,6 @@
 import CaptureCore
 @testable import CaptureReceiver
+import CaptureWire
 import Foundation
 import XCTest
 
@@ -106,11 +107,61 @@ final class SegmentTimelineTests: XCTestCase {
         XCTAssertEqual(ring.preroll(endingAt: 30 * 960)?.first, 26 * 960)
     }
 
+    /// Issue 27, item 1: the segment clock, strftime and the ISO times of the `info` chunk work on
+    /// any Int64 without trapping (they overflowed at the ends: `SegmentClock.position` with
+    /// `start_sample_time` 2^63-1, `strftime` at -2^63). Validation keeps streams far from these
+    /// ends (PROTOCOL.md §6.1.4); at the ends of the validated ranges nothing is clamped.
+    func testTimesAndPositionsAtTheEndsOfInt64DoNotTrap() throws {
+        let extremes: [Int64] = [.min, .min + 1, -1, 0, 1, .max - 1, .max]
+        for start in extremes {
+            for origin in extremes {
+                let clock = SegmentClock(length: .seconds(10), startTime: start, origin: origin, sampleRate: 48_000)
+                for position in extremes {
+                    _ = clock.nextBoundary(after: position)
+                    _ = clock.time(ofPosition: position)
+                    _ = clock.position(atOrAfter: position)
+                    _ = clock.nextBoundaryTime(after: position)
+                }
+            }
+        }
+        let far = SegmentClock(length: .seconds(10), startTime: .max, origin: .max, sampleRate: 48_000)
+        XCTAssertEqual(far.nextBoundary(after: .max), .max, "beyond Int64: clamped")
+        XCTAssertEqual(SegmentClock(length: .seconds(10), startTime: 0, origin: 0, sampleRate: .nan).sampleRate, 1)
+        XCTAssertEqual(SegmentClock(length: .seconds(Int64.max), startTime: 0, origin: 0, sampleRate: 48_000).length, 86_400 * second)
+
+        // The latest start a Hello may give, at the end of its 100-year timeline: exact, not clamped.
+        let latest = WireProtocol.latestStartTimeUnixNanoseconds
+        let origin = WireProtocol.maximumStartSampleTime
+        let clock = SegmentClock(length: .seconds(3_600), startTime: latest, origin: origin, sampleRate: 192_000)
+        let end = origin + WireProtocol.maximumTimelineSeconds * 192_000
+        XCTAssertEqual(clock.time(ofPosition: end), latest + WireProtocol.maximumTimelineSeconds * second)
+        XCTAssertEqual(clock.nextBoundary(after: end), end + 3_600 * 192_000, "2200-01-02T00:00:00Z is on an hour: the next boundary is an hour on")
+        XCTAssertEqual(FileNameTemplate.strftime("%Y-%m-%dT%H:%M:%S", at: clock.time(ofPosition: end)), "2200-01-02T00:00:00")
+
+        XCTAssertEqual(FileNameTemplate.strftime("%Y", at: .min), "1677")
+        XCTAssertEqual(FileNameTemplate.strftime("%Y%m%dT%H%M%S", at: .max), "22620411T234716")
+        XCTAssertEqual(FileNameTemplate.strftime("%H%M%S", at: -1), "235959", "a time before 1970 rounds down")
+        XCTAssertEqual(RecordingFileMaker.isoTime(.max), "2262-04-11T23:47:16.854Z")
+        XCTAssertEqual(RecordingFileMaker.isoTime(.min), "1677-09-21T00:12:43.145Z")
+        XCTAssertEqual(RecordingFileMaker.isoTime(latest + 1_500_000), "2100-01-01T00:00:00.001Z")
+        XCTAssertEqual(RecordingFileMaker.isoTime(Date(timeIntervalSince1970: 9.3e18)), "1970-01-01T00:00:00.000Z", "a date no Int64 holds")
+        XCTAssertEqual(RecordingFileMaker.isoTime(Date(timeIntervalSince1970: 1_795_514_400.25)), "2026-11-24T10:00:00.250Z")
+    }
+
     func testNamesFromATemplateStayInsideTheOutputFolder() throws {
         let id = try XCTUnwrap(UUID(uuidString: "6F1C2A9E-4B3D-4E5F-8A7B-9C0D1E2F3A4B"))
         let fields = FileNameTemplate.Fields(stream: "studio A", streamID: id, host: "field-1", start: tenOClock + 2_500_000_000)
         XCTAssertEqual(FileNameTemplate.standard.relativePath(fields), "studio_A_20261124T100002Z.caf", "today's names")
-        XCTAssertEqual(FileNameTemplate.standard.relativePath(fields, attempt: 2), "studio_A_20261124T100002Z-2.caf")
+        XCTAssertEqual(FileNameTemplate.standard.relativePath(fields, variant: .numbered(2)), "studio_A_20261124T100002Z-2.caf")
+        XCTAssertEqual(FileNameTemplate.standard.relativePath(fields, variant: .streamID), "studio_A_20261124T100002Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b.caf")
+        XCTAssertEqual(
+            FileNameTemplate.standard.relativePath(fields, variant: .streamIDAndFirstSample(480_000, attempt: 1)),
+            "studio_A_20261124T100002Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b+480000.caf")
+        XCTAssertEqual(
+            FileNameTemplate.standard.relativePath(fields, variant: .streamIDAndFirstSample(480_000, attempt: 3)),
+            "studio_A_20261124T100002Z+6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b+480000-3.caf")
+        // No stream name or template makes a `+`: a name carrying a stream id is never another's.
+        XCTAssertEqual(try FileNameTemplate("{stream}+x").relativePath(FileNameTemplate.Fields(stream: "a+\(id)", streamID: id, host: "", start: 0)), "a_6F1C2A9E-4B3D-4E5F-8A7B-9C0D1E2F3A4B_x.caf")
         let folders = try FileNameTemplate("{stream}/%Y/%m/%d/{host}_{stream_id}_%H%M%S")
         XCTAssertEqual(folders.relativePath(fields), "studio_A/2026/11/24/field-1_6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b_100002.caf")
         // A hostile stream name or template cannot climb out: every component is sanitized.

@@ -177,6 +177,52 @@ final class SharedStreamIndexTests: XCTestCase {
         pool.shutDown()
     }
 
+    /// Issue 27, item 5: a stream that says it continues another must prove it owns it, the way a
+    /// resume does (the continued stream's resume secret, from the same identity); a forged one is
+    /// refused and leaves nothing behind. The real one begins where the continued file ends and names
+    /// it. A continuation of a stream the index no longer knows cannot be proven: it is recorded as a
+    /// new stream that claims nothing.
+    func testAContinuationMustProveItOwnsTheStreamItContinues() throws {
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        defer { pool.shutDown() }
+        let victim = try Self.hello()
+        let stream = try open(pool, victim, identity: "token:unit-a").get()
+        stream.writer.write(sequence: 1, payload: Data(repeating: 1, count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        let index = StreamIndex(outputDirectory: folder)
+        XCTAssertEqual(AbandonedStreamSweeper.sweep(index: index, mode: .expire(before: .distantFuture), logger: Self.logger).finalized, 1)
+        let filesBefore = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".caf") }
+
+        let forged = try Self.continuation(of: victim.streamID, secret: Data(repeating: 7, count: 32))
+        guard case .failure(.notStreamOwner(let message)) = try open(pool, forged, identity: "token:unit-a") else {
+            return XCTFail("a continuation without the continued stream's resume secret was accepted")
+        }
+        XCTAssertEqual(message, "it claims to continue stream \(victim.streamID), but the resume secret does not match the one the stream was started with: only the sender that started a stream may continue it")
+        let otherIdentity = try Self.continuation(of: victim.streamID, secret: victim.message.resumeSecret)
+        guard case .failure(.notStreamOwner(let identityMessage)) = try open(pool, otherIdentity, identity: "token:unit-b") else {
+            return XCTFail("a continuation from another identity was accepted")
+        }
+        XCTAssertTrue(identityMessage.hasSuffix("the stream was started with another token: only the identity that started a stream may continue it"), identityMessage)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".caf") }, filesBefore, "no file for either")
+        XCTAssertFalse(index.streams().contains(forged.streamID), "and no entry")
+
+        let real = try Self.continuation(of: victim.streamID, secret: victim.message.resumeSecret)
+        let continued = try open(pool, real, identity: "token:unit-a").get()
+        XCTAssertEqual(continued.continuation, .linked(victim.streamID))
+        XCTAssertEqual(continued.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4), "right after where the continued file ends")
+        XCTAssertEqual(try CAFFile.read(path: continued.writer.path).info.first { $0.key == "continues stream id" }?.value, victim.streamID.uuidString.lowercased())
+        continued.writer.detach {}
+
+        let unknown = UUID()
+        let stranger = try open(pool, try Self.continuation(of: unknown, secret: Data(repeating: 7, count: 32))).get()
+        XCTAssertEqual(stranger.continuation, .unverified(unknown))
+        XCTAssertEqual(stranger.resume, ResumePoint(nextSequence: 1, nextSampleTime: 0))
+        XCTAssertNil(try CAFFile.read(path: stranger.writer.path).info.first { $0.key == "continues stream id" }, "it claims to continue nothing")
+        stranger.writer.detach {}
+    }
+
     func testBeyondTheCapTheStreamsWaitingLongestAreFinalizedEarly() throws {
         let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
         var detached: [OpenedStream] = []
@@ -238,16 +284,16 @@ final class SharedStreamIndexTests: XCTestCase {
 
     // MARK: - Helpers
 
-    private static let events = StreamWriterEvents(durable: { _ in }, failed: { _ in })
+    private static let events = StreamWriterEvents(durable: { _ in }, failed: { _, _ in })
 
     private func configuration() -> ReceiverConfiguration {
         ReceiverConfiguration(outputDirectory: folder)
     }
 
-    private func open(_ pool: WriterPool, _ hello: ValidatedHello, mayCreate: Bool = true) throws -> Result<OpenedStream, StorageError> {
+    private func open(_ pool: WriterPool, _ hello: ValidatedHello, mayCreate: Bool = true, identity: String? = nil) throws -> Result<OpenedStream, StorageError> {
         let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "127.0.0.1", configuration: configuration(), events: Self.events) {
+        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: identity), start: Date(), peer: "127.0.0.1", configuration: configuration(), events: Self.events) {
             opened.value = $0
             done.signal()
         }
@@ -260,6 +306,15 @@ final class SharedStreamIndexTests: XCTestCase {
         try FileManager.default.contentsOfDirectory(atPath: folder).filter {
             $0.hasPrefix(hello.message.streamName) && $0.hasSuffix(".caf")
         }
+    }
+
+    /// A Hello of a new stream that continues `continued` from sequence 1 with `secret`.
+    private static func continuation(of continued: UUID, secret: Data) throws -> ValidatedHello {
+        var message = try hello().message
+        message.resumeSecret = secret
+        message.resumeFromSequence = 1
+        message.continues = .with { $0.streamID = continued.wireBytes; $0.firstSequence = 1 }
+        return try ValidatedHello(message)
     }
 
     private static func hello() throws -> ValidatedHello {

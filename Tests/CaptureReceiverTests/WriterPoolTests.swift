@@ -253,13 +253,84 @@ final class WriterPoolTests: XCTestCase {
 
     // MARK: - Helpers
 
+    /// Issue 27, item 2: a segment whose natural name, its numbered names and its name carrying the
+    /// stream id are all taken is still made (under the stream id and its first sample); the stream
+    /// goes on, and the file and the session are told what was done.
+    func testASegmentWhoseNamesAreTakenIsMadeUnderANameOnlyItsStreamCanHave() throws {
+        segmentLength = .seconds(1)
+        nameTemplate = try FileNameTemplate("{stream}_%H%M%S")
+        let hello = try Self.hello(name: "clash")
+        let id = hello.streamID.uuidString.lowercased()
+        let taken = ["clash_000001.caf"] + (2...9).map { "clash_000001-\($0).caf" } + ["clash_000001+\(id).caf"]
+        for name in taken { XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/" + name, contents: Data())) }
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        defer { pool.shutDown() }
+        let stream = try open(pool, name: "clash", hello: hello)
+        XCTAssertEqual((stream.writer.path as NSString).lastPathComponent, "clash_000000.caf")
+        // 1.5 s in one message: it crosses the boundary at 00:00:01 (frame 48,000).
+        stream.writer.write(sequence: 1, payload: Data(count: 72_000 * 2), packetSizes: [], frameCount: 72_000, endSampleTime: 72_000)
+        _ = try finish(stream.writer)
+        XCTAssertNil(stream.events.failure, "\(String(describing: stream.events.failure))")
+        let segment = try XCTUnwrap(stream.events.segmentsStarted.first)
+        XCTAssertEqual((segment.path as NSString).lastPathComponent, "clash_000001+\(id)+48000.caf")
+        XCTAssertEqual(segment.naming, FileNaming(intended: "clash_000001.caf", used: "clash_000001+\(id)+48000.caf", carriesStreamID: true))
+        let file = try CAFFile.read(path: segment.path)
+        XCTAssertEqual(file.info.first { $0.key == "intended file name" }?.value, "clash_000001.caf")
+        XCTAssertEqual(file.totalFrames, 24_000)
+        for name in taken {
+            XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: folder + "/" + name)[.size] as? Int, 0, "\(name) is left alone")
+        }
+    }
+
+    /// A stream name, host or application with a NUL followed by a combining mark (one Character,
+    /// which replacing "\0" missed) made every file creation fail, STORAGE_FAILED for ever: CAF `info`
+    /// strings cannot hold a NUL (found by the `hello` fuzz target). The file is made, its `info`
+    /// without the NULs.
+    func testNamesWithANULBeforeACombiningMarkAreStoredWithoutIt() throws {
+        var message = try Self.hello(name: "studio\u{0}\u{6DB}").message
+        message.sourceHost = "\u{0}\u{0}\u{6DB}io-a"
+        message.application = "capture-send\u{0}\u{301}"
+        let maker = RecordingFileMaker(hello: try ValidatedHello(message), start: Date(), peer: "127.0.0.1:1", configuration: configuration())
+        let created = try maker.createFirstFile(at: ResumePoint(nextSequence: 1, nextSampleTime: 0))
+        created.writer.close()
+        let info = Dictionary(try CAFFile.read(path: created.writer.path).info.map { ($0.key, $0.value) }) { a, _ in a }
+        XCTAssertEqual(info["title"], "studio\u{6DB}")
+        XCTAssertEqual(info["source host"], "\u{6DB}io-a")
+        XCTAssertEqual(info["source"], "\u{6DB}io-a (127.0.0.1:1)")
+        XCTAssertEqual(info["encoding application"], "capture-send\u{301}, capture-recv")
+        XCTAssertEqual((created.writer.path as NSString).lastPathComponent, "studio_20260101T000000Z.caf")
+    }
+
+    /// A segment that cannot be begun (its folder is a file) fails the stream naming that segment's
+    /// file, not the one the stream began in.
+    func testASegmentThatCannotBeBegunFailsNamingItsOwnFile() throws {
+        segmentLength = .seconds(1)
+        nameTemplate = try FileNameTemplate("{stream}/%S/{stream}")
+        try FileManager.default.createDirectory(atPath: folder + "/blocked", withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/blocked/01", contents: Data()))
+        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        defer { pool.shutDown() }
+        let stream = try open(pool, name: "blocked")
+        XCTAssertEqual(stream.writer.path, folder + "/blocked/00/blocked.caf")
+        stream.writer.write(sequence: 1, payload: Data(count: 72_000 * 2), packetSizes: [], frameCount: 72_000, endSampleTime: 72_000)
+        let failure = try XCTUnwrap(stream.events.waitForFailure())
+        XCTAssertEqual(stream.events.failedFile, folder + "/blocked/01/blocked.caf")
+        XCTAssertTrue(failure.description.hasPrefix("cannot create \(folder)/blocked/01/blocked.caf: "), failure.description)
+    }
+
     private struct OpenStream {
         var writer: StreamWriter
         var events: EventLog
     }
 
+    private var segmentLength: Duration?
+    private var nameTemplate = FileNameTemplate.standard
+
     private func configuration(folder: String? = nil) -> ReceiverConfiguration {
-        ReceiverConfiguration(outputDirectory: folder ?? self.folder)
+        var configuration = ReceiverConfiguration(outputDirectory: folder ?? self.folder)
+        configuration.segmentLength = segmentLength
+        configuration.nameTemplate = nameTemplate
+        return configuration
     }
 
     private func open(_ pool: WriterPool, name: String, folder: String? = nil, hello: ValidatedHello? = nil) throws -> OpenStream {
@@ -328,16 +399,23 @@ private final class EventLog: @unchecked Sendable {
     private let condition = NSCondition()
     private var durable: [DurablePosition] = []
     private var failed: StorageError?
+    private var failedOn: String?
+    private var segments: [(path: String, naming: FileNaming?)] = []
 
     var events: StreamWriterEvents {
         StreamWriterEvents(
             durable: { position in self.condition.withLock { self.durable.append(position); self.condition.broadcast() } },
-            failed: { error in self.condition.withLock { self.failed = error; self.condition.broadcast() } }
+            failed: { error, file in self.condition.withLock { self.failed = error; self.failedOn = file; self.condition.broadcast() } },
+            segmentStarted: { path, naming in self.condition.withLock { self.segments.append((path, naming)) } }
         )
     }
 
     var lastDurable: DurablePosition? { condition.withLock { durable.last } }
     var failure: StorageError? { condition.withLock { failed } }
+    /// The file the failure was on.
+    var failedFile: String? { condition.withLock { failedOn } }
+    /// The segment files begun, in order.
+    var segmentsStarted: [(path: String, naming: FileNaming?)] { condition.withLock { segments } }
 
     /// Waits (at most 30 s) until a durable position at `sequence` or beyond is reported.
     func waitForDurable(sequence: UInt64) -> DurablePosition? {

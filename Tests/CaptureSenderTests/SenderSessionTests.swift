@@ -37,6 +37,17 @@ final class SenderSessionTests: XCTestCase {
         }
     }
 
+    /// The Hello's start time never traps, whatever start a damaged spool gives: out of Int64 it is
+    /// clamped, and the receiver refuses it naming the field (PROTOCOL.md §6.1.4).
+    func testTheHellosStartTimeIsConvertedWithoutTrapping() {
+        XCTAssertEqual(StreamSender.unixNanoseconds(1_767_225_600.5), 1_767_225_600_500_000_000)
+        XCTAssertEqual(StreamSender.unixNanoseconds(1e300), .max)
+        XCTAssertEqual(StreamSender.unixNanoseconds(-1e300), .min)
+        XCTAssertEqual(StreamSender.unixNanoseconds(.infinity), .max)
+        XCTAssertEqual(StreamSender.unixNanoseconds(.nan), .min)
+        XCTAssertEqual(StreamSender.unixNanoseconds(9_223_372_036.854_775_807), .max, "2^63 ns rounds up to 2^63 as a Double")
+    }
+
     func testAWholeStreamFromHelloToEndAccepted() {
         var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(3))
         run(&session, [

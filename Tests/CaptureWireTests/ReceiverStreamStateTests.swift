@@ -123,6 +123,79 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertEqual(ResumePoint.newStream(try ValidatedHello(continuing)), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
     }
 
+    /// Every number in a Hello is bounded before anything downstream uses it (PROTOCOL.md §6.1.4):
+    /// the ends of each range are accepted, one past them refused with INVALID_MESSAGE naming the
+    /// field. The values at Int64's ends stopped the receiver (issue 27, item 1).
+    func testEveryNumberInAHelloIsBounded() throws {
+        let latest = WireProtocol.latestStartTimeUnixNanoseconds
+        let maximumSample = WireProtocol.maximumStartSampleTime
+        let cases: [(field: String, change: (inout Capture_V1_Hello) -> Void, valid: Bool, line: UInt)] = [
+            ("start_time_unix_ns", { $0.startTimeUnixNs = 0 }, true, #line),
+            ("start_time_unix_ns", { $0.startTimeUnixNs = latest }, true, #line),
+            ("start_time_unix_ns", { $0.startTimeUnixNs = latest + 1 }, false, #line),
+            ("start_time_unix_ns", { $0.startTimeUnixNs = -1 }, false, #line),
+            ("start_time_unix_ns", { $0.startTimeUnixNs = .max }, false, #line),
+            ("start_time_unix_ns", { $0.startTimeUnixNs = .min }, false, #line),
+            ("start_sample_time", { $0.startSampleTime = maximumSample }, true, #line),
+            ("start_sample_time", { $0.startSampleTime = maximumSample + 1 }, false, #line),
+            ("start_sample_time", { $0.startSampleTime = .max }, false, #line),
+            ("start_sample_time", { $0.startSampleTime = .min }, false, #line),
+            ("resume_from_sequence", { $0.resumeFromSequence = WireProtocol.maximumSequence }, true, #line),
+            ("resume_from_sequence", { $0.resumeFromSequence = WireProtocol.maximumSequence + 1 }, false, #line),
+            ("resume_from_sequence", { $0.resumeFromSequence = .max }, false, #line),
+            ("source_host", { $0.sourceHost = String(repeating: "h", count: 255) }, true, #line),
+            ("source_host", { $0.sourceHost = String(repeating: "h", count: 256) }, false, #line),
+            ("application", { $0.application = String(repeating: "a", count: 255) }, true, #line),
+            ("application", { $0.application = String(repeating: "a", count: 256) }, false, #line),
+        ]
+        for row in cases {
+            var hello = WireFixtures.hello()
+            row.change(&hello)
+            if row.valid {
+                XCTAssertNoThrow(try ValidatedHello(hello), row.field, line: row.line)
+            } else {
+                XCTAssertThrowsError(try ValidatedHello(hello), row.field, line: row.line) { error in
+                    XCTAssertEqual((error as? WireError)?.code, .invalidMessage, line: row.line)
+                    XCTAssertTrue("\(error)".hasPrefix("invalid Hello.\(row.field): "), "\(error)", line: row.line)
+                }
+            }
+        }
+        var hello = WireFixtures.hello()
+        hello.startTimeUnixNs = .max
+        XCTAssertThrowsError(try ValidatedHello(hello)) { error in
+            XCTAssertEqual("\(error)", "invalid Hello.start_time_unix_ns: 9223372036854775807 is not a time from 1970-01-01 to 2100-01-01T00:00:00Z (0 to 4102444800000000000 ns)")
+        }
+    }
+
+    /// A stream's sample timeline ends 100 years (at its sample rate) after its Hello's start sample
+    /// time: audio or a gap that would carry it further is refused, so every time and position
+    /// computed from it (segment boundaries, file start times) stays far inside Int64.
+    func testTheSampleTimelineEndsAHundredYearsAfterTheStart() throws {
+        let end = WireProtocol.maximumTimelineSeconds * 48_000
+        var hello = WireFixtures.hello()
+        hello.startSampleTime = WireProtocol.maximumStartSampleTime
+        XCTAssertEqual(try ValidatedHello(hello).timelineEnd, WireProtocol.maximumStartSampleTime + end)
+        var state = try streaming()
+        XCTAssertEqual(state.hello?.timelineEnd, end)
+        let toTheEnd = WireFixtures.gap(sequence: 1, sampleTime: 0, length: UInt64(end - 4))
+        XCTAssertEqual(try state.receive(.gap(toTheEnd)), .recordGap(toTheEnd))
+        let last = WireFixtures.pcmAudio(sequence: 2, firstSampleTime: end - 4)
+        XCTAssertEqual(try state.receive(.audioData(last)), .writeAudio(last))
+        XCTAssertEqual(state.nextSampleTime, end)
+        XCTAssertThrowsError(try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 3, firstSampleTime: end)))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+            XCTAssertEqual("\(error)", "invalid AudioData.frame_count: 4 frames would carry the stream past the end of its sample timeline (100 years after its start)")
+        }
+        var other = try streaming()
+        XCTAssertThrowsError(try other.receive(.gap(WireFixtures.gap(sequence: 1, sampleTime: 0, length: UInt64(end + 1))))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+        var huge = try streaming()
+        XCTAssertThrowsError(try huge.receive(.gap(WireFixtures.gap(sequence: 1, sampleTime: 0, length: .max)))) { error in
+            XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
+        }
+    }
+
     /// A channel layout must describe exactly the format's channels (PROTOCOL.md §6.1.3).
     func testChannelLayoutRules() throws {
         struct Row { let channels: UInt32; let tag: UInt32; let bitmap: UInt32; let valid: Bool; let line: UInt }

@@ -50,6 +50,15 @@ enum WireVectorCatalog {
             ],
             content: .frame(.hello(WireFixtures.hello(resumeFrom: 42)))),
         WireVector(
+            file: "frame-01-hello-continuation.hex",
+            comments: [
+                "Hello (type 1) of a stream that continues another the receiver no longer resumes (PROTOCOL.md §8.1):",
+                "stream_id 0A0B0C0D-..., resume_from_sequence 501 (field 9), start_sample_time 96000 (field 8) at",
+                "2026-01-01T00:00:02Z, resume_secret (field 13) the 32 bytes 00..1F, which prove that it owns the stream",
+                "it continues, and continues (field 14) { stream_id 6F1C2A9E-... (frame-01-hello.hex's), first_sequence 501 }.",
+            ],
+            content: .frame(.hello(continuationHello))),
+        WireVector(
             file: "frame-01-hello-surround.hex",
             comments: [
                 "Hello (type 1) of a 5.1 stream: as frame-01-hello.hex with 6 channels (12 bytes/frame),",
@@ -200,6 +209,19 @@ enum WireVectorCatalog {
         hello.channelLayout = .with {
             $0.tag = 0x10000
             $0.bitmap = 0x3F
+        }
+        return hello
+    }
+    static var continuationHello: Capture_V1_Hello {
+        var hello = WireFixtures.hello()
+        hello.streamID = Data([0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x40, 0x11, 0x82, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19])
+        hello.startTimeUnixNs = WireFixtures.startUnixNs + 2_000_000_000
+        hello.startSampleTime = 96_000
+        hello.resumeFromSequence = 501
+        hello.resumeSecret = Data(0..<32)
+        hello.continues = .with {
+            $0.streamID = WireFixtures.streamID.wireBytes
+            $0.firstSequence = 501
         }
         return hello
     }

@@ -57,6 +57,17 @@ final class WireVectorTests: XCTestCase {
         }
     }
 
+    /// The continuation vector is a Hello a receiver accepts, beginning where it says (PROTOCOL.md §8.1).
+    func testTheContinuationVectorIsAValidHelloThatContinuesAnother() throws {
+        let vector = try XCTUnwrap(WireVectorCatalog.valid.first { $0.file == "frame-01-hello-continuation.hex" })
+        var decoder = FrameDecoder(role: .sender)
+        guard case .hello(let hello)? = try decoder.decode(WireVectorCatalog.load(vector)).first else { return XCTFail("not a Hello") }
+        let validated = try ValidatedHello(hello)
+        XCTAssertEqual(ResumePoint.newStream(validated), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
+        XCTAssertEqual(UUID(wireBytes: hello.continues.streamID), WireFixtures.streamID)
+        XCTAssertEqual(hello.resumeSecret.count, 32)
+    }
+
     func testFrameHeadersOfValidVectors() throws {
         for vector in WireVectorCatalog.valid {
             guard case .frame(let message) = vector.content else { continue }

@@ -9,7 +9,7 @@ import Glibc
 /// `{stream_id}` (its id), `{host}` (the sender's host). `/` makes folders. Every folder and file name
 /// is sanitized on its own (`StreamFileNaming.sanitize`: no `..`, no leading dot, no control or path
 /// characters), so a name never leaves the output folder whatever the template or the sender sends.
-/// `.caf` is appended, and `-2`, `-3`... before it when the name is taken.
+/// `.caf` is appended, and when that name is taken a `NameVariant` tells the file apart.
 public struct FileNameTemplate: Sendable, Equatable, CustomStringConvertible {
     /// Today's names: `NAME_YYYYMMDDTHHMMSSZ.caf`.
     public static let standard = FileNameTemplate(unchecked: "{stream}_%Y%m%dT%H%M%SZ")
@@ -67,8 +67,36 @@ public struct FileNameTemplate: Sendable, Equatable, CustomStringConvertible {
 
     private init(unchecked text: String) { self.text = text }
 
-    /// The file's path relative to the output folder, `attempt` > 1 adding `-attempt`.
-    public func relativePath(_ fields: Fields, attempt: Int = 1) -> String {
+    /// How a file's name differs from its natural name (the template's), when that is taken.
+    /// Sanitized names hold only letters, digits, `-`, `_` and `.`, so a name with a `+` is never
+    /// another stream's natural or numbered name: `+` followed by the stream id cannot clash with
+    /// any other stream's file (a stream id is unique and only the stream's owner writes it).
+    public enum NameVariant: Sendable, Equatable {
+        /// The template's name.
+        case natural
+        /// `-N` before `.caf` (N ≥ 2).
+        case numbered(Int)
+        /// `+STREAM-ID` before `.caf`.
+        case streamID
+        /// `+STREAM-ID+FIRST-SAMPLE` before `.caf`, and `-N` after it for N ≥ 2: the stream's own
+        /// files of one natural name told apart (segments of a template without time fields, or a
+        /// file made again after a crash).
+        case streamIDAndFirstSample(Int64, attempt: Int)
+
+        /// What goes before `.caf`.
+        func suffix(streamID: UUID) -> String {
+            switch self {
+            case .natural: return ""
+            case .numbered(let number): return "-\(number)"
+            case .streamID: return "+" + streamID.uuidString.lowercased()
+            case .streamIDAndFirstSample(let first, let attempt):
+                return "+" + streamID.uuidString.lowercased() + "+\(first)" + (attempt > 1 ? "-\(attempt)" : "")
+            }
+        }
+    }
+
+    /// The file's path relative to the output folder, told apart from its natural name by `variant`.
+    public func relativePath(_ fields: Fields, variant: NameVariant = .natural) -> String {
         let expanded = Self.strftime(
             text.replacingOccurrences(of: "{stream_id}", with: fields.streamID.uuidString.lowercased())
                 .replacingOccurrences(of: "{stream}", with: StreamFileNaming.sanitize(fields.stream))
@@ -76,14 +104,15 @@ public struct FileNameTemplate: Sendable, Equatable, CustomStringConvertible {
             at: fields.start)
         let components = expanded.split(separator: "/").map { StreamFileNaming.sanitize(String($0)) }
         let folders = components.dropLast()
-        let suffix = attempt > 1 ? "-\(attempt)" : ""
-        let file = (components.last ?? "stream") + suffix + ".caf"
+        let file = (components.last ?? "stream") + variant.suffix(streamID: fields.streamID) + ".caf"
         return (folders + [file]).joined(separator: "/")
     }
 
     /// `format` with its strftime fields filled in for `time` (ns since 1970) in UTC.
     static func strftime(_ format: String, at time: Int64) -> String {
-        var seconds = time_t(time >= 0 ? time / 1_000_000_000 : (time - 999_999_999) / 1_000_000_000)
+        // Seconds rounded down, for every Int64 (a time before 1970 included) without overflow.
+        let (quotient, remainder) = time.quotientAndRemainder(dividingBy: 1_000_000_000)
+        var seconds = time_t(remainder < 0 ? quotient - 1 : quotient)
         var parts = tm()
         gmtime_r(&seconds, &parts)
         var buffer = [CChar](repeating: 0, count: 4_096)

@@ -87,8 +87,10 @@ public struct ReceiverSession: Sendable {
     public private(set) var connection: Connection = .open
     /// The accepted Hello's stream, once decided.
     public private(set) var streamID: UUID?
-    /// The stream's file, once open.
+    /// The stream's file, once open (with segments: its first).
     public private(set) var filePath: String?
+    /// The file being written now: `filePath`, or with segments the latest segment's.
+    public private(set) var currentFilePath: String?
     /// The last durable position (what the last Ack said).
     public private(set) var lastDurable = DurablePosition(sequence: 0, sampleTime: 0)
 
@@ -141,15 +143,21 @@ public struct ReceiverSession: Sendable {
             fail(.wire(error), &actions)
         case .helloDecided(let decision):
             decided(decision, &actions)
-        case .fileOpened(let path, let resume, let resumed):
-            opened(path: path, resume: resume, resumed: resumed, &actions)
+        case .fileOpened(let path, let resume, let resumed, let naming, let continuation):
+            opened(path: path, resume: resume, resumed: resumed, naming: naming, continuation: continuation, &actions)
         case .fileOpenFailed(let error):
             openFailed(error, &actions)
         case .durable(let position):
             durable(position, &actions)
-        case .storageFailed(let error):
+        case .storageFailed(let error, let file):
+            let name = (file ?? currentFilePath).map { ($0 as NSString).lastPathComponent } ?? fileName
             actions.append(.log(.init(.error, "cannot write the stream", ["error": error.description])))
-            fail(.refused(.storageFailed, "the receiver cannot write \(fileName): \(error.description)"), &actions)
+            fail(.refused(.storageFailed, "the receiver cannot write \(name): \(error.description)"), &actions)
+        case .segmentStarted(let path, let naming):
+            guard filePath != nil else { break }
+            currentFilePath = path
+            actions.append(.log(.init(.debug, "next segment file", ["file": path])))
+            if let naming { actions.append(.log(naming.logLine)) }
         case .fileFinished(let result):
             finished(result, &actions)
         case .fileReleased(let result):
@@ -291,11 +299,14 @@ public struct ReceiverSession: Sendable {
         }
     }
 
-    private mutating func opened(path: String, resume: ResumePoint, resumed: Bool, _ actions: inout [ReceiverSessionAction]) {
+    private mutating func opened(
+        path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming?, continuation: ContinuationLink?, _ actions: inout [ReceiverSessionAction]
+    ) {
         guard state == .opening, let hello else { return }
         filePath = path
+        currentFilePath = path
         self.resumed = resumed
-        lastDurable = DurablePosition(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime)
+        lastDurable = DurablePosition(sequence: max(resume.nextSequence, WireProtocol.firstSequence) - 1, sampleTime: resume.nextSampleTime)
         guard connection == .open else {
             return release(&actions)
         }
@@ -312,14 +323,22 @@ public struct ReceiverSession: Sendable {
             $0.nextSequence = resume.nextSequence
             $0.nextSampleTime = resume.nextSampleTime
             $0.heartbeatIntervalMs = settings.heartbeatIntervalMilliseconds
-            $0.maxFrameBytes = UInt32(settings.maximumFrameBytes)
+            $0.maxFrameBytes = UInt32(clamping: settings.maximumFrameBytes)
             $0.fileName = fileName
             $0.resumed = resumed
         })))
-        actions.append(.log(.init(.info, resumed ? "stream resumed" : "stream opened", [
+        var metadata = [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
             "next-sequence": "\(resume.nextSequence)",
-        ])))
+        ]
+        if case .linked(let continued)? = continuation { metadata["continues"] = continued.uuidString.lowercased() }
+        actions.append(.log(.init(.info, resumed ? "stream resumed" : "stream opened", metadata)))
+        if let naming { actions.append(.log(naming.logLine)) }
+        if case .unverified(let continued)? = continuation {
+            actions.append(.log(.init(.warning, "the stream says it continues a stream this receiver no longer knows (its record expired, or it was recorded on other storage), so that cannot be proven: it is recorded as a new stream that continues nothing", [
+                "continues": continued.uuidString.lowercased(),
+            ])))
+        }
     }
 
     private mutating func openFailed(_ error: StorageError, _ actions: inout [ReceiverSessionAction]) {
@@ -358,7 +377,7 @@ public struct ReceiverSession: Sendable {
             actions.append(.send(.endAccepted(.with {
                 $0.fileName = record.relativePath
                 $0.totalFrames = record.frames
-                $0.totalPackets = UInt64(record.packets)
+                $0.totalPackets = UInt64(clamping: record.packets)
                 $0.lastSequence = record.lastSequence
                 $0.endSampleTime = record.endSampleTime
             })))
@@ -424,7 +443,7 @@ public struct ReceiverSession: Sendable {
                 actions.append(.send(.endAccepted(.with {
                     $0.fileName = fileName
                     $0.totalFrames = file.frames
-                    $0.totalPackets = UInt64(file.packets)
+                    $0.totalPackets = UInt64(clamping: file.packets)
                     $0.lastSequence = endOfStream?.lastSequence ?? 0
                     $0.endSampleTime = endOfStream?.endSampleTime ?? 0
                 })))

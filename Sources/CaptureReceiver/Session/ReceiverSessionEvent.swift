@@ -13,6 +13,16 @@ public enum HelloDecision: Sendable, Equatable {
     case rateLimited(String, retryAfterMilliseconds: UInt32)
 }
 
+/// What a new stream that says it continues another (`Hello.continues`, PROTOCOL.md §8.1) was
+/// found to continue when its file was created.
+public enum ContinuationLink: Sendable, Equatable {
+    /// Proven: the continued stream's owner is this stream's; its file names the stream it continues.
+    case linked(UUID)
+    /// The receiver no longer knows the continued stream, so nothing could be proven: the stream is
+    /// recorded as a new one that claims to continue nothing.
+    case unverified(UUID)
+}
+
 /// Everything that happens to one connection's session at the receiver: what arrives from the
 /// network, what the storage reports back, timers and the receiver's own shutdown. The NIO handler
 /// turns each into a `ReceiverSession.handle(_:)` call.
@@ -27,14 +37,19 @@ public enum ReceiverSessionEvent: Sendable, Equatable {
     /// The answer to `.decide`: carries on the handshake or refuses it.
     case helloDecided(HelloDecision)
     /// The stream's file is open at `path` (an unfinished file continued when `resumed`, else
-    /// created); the sender continues at `resume`.
-    case fileOpened(path: String, resume: ResumePoint, resumed: Bool)
+    /// created, and `naming` says how when its natural name was taken; `continuation` what a new
+    /// stream was found to continue); the sender continues at `resume`.
+    case fileOpened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming? = nil, continuation: ContinuationLink? = nil)
     /// The stream's file could not be created or reopened.
     case fileOpenFailed(StorageError)
     /// Audio up to `position` is durably on disk.
     case durable(DurablePosition)
     /// Writing or syncing the stream's file failed; nothing after the last durable position counts.
-    case storageFailed(StorageError)
+    /// `file` is the file it failed on (nil: the file being written).
+    case storageFailed(StorageError, file: String? = nil)
+    /// A segment file began at `path` (`--segment`); `naming` says how it was named when its
+    /// natural name was taken.
+    case segmentStarted(path: String, naming: FileNaming?)
     /// The answer to `.finishFile`: the file is complete, or could not be finished.
     case fileFinished(Result<FinishedFile, StorageError>)
     /// The answer to `.releaseFile`: for `.finalizeIncomplete`, the finished file or why it failed;

@@ -22,6 +22,10 @@ struct OpenedStreamFile: Sendable {
     var resume: ResumePoint
     /// An unfinished file was continued (not created).
     var resumed: Bool
+    /// How a new file was named when its natural name was taken.
+    var naming: FileNaming? = nil
+    /// What a new stream was found to continue (`Hello.continues`).
+    var continuation: ContinuationLink? = nil
 }
 
 /// Where the session handler's stream files are opened: the receiver's writer pool, or a scripted

@@ -1,3 +1,4 @@
+import CaptureWire
 import Foundation
 
 /// What the stream index keeps of a finished stream for its resume window, so that a sender whose
@@ -47,7 +48,8 @@ public struct FinishedStreamRecord: Sendable, Equatable {
             fields[parts[0]] = parts[1]
         }
         guard let frames = fields["frames"].flatMap({ Int64($0) }), let packets = fields["packets"].flatMap({ Int64($0) }),
-              let last = fields["last-sequence"].flatMap({ UInt64($0) }), let end = fields["end-sample"].flatMap({ Int64($0) })
+              let last = fields["last-sequence"].flatMap({ UInt64($0) }), let end = fields["end-sample"].flatMap({ Int64($0) }),
+              frames >= 0, packets >= 0, last <= WireProtocol.maximumSequence, end >= 0
         else { return nil }
         self.init(relativePath: String(lines[1]), frames: frames, packets: packets, lastSequence: last, endSampleTime: end, complete: fields["complete"] != "0")
     }

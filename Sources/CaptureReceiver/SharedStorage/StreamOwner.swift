@@ -35,17 +35,19 @@ public struct StreamOwner: Sendable, Equatable {
         "certificate:" + fingerprint.hex
     }
 
-    /// Why `claimant` may not write the stream this owner created; nil when it may. The secret is
-    /// compared in constant time.
-    public func refusal(of claimant: StreamOwner) -> String? {
+    /// Why `claimant` may not write the stream this owner created (resume it, or with `continuing`,
+    /// continue it as a new stream, PROTOCOL.md §8.1); nil when it may. The secret is compared in
+    /// constant time.
+    public func refusal(of claimant: StreamOwner, continuing: Bool = false) -> String? {
+        let verb = continuing ? "continue" : "resume"
         guard let secretDigest else {
-            return "the stream was started without a resume secret, so it cannot be resumed; the sender must start a new stream"
+            return "the stream was started without a resume secret, so it cannot be \(verb)d; the sender must start a new stream"
         }
         guard let presented = claimant.secretDigest, ConstantTime.equals(presented, secretDigest) else {
-            return "the resume secret does not match the one the stream was started with: only the sender that started a stream may resume it"
+            return "the resume secret does not match the one the stream was started with: only the sender that started a stream may \(verb) it"
         }
         if let identity, identity != claimant.identity {
-            return "the stream was started with another \(identity.hasPrefix("certificate:") ? "client certificate" : "token"): only the identity that started a stream may resume it"
+            return "the stream was started with another \(identity.hasPrefix("certificate:") ? "client certificate" : "token"): only the identity that started a stream may \(verb) it"
         }
         return nil
     }

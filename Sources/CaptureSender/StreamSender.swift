@@ -438,15 +438,6 @@ public final class StreamSender: Sendable {
         }
     }
 
-    /// Seconds since 1970 as the Hello's nanoseconds, clamped to what an Int64 holds (NaN as the
-    /// lowest): a start time read back from a damaged spool must not trap here (the receiver
-    /// refuses a start time out of its range).
-    static func unixNanoseconds(_ seconds: Double) -> Int64 {
-        let nanoseconds = (seconds * 1e9).rounded(.towardZero)
-        if let exact = Int64(exactly: nanoseconds) { return exact }
-        return nanoseconds > 0 ? .max : .min
-    }
-
     /// A short human reason for a connection error ("connection refused", "timed out"...).
     static func explain(_ error: Error) -> String {
         if let connection = error as? NIOConnectionError {

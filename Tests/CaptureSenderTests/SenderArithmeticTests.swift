@@ -1,18 +1,9 @@
 @testable import CaptureSender
 import XCTest
 
-/// Values a damaged spool or a library caller may hand the sender's messages and Hello: none traps.
+/// Values a library caller may hand the sender's messages: none traps (the Hello's start time:
+/// SenderSessionTests.testTheHellosStartTimeIsConvertedWithoutTrapping).
 final class SenderArithmeticTests: XCTestCase {
-    func testAHellosStartTimeIsClampedNotTrapped() {
-        let rows: [(Double, Int64)] = [
-            (1_800_000_000.5, 1_800_000_000_500_000_000),
-            (-1.25, -1_250_000_000),
-            (1e300, .max), (-1e300, .min), (.infinity, .max), (-.infinity, .min), (.nan, .min),
-            (9_223_372_036.854_775, 9_223_372_036_854_774_784),
-        ]
-        for (seconds, expected) in rows { XCTAssertEqual(StreamSender.unixNanoseconds(seconds), expected, "\(seconds)") }
-    }
-
     func testGiveUpAndRetryMessagesNeverTrapOnTheirSeconds() {
         let gaveUp = { (seconds: Double) in
             SenderError.gaveUp(receiver: "b:1", reason: .noProgress(seconds: seconds), fromSecond: 0).description

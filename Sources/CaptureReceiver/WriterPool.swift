@@ -178,10 +178,12 @@ public final class WriterPool: @unchecked Sendable {
         // 3. Only then the position records are written, 4. and made durable.
         let recorded = onLanes(synced, lane: \.writer.lane) { $0.writer.writePositionRecord($0.record) ? $0 : nil }
         let durable = synchronize(recorded) { $0.writer.synchronizePositionAlone() }
-        // 5. The session layer may acknowledge.
-        for entry in durable { entry.writer.lane.submit { entry.writer.roundMadeDurable(entry.record) } }
+        // The round is counted before anything is acknowledged: whoever saw an Ack of this round
+        // sees the round counted (a test reading the count after an Ack raced with it under load).
         metrics?.diskWrite(duration: ContinuousClock.now - started)
         condition.withLock { rounds += 1 }
+        // 5. The session layer may acknowledge.
+        for entry in durable { entry.writer.lane.submit { entry.writer.roundMadeDurable(entry.record) } }
     }
 
     /// Syncs the file systems holding `entries`; where that fails, each entry alone with `alone`

@@ -95,14 +95,17 @@ final class SpoolDamageTests: XCTestCase {
         return try XCTUnwrap(id)
     }
 
-    /// Flips one bit of the audio payload of record `index`; returns that record.
+    /// Flips one bit of the audio payload of record `index` (byte 1,000 of its payload, or the
+    /// middle of its body when `middle`: an Opus record may be shorter); returns that record.
     @discardableResult
-    private func flipBit(inRecord index: Int, of id: String) throws -> Record {
+    private func flipBit(inRecord index: Int, of id: String, middle: Bool = false) throws -> Record {
         let path = try segment(of: id)
         var bytes = [UInt8](try Data(contentsOf: path))
         let record = Self.records(bytes)[index]
         XCTAssertEqual(record.type, 0x41, "an audio record")
-        bytes[record.offset + 12 + 29 + 1_000] ^= 0x10
+        let offset = record.offset + 12 + (middle ? (record.size - 12) / 2 : 29 + 1_000)
+        XCTAssertLessThan(offset, record.offset + record.size, "the flipped bit lies in the record")
+        bytes[offset] ^= 0x10
         let handle = try FileHandle(forWritingTo: path)
         try handle.write(contentsOf: bytes)
         try handle.close()
@@ -239,6 +242,67 @@ final class SpoolDamageTests: XCTestCase {
         XCTAssertTrue(run.standardError.contains("stream delivered"), "the new stream itself was delivered: " + run.standardError)
         let file = try XCTUnwrap(receiver.files().first { $0.lastPathComponent.hasPrefix("earlier_") })
         try checkRecording(file, source: source.bytes, damaged: damaged, keptIn: kept)
+        XCTAssertEqual(spoolEntries(), [id + ".damaged"])
+    }
+
+    /// Opus: the damaged record's packets become encoded silence at their place (the timeline and
+    /// the packet count stay those of the stream); every other packet is byte for byte the packet a
+    /// clean run of the same file made; the loss is said in the same words as for PCM.
+    func testAnOpusStreamKeepsEveryOtherPacketAndGetsSilenceInTheDamagedRecordsPlace() throws {
+        let source = try Resilience.randomWAV(in: work, seconds: 3.5, seed: 4_005)
+        let opus = ["--codec", "opus", "--bitrate", "64k"]
+        // The clean reference: the same file, encoded the same way, straight to a receiver.
+        let clean = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions)
+        let direct = try ChildProcess(Products.send, [clean.address, "--source", "file", "--file", source.path, "--no-pace", "--stream-name", "clean"]
+            + opus + Resilience.senderOptions(spool: work.appendingPathComponent("clean-spool")))
+        XCTAssertEqual(Resilience.finish(direct), 0, direct.standardError)
+        let reference = try CAFFile.read(path: try XCTUnwrap(clean.files().first).path)
+
+        let port = try LoopbackPort.free()
+        let address = "127.0.0.1:\(port)"
+        let sender = try ChildProcess(Products.send, [
+            address, "--source", "file", "--file", source.path, "--no-pace", "--buffer-seconds", "0.1", "--stream-name", "opus-flip",
+        ] + opus + Resilience.senderOptions(spool: spool))
+        var id = ""
+        Resilience.waitUntil("the spool holds the whole Opus stream and its end") {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: spool.path)) ?? []
+            guard let folder = names.first(where: { UUID(uuidString: $0) != nil }), let path = try? segment(of: folder),
+                  let bytes = try? [UInt8](Data(contentsOf: path)) else { return false }
+            id = folder
+            return Self.records(bytes).last?.type == 0x45
+        }
+        sender.signal(SIGKILL)
+        _ = sender.wait(seconds: 10)
+        let damaged = try flipBit(inRecord: 15, of: id, middle: true)
+        XCTAssertEqual(damaged.frames % 960, 0, "an Opus record holds whole 20 ms packets")
+        let span = "\(seconds(damaged.firstSample))-\(seconds(damaged.firstSample + damaged.frames))"
+
+        let receiver = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions, port: port)
+        let delivered = try spoolCommand(["deliver", "--timeout", "60"])
+        let kept = spool.path + "/" + id + ".damaged"
+        XCTAssertEqual(delivered.status, 1, delivered.output + delivered.errors)
+        XCTAssertEqual(
+            delivered.output,
+            "damaged \(id): seconds \(span) of stream opus-flip were lost to spool damage; the rest was delivered to \(address); the damaged bytes are kept in \(kept)\n")
+        let recording = try CAFFile.read(path: try XCTUnwrap(receiver.files().first).path)
+        XCTAssertTrue(recording.isFinalized)
+        XCTAssertEqual(recording.packetCount, reference.packetCount, "the stream keeps its packets")
+        XCTAssertEqual(recording.totalFrames, reference.totalFrames, "and its timeline")
+        XCTAssertEqual(recording.magicCookie, reference.magicCookie)
+        let damagedPackets = Int64(damaged.firstSample / 960)..<Int64((damaged.firstSample + damaged.frames) / 960)
+        XCTAssertEqual(damagedPackets.count, Int(damaged.frames / 960))
+        for index in 0..<(reference.packetCount ?? 0) {
+            let packet = try recording.readPacket(index)
+            if damagedPackets.contains(index) {
+                XCTAssertNotEqual(packet, try reference.readPacket(index), "packet \(index) was lost and replaced")
+            } else {
+                XCTAssertEqual(packet, try reference.readPacket(index), "packet \(index) is the clean run's")
+            }
+        }
+        // The silence decodes: an independent decoder reads the whole file.
+        let decoded = try ToolRunner.run("ffmpeg", ["-v", "error", "-nostdin", "-i", recording.path, "-f", "s16le", "-"])
+        XCTAssertTrue(decoded.succeeded, decoded.errorText)
+        XCTAssertEqual(decoded.errorText, "", "ffmpeg decodes every packet without complaint")
         XCTAssertEqual(spoolEntries(), [id + ".damaged"])
     }
 

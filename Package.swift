@@ -123,7 +123,7 @@ let package = Package(
         ),
         // Live listening: Opus streams remuxed, PCM streams encoded while someone listens, into Ogg Opus per listener.
         // Exports of finished recordings: Broadcast Wave, RF64, FLAC (libsndfile), Ogg Opus (libogg).
-        .target(name: "CaptureExport", dependencies: ["CAF", "CaptureCore", "CaptureSndFile", "CSndFile", "COpus", "COgg"]),
+        .target(name: "CaptureExport", dependencies: ["CAF", "CaptureCore", "CaptureSndFile", "CSndFile", "COpus", "COgg"], swiftSettings: underFuzzing),
         .target(name: "CaptureListen", dependencies: ["CaptureCore", "CaptureCodecs", "COpus", "COgg", "CSoxr"]),
         // The sender's status line: level bars, link state, backlog; terminal and plain styles.
         .target(name: "CaptureStatus", dependencies: ["CaptureCore"]),
@@ -220,8 +220,9 @@ let package = Package(
         ),
 
         // Fuzzing (issue 19): the invariants each fuzz target checks, and the targets (Fuzz/README.md).
-        .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
+        .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver", "CaptureExport"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
         fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"),
+        fuzzTarget("export"),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
@@ -295,7 +296,7 @@ let package = Package(
         .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),
         .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
-        .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"]),
+        .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver", "CaptureExport"]),
     ],
     swiftLanguageModes: [.v6]
 )

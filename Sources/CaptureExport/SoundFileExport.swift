@@ -198,8 +198,11 @@ enum RIFFLabels {
                 try handle.write(contentsOf: [0])
                 end += 1
             }
+            // libsndfile wrote at least a RIFF header (and a WAVE form type) before the audio.
+            guard end >= 12 else {
+                throw ExportError.writeFailed("cannot write \(destination): libsndfile left \(end) bytes, not a RIFF file")
+            }
             try handle.write(contentsOf: chunk)
-            // libsndfile wrote at least a RIFF header: end > 8.
             let riffSize = end + UInt64(chunk.count) - 8
             if rf64 {
                 // ds64 follows the 12-byte RF64 header: "ds64", size, then riffSize (64 bits).
@@ -210,6 +213,8 @@ enum RIFFLabels {
                 try handle.write(contentsOf: le32(UInt32(clamping: riffSize)))
             }
             try handle.synchronize()
+        } catch let error as ExportError {
+            throw error
         } catch {
             throw .writeFailed("cannot write \(destination): labelling its cue points failed (\(error.localizedDescription))")
         }

@@ -9,7 +9,7 @@ import PackageDescription
 /// Only these modules are instrumented, so the build reuses everything else. Without it the `fuzz-*`
 /// executables replay saved inputs through the same checks (Fuzz/README.md).
 let fuzzing = ProcessInfo.processInfo.environment["CAPTURE_FUZZ"] == "1"
-let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-O"])] : []
 func fuzzTarget(_ name: String) -> Target {
     .executableTarget(
         name: "fuzz-\(name)", dependencies: ["FuzzChecks"], path: "Fuzz/fuzz-\(name)",

@@ -17,9 +17,9 @@ public enum CAFChecks {
         let bytes = Array(data)
         var caf = bytes
         var journal: [UInt8]?
-        if let range = bytes.firstRange(of: separator) {
-            caf = Array(bytes[..<range.lowerBound])
-            journal = Array(bytes[range.upperBound...])
+        if let start = firstIndex(of: separator, in: bytes) {
+            caf = Array(bytes[..<start])
+            journal = Array(bytes[(start + separator.count)...])
         }
         if let file = try? CAFFile.read(bytes: caf, name: name) {
             checkHoldsWhatItClaims(file, length: caf.count)
@@ -40,6 +40,16 @@ public enum CAFChecks {
             preconditionFailure("a recovered file cannot be recovered again: \(report)")
         }
         precondition(second.wasAlreadyFinalized && again == recovered, "recovering a recovered file changed it")
+    }
+
+    /// Where `pattern` first occurs in `bytes` (a plain scan: Foundation's `firstRange` costs a
+    /// tenth of an execution).
+    static func firstIndex(of pattern: [UInt8], in bytes: [UInt8]) -> Int? {
+        guard bytes.count >= pattern.count else { return nil }
+        for start in 0...(bytes.count - pattern.count) where bytes[start] == pattern[0] {
+            if bytes[start..<(start + pattern.count)].elementsEqual(pattern) { return start }
+        }
+        return nil
     }
 
     /// The data lies inside the file; packets and frames fit in the data; a packet table's frames

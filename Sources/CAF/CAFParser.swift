@@ -43,7 +43,7 @@ enum CAFParser {
             guard let type = reader.read(UInt32.self), let size = reader.read(Int64.self) else {
                 throw .truncatedChunk(path: path, chunk: "chunk header", offset: offset)
             }
-            let name = CAFChunkType.name(type)
+            var name: String { CAFChunkType.name(type) }  // for messages only
             let bodyStart = offset + CAFChunkType.headerSize
             if format == nil, type != CAFChunkType.description {
                 throw .missingChunk(path: path, chunk: "desc")
@@ -70,17 +70,15 @@ enum CAFParser {
                 throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) is negative, which only the last data chunk may be")
             }
             guard size <= length - bodyStart else { throw .truncatedChunk(path: path, chunk: name, offset: offset) }
-            let isMetadata = [
-                CAFChunkType.description, CAFChunkType.channelLayout, CAFChunkType.information,
-                CAFChunkType.magicCookie, CAFChunkType.packetTable, CAFChunkType.marker, CAFChunkType.strings,
-            ].contains(type)
-            if isMetadata {
+            switch type {
+            case CAFChunkType.description, CAFChunkType.channelLayout, CAFChunkType.information,
+                CAFChunkType.magicCookie, CAFChunkType.packetTable, CAFChunkType.marker, CAFChunkType.strings:
                 guard size <= maximumMetadataChunk else {
                     throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) is implausibly large")
                 }
                 let body = try file.read(count: Int(size), at: bodyStart)
                 if data == nil, trailingChunkBeforeData == nil,
-                    [CAFChunkType.packetTable, CAFChunkType.marker, CAFChunkType.strings].contains(type) {
+                    type == CAFChunkType.packetTable || type == CAFChunkType.marker || type == CAFChunkType.strings {
                     trailingChunkBeforeData = name
                 }
                 switch type {
@@ -116,6 +114,8 @@ enum CAFParser {
                 default:
                     stringsBody = body
                 }
+            default:
+                break  // `free` and chunks this reader does not use are skipped
             }
             offset = bodyStart + size
         }

@@ -46,4 +46,27 @@ final class ExportChecksTests: XCTestCase {
             ExportChecks.check(try Data(contentsOf: FuzzCorpusTests.fuzz.appendingPathComponent("corpus/export/\(name)")))
         }
     }
+
+    /// The damaged recordings of issue 27, item 8 (Fuzz/regressions/export, patched from the seeds):
+    /// each is refused, by the reader or by export's plan, where export used to trap or claim
+    /// frames the file does not hold.
+    func testTheDamagedRecordingsOfItem8AreRefused() throws {
+        let folder = FuzzCorpusTests.fuzz.appendingPathComponent("regressions/export")
+        func refusal(_ name: String) throws -> String {
+            let bytes = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
+            do {
+                let file = try CAFFile.read(bytes: bytes, name: name)
+                _ = try RecordingExporter.dryRun(file, as: .wav)
+                return "exported"
+            } catch let error as CAFError {
+                return error.description
+            } catch {
+                return "\(error)"
+            }
+        }
+        XCTAssertEqual(try refusal("desc-float-flagged-s16"), "desc-float-flagged-s16 has an audio description ('desc') that cannot be read: float samples are 32 or 64 bits, not 16")
+        XCTAssertEqual(try refusal("desc-opus-4294967295-channels"), "desc-opus-4294967295-channels has an audio description ('desc') that cannot be read: 4294967295 channels is more than the 1024 a recording can have")
+        XCTAssertEqual(try refusal("info-first-sample-time-9999"), "cannot export info-first-sample-time-9999: its first sample time 9999-11-24T10:00:01.500Z lies outside 1677 to 2262, the years an export's times can carry; the file's info chunk is damaged")
+        XCTAssertEqual(try refusal("pakt-valid-frames-beyond-packets"), "pakt-valid-frames-beyond-packets has a malformed 'pakt' chunk: it claims 4611686018427387904 valid, 312 priming and 648 remainder frames but its 4 packets hold 3840; the file is damaged")
+    }
 }

@@ -9,7 +9,7 @@ import PackageDescription
 /// Only these modules are instrumented, so the build reuses everything else. Without it the `fuzz-*`
 /// executables replay saved inputs through the same checks (Fuzz/README.md).
 let fuzzing = ProcessInfo.processInfo.environment["CAPTURE_FUZZ"] == "1"
-let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-O"])] : []
 func fuzzTarget(_ name: String) -> Target {
     .executableTarget(
         name: "fuzz-\(name)", dependencies: ["FuzzChecks"], path: "Fuzz/fuzz-\(name)",
@@ -124,7 +124,7 @@ let package = Package(
         ),
         // Live listening: Opus streams remuxed, PCM streams encoded while someone listens, into Ogg Opus per listener.
         // Exports of finished recordings: Broadcast Wave, RF64, FLAC (libsndfile), Ogg Opus (libogg).
-        .target(name: "CaptureExport", dependencies: ["CAF", "CaptureCore", "CaptureSndFile", "CSndFile", "COpus", "COgg"]),
+        .target(name: "CaptureExport", dependencies: ["CAF", "CaptureCore", "CaptureSndFile", "CSndFile", "COpus", "COgg"], swiftSettings: underFuzzing),
         .target(name: "CaptureListen", dependencies: ["CaptureCore", "CaptureCodecs", "COpus", "COgg", "CSoxr"]),
         // The sender's status line: level bars, link state, backlog; terminal and plain styles.
         .target(name: "CaptureStatus", dependencies: ["CaptureCore"]),
@@ -221,8 +221,9 @@ let package = Package(
         ),
 
         // Fuzzing (issue 19): the invariants each fuzz target checks, and the targets (Fuzz/README.md).
-        .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
+        .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver", "CaptureExport"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
         fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"), fuzzTarget("spool-meta"),
+        fuzzTarget("export"),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
@@ -296,7 +297,7 @@ let package = Package(
         .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),
         .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
-        .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver"]),
+        .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver", "CaptureExport"]),
     ],
     swiftLanguageModes: [.v6]
 )

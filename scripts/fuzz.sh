@@ -5,7 +5,7 @@
 # Prints one line per target (executions, executions per second, coverage, findings) and exits
 # non-zero when a target found a crash, naming the input that reproduces it:
 #   .build/debug/fuzz-TARGET INPUT        replays it (a normal build replays, a fuzz build fuzzes)
-#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool spool-meta
+#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool spool-meta export
 # FUZZ_SCRATCH=DIR builds in DIR instead of .build, so that a fuzz build (other compiler flags) does
 # not make the next normal build start over; CI leaves it unset, reusing what `make test` built.
 set -uo pipefail
@@ -15,7 +15,7 @@ scratch=()
 [ -z "${FUZZ_SCRATCH:-}" ] || scratch=(--scratch-path "$FUZZ_SCRATCH")
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool spool-meta)
+[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool spool-meta export)
 mkdir -p .build/fuzz
 for target in "${targets[@]}"; do
   if ! CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then

@@ -48,15 +48,16 @@ struct ByteReader {
     var remaining: Int { bytes.count - position }
     var isAtEnd: Bool { position >= bytes.count }
 
+    /// Inlined into each caller, so it is specialized for the type read (a generic call per field
+    /// was most of the parser's time).
+    @inline(__always)
     mutating func read<T: FixedWidthInteger>(_ type: T.Type) -> T? {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { return nil }
-        var value: T = 0
-        for index in position..<(position + size) {
-            value = (value << 8) | T(truncatingIfNeeded: bytes[index])
-        }
+        let start = position
+        let value = bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: start, as: T.self) }
         position += size
-        return value
+        return T(bigEndian: value)
     }
 
     mutating func readFloat64() -> Double? {

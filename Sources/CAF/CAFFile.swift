@@ -1,9 +1,11 @@
 import CaptureCore
 
-/// A CAF file read from disk: its format, metadata, packet table and where its audio is.
+/// A CAF file read from disk (or from memory): its format, metadata, packet table and where its audio is.
 ///
-/// `read(path:)` parses every chunk and rejects malformed files with a `CAFError`, without trusting any
-/// size or count in the file further than the file's real length. The audio itself is read on demand
+/// `read(path:)` (and `read(bytes:name:)`) parses every chunk and rejects malformed files with a
+/// `CAFError`, without trusting any size or count in the file further than the file's real length:
+/// the description's fields must agree with each other, and the packet table may not claim more
+/// packets or frames than the data holds, so `packetCount` and `totalFrames` never exceed the audio. The audio itself is read on demand
 /// with `readAudioData()`, `readAudioBytes(offset:count:)` or `readPacket(_:)`.
 ///
 /// A file whose data chunk size is -1 (being written, or left by a crash) reads too: its data runs to the
@@ -33,31 +35,40 @@ public struct CAFFile: Sendable {
     public let markers: [CAFMarker]
     /// Where the data chunk's header starts (its size field is 4 bytes further).
     let dataChunkHeaderOffset: Int64
+    /// The first `pakt`, `mark` or `strg` chunk found before the audio data (the writer puts them
+    /// after it, where recovery and resume rebuild them), if any.
+    let trailingChunkBeforeData: String?
     /// Start offset of each packet within the data and, last, the end of the last packet
     /// (variable-size formats with a packet table only).
     private let packetOffsets: [Int64]
 
     /// Packets of audio: from the packet table for variable-size formats (`nil` without one), otherwise
     /// the whole packets in the data.
-    public var packetCount: Int64? {
-        if format.bytesPerPacket > 0 { return dataSize / Int64(format.bytesPerPacket) }
-        return packetTable?.numberPackets
-    }
+    public let packetCount: Int64?
 
     /// Frames of audio, counting priming and remainder frames: whole frames in the data for linear PCM,
     /// packets times frames per packet (or the sum of the packet table's frame counts) otherwise.
-    public var totalFrames: Int64? {
-        if format.isLinearPCM, format.bytesPerFrame > 0 { return dataSize / Int64(format.bytesPerFrame) }
-        guard let packets = packetCount else { return nil }
-        if format.framesPerPacket > 0 { return packets * Int64(format.framesPerPacket) }
-        return packetTable.map { $0.packetFrameCounts.reduce(0) { $0 + Int64($1) } }
+    public let totalFrames: Int64?
+
+    /// Where the file's bytes are, for reading its audio: on disk at `path`, or in memory.
+    enum Origin: Sendable {
+        case file
+        case memory([UInt8])
     }
+
+    let origin: Origin
 
     /// Reads and parses the CAF file at `path`.
     public static func read(path: String) throws(CAFError) -> CAFFile {
         let file = try PosixFile.openExisting(path: path, writable: false)
         defer { file.close() }
         return try CAFParser.parse(file, stopAfterDataHeader: false)
+    }
+
+    /// Parses a CAF file's bytes held in memory, with the same checks as `read(path:)`; `name` stands
+    /// for the path in errors and in `path`. Its audio is read from `bytes`.
+    public static func read(bytes: [UInt8], name: String) throws(CAFError) -> CAFFile {
+        try CAFParser.parse(CAFMemoryFile(path: name, bytes: bytes), stopAfterDataHeader: false)
     }
 
     /// All the audio data bytes.
@@ -74,9 +85,13 @@ public struct CAFFile: Sendable {
             throw .invalidArgument("audio bytes \(offset)..+\(count) are outside the \(dataSize) bytes of data")
         }
         let available = Int(min(Int64(count), dataSize - offset))
-        let file = try PosixFile.openExisting(path: path, writable: false)
-        defer { file.close() }
-        let bytes = try file.read(count: available, at: dataOffset + offset)
+        let storage: any CAFStorage
+        switch origin {
+        case .file: storage = try PosixFile.openExisting(path: path, writable: false)
+        case .memory(let bytes): storage = CAFMemoryFile(path: path, bytes: bytes)
+        }
+        defer { storage.close() }
+        let bytes = try storage.read(count: available, at: dataOffset + offset)
         guard bytes.count == available else {
             throw .truncatedChunk(path: path, chunk: "data", offset: dataChunkHeaderOffset)
         }
@@ -95,12 +110,18 @@ public struct CAFFile: Sendable {
         return try readAudioBytes(offset: start, count: Int(packetOffsets[Int(index) + 1] - start))
     }
 
+    /// `packetCount` and `totalFrames` must be what `CAFParser` checked them to be.
     init(
-        path: String, format: StreamFormat, channelLayoutTag: UInt32?, channelBitmap: UInt32 = 0, info: [(key: String, value: String)],
-        magicCookie: [UInt8], packetTable: CAFPacketTable?, dataChunkHeaderOffset: Int64, dataOffset: Int64,
-        dataSize: Int64, isFinalized: Bool, markers: [CAFMarker]
+        path: String, origin: Origin, format: StreamFormat, channelLayoutTag: UInt32?, channelBitmap: UInt32 = 0,
+        info: [(key: String, value: String)], magicCookie: [UInt8], packetTable: CAFPacketTable?, packetCount: Int64?,
+        totalFrames: Int64?, dataChunkHeaderOffset: Int64, dataOffset: Int64, dataSize: Int64, isFinalized: Bool,
+        markers: [CAFMarker], trailingChunkBeforeData: String? = nil
     ) {
+        self.trailingChunkBeforeData = trailingChunkBeforeData
         self.path = path
+        self.origin = origin
+        self.packetCount = packetCount
+        self.totalFrames = totalFrames
         self.format = format
         self.channelLayoutTag = channelLayoutTag
         self.channelBitmap = channelBitmap
@@ -117,6 +138,7 @@ public struct CAFFile: Sendable {
             offsets.reserveCapacity(packetTable.packetSizes.count + 1)
             var position: Int64 = 0
             offsets.append(0)
+            // At most 2^28 sizes (a pakt chunk is at most 256 MiB) below 2^32 each: the sum fits.
             for size in packetTable.packetSizes {
                 position += Int64(size)
                 offsets.append(position)

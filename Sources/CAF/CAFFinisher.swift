@@ -42,7 +42,7 @@ enum CAFFinisher {
     ///    with the journal still beside it to rebuild what follows);
     /// 3. write the trailing chunks and make the whole file durable.
     /// Every step writes at fixed offsets, so the whole sequence can be repeated after a failure.
-    static func finish(file: PosixFile, layout: CAFDataLayout, dataBytes: Int64, trailer: [UInt8]) throws(CAFError) {
+    static func finish(file: some CAFStorage, layout: CAFDataLayout, dataBytes: Int64, trailer: [UInt8]) throws(CAFError) {
         let dataEnd = layout.dataOffset + dataBytes
         try file.truncate(to: dataEnd)
         try file.synchronizeData()
@@ -91,6 +91,10 @@ struct CAFSalvage {
         } catch {
             throw .invalidFormat(error)
         }
+        if let chunk = parsed.trailingChunkBeforeData {
+            // Finishing writes these chunks after the audio: the file would then hold two of each.
+            throw .malformedChunk(path: path, chunk: chunk, reason: "it comes before the audio data, where the CAF writer never puts it, so the file cannot be finished or resumed")
+        }
         if let keepingPackets, keepingPackets < 0 {
             throw .invalidArgument("cannot keep a negative number (\(keepingPackets)) of packets")
         }
@@ -130,7 +134,7 @@ struct CAFSalvage {
             parsed: parsed, format: format,
             layout: CAFDataLayout(dataChunkHeaderOffset: parsed.dataChunkHeaderOffset, dataOffset: parsed.dataOffset),
             packetSizes: sizes, packetCount: packets, frameCount: frames, keptDataBytes: keptBytes,
-            markers: (journal?.markers ?? []).filter { $0.framePosition <= frames },
+            markers: (journal?.markers ?? []).filter { (0...frames).contains($0.framePosition) },
             primingFrames: journal?.primingFrames ?? 0
         )
     }

@@ -88,6 +88,9 @@ enum CAFJournal {
         guard versionValue == version else {
             throw .journalCorrupt(path: path, reason: "it is version \(versionValue); this program reads version \(version)")
         }
+        guard priming >= 0 else {
+            throw .journalCorrupt(path: path, reason: "its priming frame count \(priming) is negative")
+        }
         var contents = Contents(primingFrames: priming)
         while !reader.isAtEnd {
             let start = reader.position

@@ -55,9 +55,10 @@ public struct CAFPacketTable: Hashable, Sendable {
         guard valid >= 0, priming >= 0, remainder >= 0 else {
             throw malformed("valid (\(valid)), priming (\(priming)) and remainder (\(remainder)) frames must not be negative")
         }
+        // Each entry is a varint of at least one byte per value it holds.
         let bytesPerEntry: Int64 = (variableSizes ? 1 : 0) + (variableFrames ? 1 : 0)
-        guard packets * bytesPerEntry <= Int64(reader.remaining) else {
-            throw malformed("it claims \(packets) packets but has room for at most \(Int64(reader.remaining) / max(bytesPerEntry, 1))")
+        if bytesPerEntry > 0, packets > Int64(reader.remaining) / bytesPerEntry {
+            throw malformed("it claims \(packets) packets but has room for at most \(Int64(reader.remaining) / bytesPerEntry)")
         }
         var sizes: [UInt32] = []
         var frames: [UInt32] = []

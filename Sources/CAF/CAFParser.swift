@@ -6,9 +6,14 @@ enum CAFParser {
     /// Metadata chunks (everything but audio data and `free`) larger than this are refused as malformed.
     static let maximumMetadataChunk: Int64 = 256 << 20
 
-    /// Parses `file`. With `stopAfterDataHeader`, parsing ends at the data chunk's header, ignoring
-    /// anything after the audio (used by recovery, which rebuilds those chunks from the journal).
-    static func parse(_ file: PosixFile, stopAfterDataHeader: Bool) throws(CAFError) -> CAFFile {
+    /// Bytes of a `chan` chunk's header (tag, bitmap, description count) and of each channel description.
+    static let channelLayoutHeaderSize: Int64 = 12
+    static let channelDescriptionSize: Int64 = 20
+
+    /// Parses `file` (on disk or in memory). With `stopAfterDataHeader`, parsing ends at the data
+    /// chunk's header, ignoring anything after the audio (used by recovery, which rebuilds those
+    /// chunks from the journal).
+    static func parse(_ file: some CAFStorage, stopAfterDataHeader: Bool) throws(CAFError) -> CAFFile {
         let path = file.path
         let length = try file.length()
         let header = try file.read(count: Int(CAFChunkType.fileHeaderSize), at: 0)
@@ -27,6 +32,7 @@ enum CAFParser {
         var markerBody: [UInt8]?
         var stringsBody: [UInt8]?
         var data: (headerOffset: Int64, offset: Int64, size: Int64, finalized: Bool)?
+        var trailingChunkBeforeData: String?
 
         var offset = CAFChunkType.fileHeaderSize
         chunks: while offset < length {
@@ -37,7 +43,7 @@ enum CAFParser {
             guard let type = reader.read(UInt32.self), let size = reader.read(Int64.self) else {
                 throw .truncatedChunk(path: path, chunk: "chunk header", offset: offset)
             }
-            let name = CAFChunkType.name(type)
+            var name: String { CAFChunkType.name(type) }  // for messages only
             let bodyStart = offset + CAFChunkType.headerSize
             if format == nil, type != CAFChunkType.description {
                 throw .missingChunk(path: path, chunk: "desc")
@@ -64,15 +70,17 @@ enum CAFParser {
                 throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) is negative, which only the last data chunk may be")
             }
             guard size <= length - bodyStart else { throw .truncatedChunk(path: path, chunk: name, offset: offset) }
-            let isMetadata = [
-                CAFChunkType.description, CAFChunkType.channelLayout, CAFChunkType.information,
-                CAFChunkType.magicCookie, CAFChunkType.packetTable, CAFChunkType.marker, CAFChunkType.strings,
-            ].contains(type)
-            if isMetadata {
+            switch type {
+            case CAFChunkType.description, CAFChunkType.channelLayout, CAFChunkType.information,
+                CAFChunkType.magicCookie, CAFChunkType.packetTable, CAFChunkType.marker, CAFChunkType.strings:
                 guard size <= maximumMetadataChunk else {
                     throw .malformedChunk(path: path, chunk: name, reason: "its size \(size) is implausibly large")
                 }
                 let body = try file.read(count: Int(size), at: bodyStart)
+                if data == nil, trailingChunkBeforeData == nil,
+                    type == CAFChunkType.packetTable || type == CAFChunkType.marker || type == CAFChunkType.strings {
+                    trailingChunkBeforeData = name
+                }
                 switch type {
                 case CAFChunkType.description:
                     guard format == nil else {
@@ -81,22 +89,33 @@ enum CAFParser {
                     format = try CAFDescription.decode(body, path: path)
                 case CAFChunkType.channelLayout:
                     var bodyReader = ByteReader(body)
-                    guard body.count >= 12, let tag = bodyReader.read(UInt32.self) else {
+                    guard let tag = bodyReader.read(UInt32.self), let bitmap = bodyReader.read(UInt32.self),
+                        let descriptions = bodyReader.read(UInt32.self)
+                    else {
                         throw .malformedChunk(path: path, chunk: name, reason: "it is shorter than 12 bytes")
                     }
+                    let needed = channelLayoutHeaderSize + Int64(descriptions) * channelDescriptionSize
+                    guard needed <= Int64(body.count) else {
+                        throw .malformedChunk(path: path, chunk: name, reason: "it lists \(descriptions) channel descriptions (\(needed) bytes) but has \(body.count)")
+                    }
                     channelLayoutTag = tag
-                    channelBitmap = bodyReader.read(UInt32.self) ?? 0
+                    channelBitmap = bitmap
                 case CAFChunkType.information:
                     info = try decodeInformation(body, path: path)
                 case CAFChunkType.magicCookie:
                     magicCookie = body
                 case CAFChunkType.packetTable:
+                    guard packetTableBody == nil else {
+                        throw .malformedChunk(path: path, chunk: name, reason: "the file has a second pakt chunk")
+                    }
                     packetTableBody = body
                 case CAFChunkType.marker:
                     markerBody = body
                 default:
                     stringsBody = body
                 }
+            default:
+                break  // `free` and chunks this reader does not use are skipped
             }
             offset = bodyStart + size
         }
@@ -107,27 +126,70 @@ enum CAFParser {
         let variableFrames = format.framesPerPacket == 0
         var packetTable: CAFPacketTable?
         if let packetTableBody {
-            let table = try CAFPacketTable.decode(
+            packetTable = try CAFPacketTable.decode(
                 packetTableBody, variableSizes: variableSizes, variableFrames: variableFrames, path: path)
-            if variableSizes {
-                let described = table.packetSizes.reduce(Int64(0)) { $0 + Int64($1) }
-                guard described <= data.size else {
-                    throw .malformedChunk(path: path, chunk: "pakt", reason: "its packets add up to \(described) bytes but the data chunk holds \(data.size)")
-                }
-            }
-            packetTable = table
         } else if (variableSizes || variableFrames) && data.finalized && !stopAfterDataHeader {
             throw .missingChunk(path: path, chunk: "pakt")
         }
+        let counts = try self.counts(format: format, dataSize: data.size, packetTable: packetTable, path: path)
         let strings = try stringsBody.map { (body) throws(CAFError) in try CAFMarkerChunks.decodeStrings(body, path: path) } ?? [:]
         let markers = try markerBody.map { (body) throws(CAFError) in
             try CAFMarkerChunks.decodeMarkers(body, strings: strings, path: path)
         } ?? []
         return CAFFile(
-            path: path, format: format, channelLayoutTag: channelLayoutTag, channelBitmap: channelBitmap, info: info, magicCookie: magicCookie,
-            packetTable: packetTable, dataChunkHeaderOffset: data.headerOffset, dataOffset: data.offset,
-            dataSize: data.size, isFinalized: data.finalized, markers: markers
+            path: path, origin: file.origin, format: format, channelLayoutTag: channelLayoutTag, channelBitmap: channelBitmap,
+            info: info, magicCookie: magicCookie, packetTable: packetTable, packetCount: counts.packets,
+            totalFrames: counts.frames, dataChunkHeaderOffset: data.headerOffset, dataOffset: data.offset,
+            dataSize: data.size, isFinalized: data.finalized, markers: markers, trailingChunkBeforeData: trailingChunkBeforeData
         )
+    }
+
+    /// The packets and frames of audio the file holds, checking the packet table against the data:
+    /// it may list no more packets than the data holds (whole constant-size packets, or variable
+    /// sizes that add up to at most the data's bytes), and its valid, priming and remainder frames
+    /// together no more than its packets' frames. Counts that overflow 64 bits are refused.
+    static func counts(
+        format: StreamFormat, dataSize: Int64, packetTable: CAFPacketTable?, path: String
+    ) throws(CAFError) -> (packets: Int64?, frames: Int64?) {
+        func malformed(_ reason: String) -> CAFError { .malformedChunk(path: path, chunk: "pakt", reason: reason) }
+        let packets: Int64?
+        if format.bytesPerPacket > 0 {
+            let inData = dataSize / Int64(format.bytesPerPacket)
+            if let packetTable, packetTable.numberPackets > inData {
+                throw malformed("it claims \(packetTable.numberPackets) packets but the data chunk holds \(inData) of \(format.bytesPerPacket) bytes")
+            }
+            packets = inData
+        } else if let packetTable {
+            // At most 2^28 sizes (a pakt chunk is at most 256 MiB) below 2^32 each: the sum fits.
+            let described = packetTable.packetSizes.reduce(Int64(0)) { $0 + Int64($1) }
+            guard described <= dataSize else {
+                throw malformed("its packets add up to \(described) bytes but the data chunk holds \(dataSize)")
+            }
+            packets = packetTable.numberPackets
+        } else {
+            packets = nil
+        }
+        func frames(of packets: Int64) throws(CAFError) -> Int64? {
+            if format.framesPerPacket > 0 {
+                let (product, overflow) = packets.multipliedReportingOverflow(by: Int64(format.framesPerPacket))
+                guard !overflow else {
+                    throw .malformedChunk(path: path, chunk: "data", reason: "its \(packets) packets of \(format.framesPerPacket) frames are more frames than a 64-bit count holds")
+                }
+                return product
+            }
+            // Variable durations: the table's counts, at most 2^28 of them below 2^32 each.
+            guard let packetTable else { return nil }
+            return packetTable.packetFrameCounts.reduce(Int64(0)) { $0 + Int64($1) }
+        }
+        if let packetTable, let tableFrames = try frames(of: packetTable.numberPackets) {
+            let (claimed, overflow) = packetTable.validFrames.addingReportingOverflow(
+                Int64(packetTable.primingFrames) + Int64(packetTable.remainderFrames))
+            guard !overflow, claimed <= tableFrames else {
+                throw malformed("it claims \(packetTable.validFrames) valid, \(packetTable.primingFrames) priming and \(packetTable.remainderFrames) remainder frames but its \(packetTable.numberPackets) packets hold \(tableFrames)")
+            }
+        }
+        guard let packets else { return (nil, nil) }
+        return (packets, try frames(of: packets))
     }
 
     /// The key/value pairs of an `info` body: an entry count, then NUL-terminated UTF-8 keys and values.

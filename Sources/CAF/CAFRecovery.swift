@@ -13,10 +13,32 @@ public enum CAFRecovery {
     public static func recover(path: String) throws(CAFError) -> CAFRecoveryReport {
         let file = try PosixFile.openExisting(path: path, writable: true)
         defer { file.close() }
+        let report = try recover(file, journal: try CAFJournal.read(cafPath: path))
+        guard !report.wasAlreadyFinalized else { return report }
+        file.close()
+        try PosixFile.remove(path: CAFJournal.path(for: path))
+        try PosixFile.synchronizeDirectory(containing: path)
+        return report
+    }
+
+    /// Recovers a CAF file's bytes in memory as `recover(path:)` recovers the file, with `journal`
+    /// the bytes of its journal (`nil`: there is none); `bytes` becomes the finished file, and the
+    /// journal is then no longer needed. `name` stands for the path in errors and in the report.
+    /// The same parsing, decisions and writes as on disk, without a disk (for checks and fuzzing).
+    public static func recover(bytes: inout [UInt8], journal: [UInt8]?, name: String) throws(CAFError) -> CAFRecoveryReport {
+        let contents = try journal.map { (journal) throws(CAFError) in try CAFJournal.parse(journal, path: CAFJournal.path(for: name)) }
+        let file = CAFMemoryFile(path: name, bytes: bytes)
+        let report = try recover(file, journal: contents)
+        bytes = file.bytes
+        return report
+    }
+
+    /// Finishes `file` with what `journal` says, unless it is finished already (and has no journal).
+    private static func recover(_ file: some CAFStorage, journal: CAFJournal.Contents?) throws(CAFError) -> CAFRecoveryReport {
+        let path = file.path
         let parsed = try CAFParser.parse(file, stopAfterDataHeader: true)
-        let journal = try CAFJournal.read(cafPath: path)
         if parsed.isFinalized, journal == nil {
-            let table = try CAFFile.read(path: path)
+            let table = try CAFParser.parse(file, stopAfterDataHeader: false)
             return CAFRecoveryReport(
                 path: path, wasAlreadyFinalized: true, packetCount: table.packetCount ?? 0,
                 frameCount: table.totalFrames ?? 0, dataByteCount: table.dataSize, droppedDataBytes: 0,
@@ -24,14 +46,14 @@ public enum CAFRecovery {
             )
         }
         let salvage = try CAFSalvage.assess(parsed: parsed, journal: journal, keepingPackets: nil)
+        // A crash before the encoder's delay was over leaves fewer frames than the priming: all of
+        // them are priming, none valid.
+        let priming = Int32(clamping: min(Int64(salvage.primingFrames), salvage.frameCount))
         let trailer = try CAFFinisher.trailer(
-            format: salvage.format, packetSizes: salvage.packetSizes, primingFrames: salvage.primingFrames,
+            format: salvage.format, packetSizes: salvage.packetSizes, primingFrames: priming,
             remainderFrames: 0, markers: salvage.markers
         )
         try CAFFinisher.finish(file: file, layout: salvage.layout, dataBytes: salvage.keptDataBytes, trailer: trailer)
-        file.close()
-        try PosixFile.remove(path: CAFJournal.path(for: path))
-        try PosixFile.synchronizeDirectory(containing: path)
         return CAFRecoveryReport(
             path: path, wasAlreadyFinalized: false, packetCount: salvage.packetCount,
             frameCount: salvage.frameCount, dataByteCount: salvage.keptDataBytes,

@@ -32,10 +32,26 @@ public enum ExportError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Writing the export failed.
     case writeFailed(String)
 
+    /// One line: control characters (a file name or an `info` value can hold any) are escaped.
     public var description: String {
+        let text: String
         switch self {
-        case .unreadable(let message), .unsupported(let message), .writeFailed(let message): return message
-        case .exists(let path): return "\(path) exists already; remove it or pass --force to replace it"
+        case .unreadable(let message), .unsupported(let message), .writeFailed(let message): text = message
+        case .exists(let path): text = "\(path) exists already; remove it or pass --force to replace it"
         }
+        return ExportError.oneLine(text)
+    }
+
+    /// `text` with control characters escaped (`\n`, `\u{7}`), cut to `limit` characters when given.
+    static func oneLine(_ text: String, limit: Int? = nil) -> String {
+        var line = ""
+        for (index, character) in text.unicodeScalars.enumerated() {
+            if let limit, index >= limit {
+                line += "…"
+                break
+            }
+            line += character.properties.generalCategory == .control ? character.escaped(asASCII: true) : String(character)
+        }
+        return line
     }
 }

@@ -9,89 +9,92 @@ import Foundation
 /// trimmed to pre-skip + valid frames so decoders drop the CAF's remainder. ffmpeg and browsers play
 /// the result sample-exact.
 enum OggOpusExport {
-    static func write(_ file: CAFFile, facts: RecordingFacts, to path: String) throws(ExportError) {
-        guard file.format.formatID == .opus else {
-            throw .unsupported("\(file.path) is not an Opus recording: --to ogg remuxes Opus; export linear PCM as flac, wav or rf64")
+    /// One packet of the stream after the two headers: its bytes, its granule position, its
+    /// number (from 2) and whether it ends the stream.
+    struct Packet {
+        var bytes: [UInt8]
+        var granule: Int64
+        var number: Int64
+        var isLast: Bool
+    }
+
+    /// The OpusHead and OpusTags packets, then each audio packet with its granule position, handed
+    /// to `body` in order: what `write` puts on pages, and what the dry run counts.
+    static func packets(_ plan: ExportPlan, _ body: (Packet) throws(ExportError) -> Void) throws(ExportError) {
+        let file = plan.file
+        guard file.format.formatID == .opus, let table = file.packetTable, let packets = file.packetCount else {
+            throw .unsupported("cannot export \(file.path): it is not an Opus recording with a packet table: --to ogg remuxes finished Opus recordings")
         }
-        guard let table = file.packetTable, let packets = file.packetCount else {
-            throw .unreadable("\(file.path) has no packet table: finish it first with `capture-recv recover`")
+        let preSkip = Int64(table.primingFrames)
+        guard preSkip <= Int64(UInt16.max) else {
+            throw .unsupported("cannot export \(file.path): it has \(preSkip) priming frames, more than the 65535 an OpusHead's pre-skip holds")
         }
-        let preSkip = Int(table.primingFrames)
-        guard preSkip <= Int(UInt16.max) else { throw .unsupported("\(file.path) has \(preSkip) priming frames; an OpusHead holds at most 65535") }
-        let head = try identificationHeader(file, preSkip: preSkip)
-        let tags = commentHeader(facts)
+        try body(Packet(bytes: identificationHeader(plan, preSkip: Int(preSkip)), granule: 0, number: 0, isLast: false))
+        try body(Packet(bytes: try commentHeader(plan.facts, path: file.path), granule: 0, number: 1, isLast: false))
+        // The reader checked preSkip + validFrames ≤ packets × frames per packet (≤ 5760): the
+        // granules below never exceed `end` nor overflow.
+        let framesPerPacket = Int64(file.format.framesPerPacket)
+        let end = preSkip + table.validFrames
+        var granule: Int64 = 0
+        for index in 0..<packets {
+            let bytes: [UInt8]
+            do {
+                bytes = try file.readPacket(index)
+            } catch {
+                throw .unreadable("cannot export \(file.path): its packet \(index) cannot be read: \(error.description)")
+            }
+            let isLast = index == packets - 1
+            granule = isLast ? end : min(granule + framesPerPacket, end)
+            try body(Packet(bytes: bytes, granule: granule, number: index + 2, isLast: isLast))
+        }
+    }
+
+    /// Writes the Ogg Opus stream of `plan` to `path` (a temporary name), naming `destination` in errors.
+    static func write(_ plan: ExportPlan, to path: String, destination: String) throws(ExportError) {
+        func failed(_ reason: String) -> ExportError { .writeFailed("cannot write \(destination): \(reason)") }
         guard FileManager.default.createFile(atPath: path, contents: nil), let output = FileHandle(forWritingAtPath: path) else {
-            throw .writeFailed("cannot create \(path)")
+            throw failed("the file cannot be created")
         }
         defer { try? output.close() }
         var stream = ogg_stream_state()
-        guard ogg_stream_init(&stream, Int32.random(in: 1...Int32.max)) == 0 else { throw .writeFailed("libogg cannot start a stream") }
+        guard ogg_stream_init(&stream, Int32.random(in: 1...Int32.max)) == 0 else { throw failed("libogg cannot start a stream") }
         defer { ogg_stream_clear(&stream) }
-        var failure: ExportError?
-        func emit(flush: Bool) {
+        func emit(flush: Bool) throws(ExportError) {
             var page = ogg_page()
             while (flush ? ogg_stream_flush(&stream, &page) : ogg_stream_pageout(&stream, &page)) != 0 {
                 do {
                     try output.write(contentsOf: Data(bytes: page.header, count: page.header_len))
                     try output.write(contentsOf: Data(bytes: page.body, count: page.body_len))
                 } catch {
-                    failure = .writeFailed("writing \(path) failed: \(error)")
-                    return
+                    throw failed(error.localizedDescription)
                 }
             }
         }
-        func submit(_ bytes: [UInt8], number: Int64, granule: Int64, first: Bool, last: Bool) {
-            var data = bytes
+        try packets(plan) { (packet) throws(ExportError) in
+            var data = packet.bytes
             data.withUnsafeMutableBufferPointer { buffer in
-                var packet = ogg_packet(
-                    packet: buffer.baseAddress, bytes: buffer.count, b_o_s: first ? 1 : 0, e_o_s: last ? 1 : 0,
-                    granulepos: granule, packetno: number)
-                ogg_stream_packetin(&stream, &packet)
+                var submitted = ogg_packet(
+                    packet: buffer.baseAddress, bytes: buffer.count, b_o_s: packet.number == 0 ? 1 : 0, e_o_s: packet.isLast ? 1 : 0,
+                    granulepos: packet.granule, packetno: packet.number)
+                ogg_stream_packetin(&stream, &submitted)
             }
+            // The headers each end a page of their own (RFC 7845 §3).
+            try emit(flush: packet.number < 2)
         }
-        submit(head, number: 0, granule: 0, first: true, last: false)
-        emit(flush: true)
-        submit(tags, number: 1, granule: 0, first: false, last: false)
-        emit(flush: true)
-        let framesPerPacket = Int64(file.format.framesPerPacket)
-        let end = Int64(preSkip) + table.validFrames
-        for index in 0..<packets {
-            let packet: [UInt8]
-            do {
-                packet = try file.readPacket(index)
-            } catch {
-                throw .unreadable("cannot read packet \(index) of \(file.path): \(error.description)")
-            }
-            let last = index == packets - 1
-            let granule = last ? end : min((index + 1) * framesPerPacket, end)
-            submit(packet, number: index + 2, granule: granule, first: false, last: last)
-            emit(flush: false)
-            if let failure { throw failure }
-        }
-        emit(flush: true)
-        if let failure { throw failure }
-        do { try output.synchronize() } catch { throw .writeFailed("writing \(path) failed: \(error)") }
+        try emit(flush: true)
+        do { try output.synchronize() } catch { throw failed(error.localizedDescription) }
     }
 
-    /// RFC 7845 §5.1: the stored OpusHead (3–8 channels) or a family-0 one, with `preSkip`.
-    static func identificationHeader(_ file: CAFFile, preSkip: Int) throws(ExportError) -> [UInt8] {
-        let channels = file.format.channelCount
-        var head: [UInt8]
-        if file.magicCookie.count >= 19, file.magicCookie.starts(with: Array("OpusHead".utf8)) {
-            head = file.magicCookie
-        } else {
-            guard channels <= 2 else {
-                throw .unreadable("a \(channels)-channel Opus recording needs its OpusHead (mapping family 1) in the kuki chunk")
-            }
-            head = Array("OpusHead".utf8) + [1, UInt8(channels), 0, 0] + RIFFLabels.le32(48_000) + [0, 0, 0]
-        }
-        head[10] = UInt8(preSkip & 0xFF)
-        head[11] = UInt8(preSkip >> 8)
+    /// RFC 7845 §5.1: the stored OpusHead (checked by the plan) or a family-0 one, with `preSkip`.
+    static func identificationHeader(_ plan: ExportPlan, preSkip: Int) -> [UInt8] {
+        var head = plan.opusHead ?? Array("OpusHead".utf8) + [1, UInt8(plan.channels), 0, 0] + RIFFLabels.le32(48_000) + [0, 0, 0]
+        head[10] = UInt8(truncatingIfNeeded: preSkip)
+        head[11] = UInt8(truncatingIfNeeded: preSkip >> 8)
         return head
     }
 
     /// RFC 7845 §5.2: vendor and comments with the recording's times.
-    static func commentHeader(_ facts: RecordingFacts) -> [UInt8] {
+    static func commentHeader(_ facts: RecordingFacts, path: String) throws(ExportError) -> [UInt8] {
         var comments: [String] = []
         if !facts.title.isEmpty { comments.append("TITLE=\(facts.title)") }
         if let iso = facts.isoTime { comments.append("DATE=\(iso)") }
@@ -105,7 +108,11 @@ enum OggOpusExport {
         var bytes = Array("OpusTags".utf8) + RIFFLabels.le32(UInt32(vendor.count)) + vendor + RIFFLabels.le32(UInt32(comments.count))
         for comment in comments {
             let text = Array(comment.utf8)
-            bytes += RIFFLabels.le32(UInt32(text.count)) + text
+            // The info chunk (at most 256 MiB) bounds every comment; checked all the same.
+            guard let length = UInt32(exactly: text.count) else {
+                throw .unsupported("cannot export \(path): a comment of \(text.count) bytes does not fit an Ogg Opus comment header")
+            }
+            bytes += RIFFLabels.le32(length) + text
         }
         return bytes
     }

@@ -13,15 +13,19 @@ struct RecordingFacts: Equatable {
     var sourceHost: String
     var clockSynchronized: String
 
-    init(info: [(key: String, value: String)]) {
+    /// The facts of the `info` chunk of the recording at `path`. A first sample time outside what
+    /// nanoseconds since 1970 hold in 64 bits (1677 to 2262) is damage, refused.
+    init(info: [(key: String, value: String)], path: String) throws(ExportError) {
         func value(_ key: String) -> String? { info.first(where: { $0.key == key })?.value }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let plain = ISO8601DateFormatter()
         let text = value("first sample time") ?? value("recorded date")
-        if let text, let date = formatter.date(from: text) ?? plain.date(from: text) {
+        if let text, let date = (try? Self.withMilliseconds.parse(text)) ?? (try? Self.wholeSeconds.parse(text)) {
             // Microseconds survive the Date round trip; the text carries milliseconds.
-            firstSampleTime = Int64((date.timeIntervalSince1970 * 1e6).rounded()) * 1_000
+            guard let microseconds = Int64(exactly: (date.timeIntervalSince1970 * 1e6).rounded()),
+                case (let nanoseconds, false) = microseconds.multipliedReportingOverflow(by: 1_000)
+            else {
+                throw .unreadable("cannot export \(path): its first sample time \(ExportError.oneLine(text, limit: 64)) lies outside 1677 to 2262, the years an export's times can carry; the file's info chunk is damaged")
+            }
+            firstSampleTime = nanoseconds
         }
         firstValidSample = value("first valid sample").flatMap { Int64($0) }
         title = value("title") ?? ""
@@ -53,10 +57,12 @@ struct RecordingFacts: Equatable {
     /// ISO 8601 UTC with milliseconds.
     var isoTime: String? {
         guard let firstSampleTime else { return nil }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(firstSampleTime) / 1e9))
+        return Self.withMilliseconds.format(Date(timeIntervalSince1970: Double(firstSampleTime) / 1e9))
     }
+
+    /// The times of `info` (`2026-11-24T10:00:01.500Z`, or without the milliseconds).
+    private static let withMilliseconds = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    private static let wholeSeconds = Date.ISO8601FormatStyle()
 
     /// One line for a description field: what, from where, when, how far to trust the time.
     func summary(timeReference: UInt64?) -> String {

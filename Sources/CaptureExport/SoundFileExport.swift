@@ -24,8 +24,13 @@ enum SoundFileExport {
         }
     }
 
-    static func write(_ audio: RecordingAudio, facts: RecordingFacts, as format: ExportFormat, to path: String) throws(ExportError) {
-        let file = audio.file
+    /// Writes `plan`'s audio to `path` (a temporary name), naming `destination` in errors.
+    static func write(_ plan: ExportPlan, to path: String, destination: String) throws(ExportError) {
+        let audio = try RecordingAudio(plan: plan)
+        let file = plan.file
+        let format = plan.format
+        let facts = plan.facts
+        func failed(_ reason: String) -> ExportError { .writeFailed("cannot write \(destination): \(reason)") }
         let bitmap = file.channelLayoutTag == 0x10000 ? file.channelBitmap : 0
         let major: Int32
         switch format {
@@ -34,9 +39,10 @@ enum SoundFileExport {
         case .flac: major = Int32(SF_FORMAT_FLAC)
         case .ogg: throw .unsupported("Ogg is written by the Ogg Opus exporter")
         }
+        // The plan admits 8 to 192 kHz and 1 to 8 channels.
         var info = SF_INFO(frames: 0, samplerate: Int32(audio.sampleRate), channels: Int32(audio.channels), format: major | subtype(for: file, as: format), sections: 0, seekable: 0)
         guard let handle = sf_open(path, Int32(SFM_WRITE), &info) else {
-            throw .writeFailed("cannot write \(path): \(String(cString: sf_strerror(nil)))")
+            throw failed(String(cString: sf_strerror(nil)))
         }
         var closed = false
         defer { if !closed { sf_close(handle) } }
@@ -62,7 +68,7 @@ enum SoundFileExport {
             broadcast.max_momentary_loudness = 0x7FFF
             broadcast.max_shortterm_loudness = 0x7FFF
             guard sf_command(handle, Int32(SFC_SET_BROADCAST_INFO), &broadcast, Int32(MemoryLayout<SF_BROADCAST_INFO>.size)) == Int32(SF_TRUE) else {
-                throw .writeFailed("libsndfile refused the bext chunk for \(path): \(String(cString: sf_strerror(handle)))")
+                throw failed("libsndfile refused the bext chunk (\(String(cString: sf_strerror(handle))))")
             }
         }
         let cues = cuePoints(file.markers, leadingFrames: audio.leadingFrames, validFrames: audio.validFrames)
@@ -82,7 +88,7 @@ enum SoundFileExport {
                 }
             }
             guard sf_command(handle, Int32(SFC_SET_CUE), &table, Int32(MemoryLayout<SF_CUES>.size)) == Int32(SF_TRUE) else {
-                throw .writeFailed("libsndfile refused the cue points for \(path): \(String(cString: sf_strerror(handle)))")
+                throw failed("libsndfile refused the cue points (\(String(cString: sf_strerror(handle))))")
             }
         }
         if bitmap != 0, format != .flac {
@@ -107,20 +113,26 @@ enum SoundFileExport {
                 written = sf_write_float(handle, &samples, expected)
             }
             guard written == expected else {
-                throw .writeFailed("writing \(path) failed: \(String(cString: sf_strerror(handle)))")
+                throw failed(String(cString: sf_strerror(handle)))
             }
         }
         closed = true
-        guard sf_close(handle) == 0 else { throw .writeFailed("closing \(path) failed") }
+        guard sf_close(handle) == 0 else { throw failed("libsndfile could not finish it") }
         if format != .flac, !cues.isEmpty {
-            try RIFFLabels.append(cues.enumerated().map { (UInt32($0.offset + 1), $0.element.name) }, to: path, rf64: format == .rf64)
+            try RIFFLabels.append(RIFFLabels.chunk(labels(cues)), to: path, rf64: format == .rf64, destination: destination)
         }
+    }
+
+    /// The `labl` texts of the cue points, numbered from 1 as the cue points are.
+    static func labels(_ cues: [(position: UInt32, name: String)]) -> [(id: UInt32, text: String)] {
+        cues.enumerated().map { (UInt32($0.offset + 1), $0.element.name) }
     }
 
     /// Gap markers as cue points on the export's timeline (stored frames less `leadingFrames`),
     /// those inside the valid audio only; at most 100 (libsndfile's limit).
     static func cuePoints(_ markers: [CAFMarker], leadingFrames: Int64, validFrames: Int64) -> [(position: UInt32, name: String)] {
         markers.compactMap { marker in
+            // The reader keeps positions in 0..<2^62 and priming is an Int32: no overflow.
             let position = marker.framePosition - leadingFrames
             guard position >= 0, position <= validFrames, position <= Int64(UInt32.max) else { return nil }
             return (UInt32(position), marker.name)
@@ -143,25 +155,52 @@ enum SoundFileExport {
     }
 }
 
-/// Appends a `LIST` chunk of type `adtl` with one `labl` per cue point to a WAV or RF64 file that
-/// libsndfile wrote and closed, and updates the RIFF size (in the header, or for RF64 in `ds64`).
+/// The `LIST` chunk of type `adtl` with one `labl` per cue point, appended to a WAV or RF64 file
+/// that libsndfile wrote and closed.
 enum RIFFLabels {
-    static func append(_ labels: [(id: UInt32, text: String)], to path: String, rf64: Bool) throws(ExportError) {
+    /// Bytes of a label's text at most (UTF-8, whole characters), as a cue point's name holds.
+    static let maximumText = 255
+
+    /// The `LIST` chunk of type `adtl` with one `labl` per label: at most 100 labels (the cue
+    /// points) of at most 255 bytes each, however long the markers' names.
+    static func chunk(_ labels: [(id: UInt32, text: String)]) -> [UInt8] {
         var body: [UInt8] = Array("adtl".utf8)
-        for label in labels {
-            var text = Array(label.text.utf8) + [0]
+        for label in labels.prefix(100) {
+            var text = Array(cut(label.text).utf8) + [0]
             let size = UInt32(4 + text.count)
             if text.count % 2 == 1 { text.append(0) }
             body += Array("labl".utf8) + le32(size) + le32(label.id) + text
         }
-        let chunk = Array("LIST".utf8) + le32(UInt32(body.count)) + body
-        guard let handle = FileHandle(forUpdatingAtPath: path) else { throw .writeFailed("cannot reopen \(path) to label its cue points") }
+        return Array("LIST".utf8) + le32(UInt32(body.count)) + body
+    }
+
+    /// `text` cut to at most `maximumText` bytes of UTF-8, at a character boundary.
+    static func cut(_ text: String) -> String {
+        var bytes = 0
+        var end = text.startIndex
+        for index in text.indices {
+            let width = text[index...].prefix(1).utf8.count
+            guard bytes + width <= maximumText else { break }
+            bytes += width
+            end = text.index(after: index)
+        }
+        return String(text[..<end])
+    }
+
+    /// Appends `chunk` to a WAV or RF64 file that libsndfile wrote and closed, and updates the RIFF
+    /// size (in the header, or for RF64 in `ds64`).
+    static func append(_ chunk: [UInt8], to path: String, rf64: Bool, destination: String) throws(ExportError) {
+        guard let handle = FileHandle(forUpdatingAtPath: path) else { throw .writeFailed("cannot write \(destination): it cannot be reopened to label its cue points") }
         defer { try? handle.close() }
         do {
             var end = try handle.seekToEnd()
             if end % 2 == 1 {
                 try handle.write(contentsOf: [0])
                 end += 1
+            }
+            // libsndfile wrote at least a RIFF header (and a WAVE form type) before the audio.
+            guard end >= 12 else {
+                throw ExportError.writeFailed("cannot write \(destination): libsndfile left \(end) bytes, not a RIFF file")
             }
             try handle.write(contentsOf: chunk)
             let riffSize = end + UInt64(chunk.count) - 8
@@ -174,8 +213,10 @@ enum RIFFLabels {
                 try handle.write(contentsOf: le32(UInt32(clamping: riffSize)))
             }
             try handle.synchronize()
+        } catch let error as ExportError {
+            throw error
         } catch {
-            throw .writeFailed("cannot label the cue points of \(path): \(error)")
+            throw .writeFailed("cannot write \(destination): labelling its cue points failed (\(error.localizedDescription))")
         }
     }
 

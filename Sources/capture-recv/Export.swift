@@ -16,7 +16,9 @@ struct Export: ParsableCommand {
             re-encoding (pre-skip = priming, the end trimmed by granule position), so ffmpeg and browsers play \
             it sample-exact, multichannel Opus included. Opus recordings exported to wav, rf64 or flac are \
             decoded to 24-bit 48 kHz. Each export is named after its recording (.wav, .rf64.wav, .flac, .opus) \
-            and written beside it, or into --out. See docs/RECORDINGS.md.
+            and written beside it, or into --out. A file that cannot be exported (damaged, unfinished, not \
+            a recording) does not stop the others: the exports go on, and the command ends with one line \
+            per failed file on standard error and exit status 1. See docs/RECORDINGS.md.
             """
     )
 
@@ -32,16 +34,19 @@ struct Export: ParsableCommand {
     @Flag(name: .long, help: "Replace exports that exist already. (default: refuse)")
     var force = false
 
+    /// Exports every file, printing each export's path as it is written; a file that fails does not
+    /// stop the others. At the end, one line per failed file on standard error and exit status 1.
     func run() throws {
-        var failed = false
+        var failures: [String] = []
         for file in files {
             do throws(ExportError) {
                 print(try RecordingExporter.export(cafPath: file, as: to, outputDirectory: out, replacing: force))
             } catch {
-                StandardStreams.writeError("capture-recv: \(error.description)\n")
-                failed = true
+                failures.append(error.description)
             }
         }
-        if failed { throw ExitCode.failure }
+        guard !failures.isEmpty else { return }
+        for failure in failures { StandardStreams.writeError("capture-recv: \(failure)\n") }
+        throw ExitCode.failure
     }
 }

@@ -19,6 +19,7 @@ final class FuzzCorpusTests: XCTestCase {
     static let targets: [(name: String, check: @Sendable (Data) -> Void)] = [
         ("frames", FrameChecks.check), ("hello", HelloChecks.check), ("caf", CAFChecks.check), ("spool", SpoolChecks.check),
         ("spool-meta", SpoolMetaChecks.check),
+        ("export", ExportChecks.check),
     ]
 
     func testSeedsAndPastFindingsHoldEveryCheck() throws {
@@ -110,6 +111,9 @@ final class FuzzCorpusTests: XCTestCase {
             }
             try write("caf", name, bytes)
         }
+        // Export: finished recordings as the receiver writes them (its info entries, gap markers, a
+        // channel mask), PCM of each sample format and real Opus packets, mono and 6-channel.
+        try writeExportSeeds(into: scratch) { name, bytes in try write("export", name, bytes) }
         // Spool and position log (SpoolChecks): the first byte picks where the spool's bytes end
         // and the position log's begin; the spool's bytes are a flags byte, the acked file, and
         // for two segments where they split and the second one's name, then the segments as our
@@ -206,6 +210,56 @@ final class FuzzCorpusTests: XCTestCase {
         older["destination"] = nil
         older["resumeSecret"] = nil
         try write("spool-meta", "version-1", Array(try JSONSerialization.data(withJSONObject: older, options: [.sortedKeys])))
+    }
+
+    private func writeExportSeeds(into scratch: URL, _ write: (String, [UInt8]) throws -> Void) throws {
+        let info: [(key: String, value: String)] = [
+            ("title", "field-a"), ("stream id", "6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b"), ("source host", "unit-7"),
+            ("clock synchronized", "yes"), ("first sample time", "2026-11-24T10:00:01.500Z"), ("first valid sample", "72000"),
+        ]
+        for (name, sample, channels, bitmap, finished) in [
+            ("pcm-s16-stereo", PCMSampleFormat.s16, 2, UInt32(0), true), ("pcm-s24-surround", .s24, 6, UInt32(0x3F), true),
+            ("pcm-s32-mono", .s32, 1, UInt32(0), true), ("pcm-f32-unfinished", .f32, 2, UInt32(0), false),
+        ] {
+            let path = scratch.appendingPathComponent("\(name).caf").path
+            let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: channels, sample: sample)
+            let writer = try CAFWriter(path: path, format: format, channelLayoutTag: bitmap == 0 ? nil : 0x10000, channelBitmap: bitmap, info: info)
+            let frames = 24
+            try writer.append((0..<(frames * Int(format.bytesPerFrame))).map { UInt8(truncatingIfNeeded: $0 &* 37) }, frameCount: frames)
+            try writer.addMarker(framePosition: 4, name: "gap: 480 frames not captured (overrun)")
+            try writer.addMarker(framePosition: 20, name: "gap: 960 frames not captured (device-lost)")
+            if finished { try writer.finalize() } else { try writer.synchronize(); writer.close() }
+            try write(name, Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        }
+        for channels in [1, 6] {
+            let encoder = try OpusEncoder(
+                inputFormat: .linearPCM(sampleRate: 48_000, channels: channels, sample: .f32),
+                settings: OpusEncoderSettings(bitrate: 6_000 * channels, frameDuration: .ms20))
+            let frames = 2_880
+            let samples = (0..<(frames * channels)).map { Float(sin(Double($0 / channels) * 0.06 + Double($0 % channels))) * 0.5 }
+            var payload: [UInt8] = []
+            var sizes: [UInt32] = []
+            try samples.withUnsafeBytes { raw in
+                if let packets = try encoder.encode(CapturedBuffer(bytes: raw, startTime: CaptureTimestamp(sampleTime: 0, hostTime: 0), packetCount: frames)) {
+                    payload += packets.payload
+                    sizes += packets.packetSizes
+                }
+            }
+            let tail = try encoder.finish()
+            if let packets = tail.packets {
+                payload += packets.payload
+                sizes += packets.packetSizes
+            }
+            let name = "opus-\(channels)ch"
+            let path = scratch.appendingPathComponent("\(name).caf").path
+            let writer = try CAFWriter(
+                path: path, format: .opus(channels: channels, framesPerPacket: 960), info: info,
+                magicCookie: channels > 2 ? encoder.magicCookie : [], primingFrames: encoder.primingFrames)
+            try writer.append(payload, packetSizes: sizes, frameCount: sizes.count * 960)
+            try writer.addMarker(framePosition: 312 + 960, name: "gap: 960 frames not captured (overrun)")
+            try writer.finalize(remainderFrames: tail.remainderFrames)
+            try write(name, Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        }
     }
 
     /// The bytes of a protocol vector file (hex digits; `#` comments).

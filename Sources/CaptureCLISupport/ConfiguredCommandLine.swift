@@ -1,6 +1,5 @@
 import CaptureCore
 import ArgumentParser
-import Dispatch
 import Foundation
 
 /// What an executable's `static func main()` calls before ArgumentParser: the user's command line
@@ -13,37 +12,21 @@ public enum ConfiguredCommandLine {
         for command: any ParsableCommand.Type, settings: CommandSettings,
         userArguments: [String] = Array(CommandLine.arguments.dropFirst()),
         environment: [String: String] = ProcessInfo.processInfo.environment
-    ) async -> [String] {
+    ) -> [String] {
         do {
-            return try await arguments(for: command, settings: settings, userArguments: userArguments, environment: environment)
+            return try arguments(for: command, settings: settings, userArguments: userArguments, environment: environment)
         } catch {
             StandardStreams.writeError("Error: \(error.description)\n")
             exit(ExitCode.validationFailure.rawValue)
         }
     }
 
-    /// `argumentsOrExit` for a synchronous `main()`: waits for the resolution (reading the config
-    /// file is asynchronous in swift-configuration).
-    public static func argumentsOrExitWaiting(
-        for command: any ParsableCommand.Type, settings: CommandSettings,
-        userArguments: [String] = Array(CommandLine.arguments.dropFirst()),
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) -> [String] {
-        let result = ResolvedArgumentsBox()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            result.set(await argumentsOrExit(for: command, settings: settings, userArguments: userArguments, environment: environment))
-            done.signal()
-        }
-        done.wait()
-        return result.value
-    }
-
-    /// The arguments to parse, or the configuration problem.
+    /// The arguments to parse, or the configuration problem; config files are read from `files`.
     public static func arguments(
-        for command: any ParsableCommand.Type, settings: CommandSettings, userArguments: [String], environment: [String: String]
-    ) async throws(ConfigurationError) -> [String] {
-        let resolved = try await ConfiguredArguments.resolve(userArguments, settings: settings, environment: environment)
+        for command: any ParsableCommand.Type, settings: CommandSettings, userArguments: [String], environment: [String: String],
+        files: SettingsFiles = .disk
+    ) throws(ConfigurationError) -> [String] {
+        let resolved = try ConfiguredArguments.resolve(userArguments, settings: settings, environment: environment, files: files)
         if !resolved.injected.isEmpty {
             try check(resolved, userArguments: userArguments, command: command)
         }
@@ -70,17 +53,6 @@ public enum ConfiguredCommandLine {
             return command.message(for: error)
         }
     }
-}
-
-/// Carries the resolved arguments from the resolving task to the waiting thread.
-///
-/// Sendability (`@unchecked Sendable`): its value is read and written only under `lock`.
-private final class ResolvedArgumentsBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var arguments: [String] = []
-
-    func set(_ arguments: [String]) { lock.withLock { self.arguments = arguments } }
-    var value: [String] { lock.withLock { arguments } }
 }
 
 /// The help of `--config`, the same for both executables but for their names.

@@ -364,7 +364,7 @@ extension ReceiverSession.Settings {
             heartbeatIntervalMilliseconds: UInt32(configuration.heartbeatInterval.nanoseconds / 1_000_000),
             maximumFrameBytes: configuration.maximumFrameBytes,
             keepsInterruptedStreams: configuration.resumeWindow > 0,
-            resumeWindowSeconds: Int(configuration.resumeWindow),
+            resumeWindowSeconds: configuration.resumeWindowSeconds,
             usesTLS: usesTLS,
             handshakeTimeoutText: "\(configuration.handshakeTimeout)",
             idleTimeoutText: "\(configuration.idleTimeout)"

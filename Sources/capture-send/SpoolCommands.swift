@@ -17,7 +17,7 @@ extension CaptureSend {
         if arguments.first == "spool" {
             SpoolCommand.main(Array(arguments.dropFirst()))
         } else {
-            main(ConfiguredCommandLine.argumentsOrExitWaiting(for: CaptureSend.self, settings: settings, userArguments: arguments))
+            main(ConfiguredCommandLine.argumentsOrExit(for: CaptureSend.self, settings: settings, userArguments: arguments))
         }
     }
 }
@@ -103,7 +103,10 @@ struct SpoolDeliver: ParsableCommand {
         transform: HostAndPort.remoteAddress)
     var to: HostAndPort?
 
-    @Option(name: .long, help: ArgumentHelp("Give up after this many seconds; what is not delivered by then stays in the spool.", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.timeout.help("Give up after this many seconds; what is not delivered by then stays in the spool.", valueName: "SECONDS", default: "300"),
+        transform: SendRanges.timeout.real)
     var timeout = 300.0
 
     @OptionGroup var location: SpoolRootOption
@@ -115,7 +118,6 @@ struct SpoolDeliver: ParsableCommand {
     var logLevel: Logger.Level = .notice
 
     func validate() throws {
-        guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a number of seconds above 0") }
         if to != nil, ids.isEmpty { throw ValidationError("--to goes with stream IDs: name the streams to send there") }
     }
 

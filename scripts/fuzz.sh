@@ -5,7 +5,9 @@
 # Prints one line per target (executions, executions per second, coverage, findings) and exits
 # non-zero when a target found a crash, naming the input that reproduces it:
 #   .build/debug/fuzz-TARGET INPUT        replays it (a normal build replays, a fuzz build fuzzes)
-#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool
+#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool settings
+# The settings target is built optimized (-c release): ArgumentParser's debug build checks a
+# command's whole definition at every parse, which would hold it to a few executions a second.
 # FUZZ_SCRATCH=DIR builds in DIR instead of .build, so that a fuzz build (other compiler flags) does
 # not make the next normal build start over; CI leaves it unset, reusing what `make test` built.
 set -uo pipefail
@@ -15,16 +17,19 @@ scratch=()
 [ -z "${FUZZ_SCRATCH:-}" ] || scratch=(--scratch-path "$FUZZ_SCRATCH")
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool)
+[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool settings)
+configuration() { case "$1" in settings) echo release ;; *) echo debug ;; esac; }
+# The settings target allocates heavily inside ArgumentParser (Swift without unsafe memory):
+# ASan's allocation stacks and leak checks would halve its speed.
+asan_options() { case "$1" in settings) echo "malloc_context_size=0:detect_leaks=0" ;; *) echo "${ASAN_OPTIONS:-}" ;; esac; }
 mkdir -p .build/fuzz
 for target in "${targets[@]}"; do
-  if ! CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
+  if ! CAPTURE_FUZZ=1 "$swift" build -c "$(configuration "$target")" "${scratch[@]}" --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
     grep -E "error:" .build/fuzz/build.log | head -20 >&2
     echo "fuzz: the build of fuzz-$target failed (.build/fuzz/build.log)" >&2
     exit 1
   fi
 done
-bin=$(CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --show-bin-path)
 status=0
 printf '%-8s %12s %10s %8s %8s %9s\n' target executions "exec/s" cov ft findings
 for target in "${targets[@]}"; do
@@ -33,7 +38,8 @@ for target in "${targets[@]}"; do
   mkdir -p "$corpus" "$findings"
   cp -n Fuzz/corpus/"$target"/* "$corpus"/ 2>/dev/null || true
   log=.build/fuzz/$target.log
-  "$bin/fuzz-$target" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$findings/" \
+  bin=$(CAPTURE_FUZZ=1 "$swift" build -c "$(configuration "$target")" "${scratch[@]}" --show-bin-path)
+  ASAN_OPTIONS=$(asan_options "$target") "$bin/fuzz-$target" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$findings/" \
     -timeout=10 -rss_limit_mb=4096 > "$log" 2>&1
   code=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)

@@ -49,8 +49,10 @@ public enum ConfiguredCommandLine {
             _ = try command.parseAsRoot(arguments)
             return nil
         } catch {
-            guard command.exitCode(for: error) != .success else { return nil }
-            return command.message(for: error)
+            // Help has no message, a refusal always has one (asking ArgumentParser for the exit
+            // status as well would render the usage a second time).
+            let message = command.message(for: error)
+            return message.isEmpty ? nil : message
         }
     }
 }

@@ -60,12 +60,12 @@ public struct NumericOption: Sendable, Equatable, CustomStringConvertible {
         case .bitrate:
             return "\(Self.number(range.lowerBound)) to \(Self.number(range.upperBound)) b/s (\(Self.number(range.lowerBound / 1_000))k to \(Self.number(range.upperBound / 1_000))k)"
         case .duration:
-            return "\(DurationText.describe(Int64(range.lowerBound))) to \(DurationText.describe(Int64(range.upperBound)))"
+            return "\(DurationText.describe(Saturating.int64(range.lowerBound))) to \(DurationText.describe(Saturating.int64(range.upperBound)))"
         case .integer, .real:
             let low = Self.number(range.lowerBound) + (minimumMeaning.map { " (\($0))" } ?? "")
             var text = "\(low) to \(Self.number(range.upperBound))"
             if !unit.isEmpty { text += " \(unit)" }
-            if unit == "seconds", range.upperBound >= 3_600 { text += " (\(DurationText.describe(Int64(range.upperBound))))" }
+            if unit == "seconds", range.upperBound >= 3_600 { text += " (\(DurationText.describe(Saturating.int64(range.upperBound))))" }
             return text
         }
     }

@@ -72,13 +72,12 @@ enum SendRanges {
 extension CaptureSend {
     /// The numbers a run derives from the options, as `CaptureSendProgram.conversions(of:)` shows them.
     func conversions() -> [String: String] {
-        var configuration = CaptureStreamer.Configuration(streamName: "conversions", receiver: .init(host: "127.0.0.1", port: 7373))
-        delivery.apply(to: &configuration)
+        // What `delivery.apply(to:)` puts into the streamer's configuration.
         var numbers = [
-            "spool-capacity": "\(configuration.spoolCapacity)",
-            "idle-timeout-ns": "\(configuration.idleTimeout.nanoseconds)",
-            "heartbeat-ns": "\(configuration.heartbeatInterval.nanoseconds)",
-            "reconnect": "\(configuration.reconnect.initial)...\(configuration.reconnect.maximum)",
+            "spool-capacity": "\(delivery.capacityBytes)",
+            "idle-timeout-ns": "\(delivery.idleTimeoutAmount.nanoseconds)",
+            "heartbeat-ns": "\(delivery.heartbeatInterval.nanoseconds)",
+            "reconnect": "\(delivery.reconnectPolicy.initial)...\(delivery.reconnectPolicy.maximum)",
             "status-interval": "\(statusOptions.interval)",
             "give-up-s": "\(backups.giveUpSeconds)",
             "buffer-frames": "\(BufferSizing.framesPerBuffer(format: .linearPCM(sampleRate: Double(rate), channels: channels, sample: format), seconds: bufferSeconds))",

@@ -56,12 +56,21 @@ struct DeliveryOptions: ParsableArguments {
     /// --spool-max in bytes (parsing checked it: 1M to 16T, a whole number of bytes).
     var capacityBytes: Int { SendRanges.spoolMax.value(spoolMax).flatMap { Int(exactly: $0) } ?? (4 << 30) }
 
+    /// --reconnect-min and --reconnect-max.
+    var reconnectPolicy: ReconnectPolicy { ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax) }
+
+    /// --idle-timeout as a time amount.
+    var idleTimeoutAmount: TimeAmount { .nanoseconds(Saturating.nanoseconds(seconds: idleTimeout)) }
+
+    /// Heartbeats at a quarter of --idle-timeout, at most 4 a second.
+    var heartbeatInterval: TimeAmount { .nanoseconds(Saturating.nanoseconds(seconds: max(0.25, idleTimeout / 4))) }
+
     /// Applies the spool, reconnect and timeout settings to a streamer's configuration.
     func apply(to configuration: inout CaptureStreamer.Configuration) {
         configuration.spoolRoot = spoolRoot
         configuration.spoolCapacity = capacityBytes
-        configuration.reconnect = ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax)
-        configuration.idleTimeout = .nanoseconds(Saturating.nanoseconds(seconds: idleTimeout))
-        configuration.heartbeatInterval = .nanoseconds(Saturating.nanoseconds(seconds: max(0.25, idleTimeout / 4)))
+        configuration.reconnect = reconnectPolicy
+        configuration.idleTimeout = idleTimeoutAmount
+        configuration.heartbeatInterval = heartbeatInterval
     }
 }

@@ -117,7 +117,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Log format: text or json.")
     var logFormat: LogFormat = .text
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: LogLevelOption.help(default: .info), transform: LogLevelOption.parse)
     var logLevel: Logger.Level = .info
 
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")

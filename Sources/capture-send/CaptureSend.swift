@@ -137,7 +137,7 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Log format: text or json.")
     var logFormat: LogFormat = .text
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: LogLevelOption.help(default: .notice), transform: LogLevelOption.parse)
     var logLevel: Logger.Level = .notice
 
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")

@@ -114,7 +114,7 @@ struct SpoolDeliver: ParsableCommand {
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: SenderSecurityOptions
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: LogLevelOption.help(default: .notice), transform: LogLevelOption.parse)
     var logLevel: Logger.Level = .notice
 
     func validate() throws {

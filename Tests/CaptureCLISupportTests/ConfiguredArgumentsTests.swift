@@ -252,6 +252,21 @@ final class ConfiguredArgumentsTests: XCTestCase {
         }
     }
 
+    /// Issue 27: an error about a setting is one line, even when its value holds a newline.
+    func testAValueWithANewlineIsRefusedInOneLine() throws {
+        let files = SettingsFiles.memory(["/in/memory.json": Data(#"{"rate": "4\n4"}"#.utf8)])
+        XCTAssertThrowsError(try ConfiguredCommandLine.arguments(
+            for: ExampleSend.self, settings: send, userArguments: ["--config", "/in/memory.json"], environment: [:], files: files)
+        ) { error in
+            XCTAssertEqual("\(error)", #"The value '4\n4' is invalid for '--rate <rate>' (from "rate" in the config file /in/memory.json)"#)
+        }
+        XCTAssertThrowsError(try ConfiguredCommandLine.arguments(
+            for: ExampleSend.self, settings: send, userArguments: [], environment: ["EXAMPLE_SEND_RATE": "fast\r\nrate=1"], files: files)
+        ) { error in
+            XCTAssertEqual("\(error)", #"The value 'fast\r\nrate=1' is invalid for '--rate <rate>' (from EXAMPLE_SEND_RATE=fast\r\nrate=1)"#)
+        }
+    }
+
     func testEveryCommandIsListedWithItsOptions() {
         let commands = CommandSettings.commands(of: ExampleRecv.self)
         XCTAssertEqual(commands.map(\.path), [["example-recv"], ["example-recv", "serve"], ["example-recv", "other"]])

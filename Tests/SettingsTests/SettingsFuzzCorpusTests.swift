@@ -41,6 +41,20 @@ final class SettingsFuzzCorpusTests: XCTestCase {
                 "The value '1e+308' is invalid for '--resume-window <SECONDS>': use 0 (finalize at once) to 2592000 seconds (30 days) (from \"resume-window\" in the config file \(SettingsChecks.configPath))"))
     }
 
+    /// The fuzzer's first finding: ArgumentParser lists six or more choices on a line each, so a
+    /// wrong --log-level from a setting was an error of nine lines with its source after the last.
+    func testAWrongLogLevelIsOneLine() throws {
+        let input = SettingsChecks.Input(decoding: try Data(contentsOf: Self.fuzz.appendingPathComponent("regressions/settings/log-level-choices-on-many-lines")))
+        XCTAssertEqual(input.environment, ["CAPTURE_SEND_LOG_LEVEL": "9999999998G"])
+        XCTAssertEqual(
+            SettingsChecks.outcome(of: input),
+            .configurationError("The value '9999999998G' is invalid for '--log-level <LEVEL>': use trace, debug, info, notice, warning, error or critical (from CAPTURE_SEND_LOG_LEVEL=9999999998G)"))
+        let receiver = SettingsChecks.Input(program: .receive, configFile: nil, environment: [:], arguments: ["--out", "/srv", "--log-level", "loud"])
+        XCTAssertEqual(
+            SettingsChecks.outcome(of: receiver),
+            .refused(status: 64, message: "The value 'loud' is invalid for '--log-level <LEVEL>': use trace, debug, info, notice, warning, error or critical"))
+    }
+
     func testAcceptedSettingsReachTheConversions() {
         let largest = SettingsChecks.Input(
             program: .receive, configFile: Data(#"{"out": "/srv/recordings", "resume-window": 2592000}"#.utf8), environment: [:], arguments: [])

@@ -123,7 +123,7 @@ public enum SettingsChecks {
                     for: command, settings: settings, userArguments: input.arguments, environment: environment, files: .memory(files))
             } catch {
                 let line = error.description
-                precondition(!line.isEmpty && !line.contains("\n"), "a configuration error is not one line: \(line)")
+                precondition(!line.isEmpty && !line.contains(where: \.isNewline), "a configuration error is not one line: \(line)")
                 return .configurationError(line)
             }
         }
@@ -133,9 +133,10 @@ public enum SettingsChecks {
         } catch {
             let status = command.exitCode(for: error)
             if status == .success { return .cleanExit }
-            let message = command.message(for: error)
+            // The line the executables write (CommandLineRun), after `Error: `.
+            let message = CommandLineRun.message(command, error)
             precondition(status == .validationFailure, "a refusal exits \(status.rawValue), not 64: \(message)")
-            precondition(!message.isEmpty && !message.contains("\n"), "a refusal is not one line: \(message)")
+            precondition(!message.isEmpty && !message.contains(where: \.isNewline), "a refusal is not one line: \(message)")
             return .refused(status: status.rawValue, message: message)
         }
         let outside = ParsedOptions.outOfRange(parsed, ranges: input.program.ranges)

@@ -74,3 +74,57 @@ public enum ConfigFileHelp {
             valueName: "FILE")
     }
 }
+
+/// How both executables run a command line and end on an error: what ArgumentParser's `main` and
+/// `exit(withError:)` do,
+/// but with control characters in the `Error:` line's message written as escapes, so a value that
+/// holds a carriage return or a newline (a script saved with CRLF line ends: `--rate 48000\r`)
+/// cannot garble or split the line (ArgumentParser quotes the value as it is).
+public enum CommandLineRun {
+    /// Parses `arguments` for `command` and runs what they name; on an error, writes the message and
+    /// exits as ArgumentParser's `exit(withError:)` does.
+    public static func main(_ command: any ParsableCommand.Type, _ arguments: [String]) {
+        do {
+            var parsed = try command.parseAsRoot(arguments)
+            try parsed.run()
+        } catch {
+            end(command, error)
+        }
+    }
+
+    /// `main` for a command tree with asynchronous commands.
+    public static func asyncMain(_ command: any ParsableCommand.Type, _ arguments: [String]) async {
+        do {
+            var parsed = try command.parseAsRoot(arguments)
+            if var asynchronous = parsed as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try parsed.run()
+            }
+        } catch {
+            end(command, error)
+        }
+    }
+
+    /// The message of the `Error:` line for `error` (without `Error: `), on one line.
+    public static func message(_ command: any ParsableCommand.Type, _ error: any Error) -> String {
+        LineLogHandler.escaped(command.message(for: error))
+    }
+
+    /// Help on standard output and exit 0; otherwise ArgumentParser's error text (the `Error:` line,
+    /// its message escaped, then the usage) on standard error, and its exit status.
+    static func end(_ command: any ParsableCommand.Type, _ error: any Error) -> Never {
+        let status = command.exitCode(for: error)
+        let text = command.fullMessage(for: error)
+        if status == .success {
+            if !text.isEmpty { StandardStreams.writeOutput(text + "\n") }
+            exit(status.rawValue)
+        }
+        if !text.isEmpty {
+            let message = command.message(for: error)
+            let line = "Error: \(message)"
+            StandardStreams.writeError((text.hasPrefix(line) ? "Error: \(LineLogHandler.escaped(message))" + text.dropFirst(line.count) : text) + "\n")
+        }
+        exit(status.rawValue)
+    }
+}

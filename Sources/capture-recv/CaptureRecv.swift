@@ -38,7 +38,7 @@ struct CaptureRecv: AsyncParsableCommand {
             print(rootHelp())
             return
         }
-        await main(ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: settings, userArguments: arguments))
+        await CommandLineRun.asyncMain(CaptureRecv.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: settings, userArguments: arguments))
     }
 
     /// The root help: serve's help, and the subcommands.

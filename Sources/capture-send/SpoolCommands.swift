@@ -15,9 +15,9 @@ extension CaptureSend {
         StandardStreams.ignoreBrokenPipes()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "spool" {
-            SpoolCommand.main(Array(arguments.dropFirst()))
+            CommandLineRun.main(SpoolCommand.self, Array(arguments.dropFirst()))
         } else {
-            main(ConfiguredCommandLine.argumentsOrExit(for: CaptureSend.self, settings: settings, userArguments: arguments))
+            CommandLineRun.main(CaptureSend.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureSend.self, settings: settings, userArguments: arguments))
         }
     }
 }

@@ -91,6 +91,21 @@ final class AbsurdSettingsTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: recordings), "a refused receiver makes no output folder")
     }
 
+    /// A value ending in a carriage return (a script saved with CRLF line ends) is refused in one
+    /// line that shows it, instead of a line the terminal garbles.
+    func testAValueWithACarriageReturnIsShownInOneLine() throws {
+        let result = try refused(Products.send, ["127.0.0.1:9", "--source", "tone", "--rate", "48000\r"])
+        XCTAssertEqual(result.status, 64, result.standardError)
+        XCTAssertEqual(result.lines, [#"Error: The value '48000\r' is invalid for '--rate <rate>': use a whole number from 8000 to 192000 Hz"#], result.standardError)
+        XCTAssertFalse(result.standardError.contains("\r"), result.standardError)
+        let receiver = try refused(Products.recv, ["--out", workDirectory.path, "--resume-window", "60\n"])
+        XCTAssertEqual(receiver.status, 64, receiver.standardError)
+        XCTAssertEqual(
+            receiver.lines,
+            [#"Error: The value '60\n' is invalid for '--resume-window <SECONDS>': use 0 (finalize at once) to 2592000 seconds (30 days)"#],
+            receiver.standardError)
+    }
+
     /// The largest resume window allowed starts a receiver that records a real stream, keeps an
     /// interrupted one waiting for its sender, and stops cleanly.
     func testTheLargestResumeWindowStartsAReceiverThatSurvivesRealStreams() throws {

@@ -55,6 +55,22 @@ final class SettingsFuzzCorpusTests: XCTestCase {
             .refused(status: 64, message: "The value 'loud' is invalid for '--log-level <LEVEL>': use trace, debug, info, notice, warning, error or critical"))
     }
 
+    /// The fuzzer's second finding: ArgumentParser quotes a refused value as it is, so a carriage
+    /// return or a newline in an argument split or garbled the `Error:` line.
+    func testAControlCharacterInARefusedArgumentIsWrittenAsAnEscape() throws {
+        let input = SettingsChecks.Input(decoding: try Data(contentsOf: Self.fuzz.appendingPathComponent("regressions/settings/carriage-return-in-an-argument")))
+        XCTAssertTrue(input.arguments.contains { $0.contains("\r") }, "\(input.arguments)")
+        guard case .refused(64, let message) = SettingsChecks.outcome(of: input) else {
+            return XCTFail("\(SettingsChecks.outcome(of: input))")
+        }
+        XCTAssertFalse(message.contains(where: \.isNewline), message)
+        XCTAssertTrue(message.contains("\\r"), message)
+        let crlf = SettingsChecks.Input(program: .send, configFile: nil, environment: [:], arguments: ["127.0.0.1:7373", "--rate", "48000\r"])
+        XCTAssertEqual(
+            SettingsChecks.outcome(of: crlf),
+            .refused(status: 64, message: #"The value '48000\r' is invalid for '--rate <rate>': use a whole number from 8000 to 192000 Hz"#))
+    }
+
     func testAcceptedSettingsReachTheConversions() {
         let largest = SettingsChecks.Input(
             program: .receive, configFile: Data(#"{"out": "/srv/recordings", "resume-window": 2592000}"#.utf8), environment: [:], arguments: [])

@@ -10,9 +10,9 @@ import PackageDescription
 /// executables replay saved inputs through the same checks (Fuzz/README.md).
 let fuzzing = ProcessInfo.processInfo.environment["CAPTURE_FUZZ"] == "1"
 let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-O"])] : []
-func fuzzTarget(_ name: String) -> Target {
+func fuzzTarget(_ name: String, checks: String = "FuzzChecks") -> Target {
     .executableTarget(
-        name: "fuzz-\(name)", dependencies: ["FuzzChecks"], path: "Fuzz/fuzz-\(name)",
+        name: "fuzz-\(name)", dependencies: [.target(name: checks)], path: "Fuzz/fuzz-\(name)",
         swiftSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"]), .define("FUZZING")] : [],
         linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : [])
 }
@@ -24,8 +24,8 @@ let package = Package(
         // The embeddable capture queue: formats, buffer sizing, the queue, sources, encoders.
         .library(name: "CaptureKit", targets: ["CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs"]),
         .library(name: "CAF", targets: ["CAF"]),
-        .executable(name: "capture-send", targets: ["capture-send"]),
-        .executable(name: "capture-recv", targets: ["capture-recv"]),
+        .executable(name: "capture-send", targets: ["capture-send-main"]),
+        .executable(name: "capture-recv", targets: ["capture-recv-main"]),
         // capture-send as a library: CaptureStreamer (docs: `make docs`).
         .library(name: "CaptureSender", targets: ["CaptureSender"]),
     ],
@@ -43,8 +43,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         // Settings from environment variables and a JSON file; default trait JSON only (no YAML, no Yams).
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
-        // FilePath, which swift-configuration's FileProvider takes (already a dependency of swift-configuration).
-        .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
@@ -168,12 +166,15 @@ let package = Package(
                 "CaptureErrorText", "CaptureCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ]
+            ],
+            swiftSettings: underFuzzing
         ),
-        .executableTarget(
+        // The executables' command lines (options, validation, runs) are libraries, named like the
+        // executables so their symbols keep their names (scripts/release-order.txt): the tests and
+        // the `settings` fuzz target parse them in memory. Each executable is its `main` alone, in Main/.
+        .target(
             name: "capture-send",
             dependencies: [
                 "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity",
@@ -182,9 +183,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ],
+            exclude: ["Main"],
+            swiftSettings: underFuzzing
         ),
-        .executableTarget(
+        .executableTarget(name: "capture-send-main", dependencies: ["capture-send"], path: "Sources/capture-send/Main"),
+        .target(
             name: "capture-recv",
             dependencies: [
                 "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureConsole", "CaptureService", "CaptureSecurity",
@@ -194,8 +198,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ],
+            exclude: ["Main"],
+            swiftSettings: underFuzzing
         ),
+        .executableTarget(name: "capture-recv-main", dependencies: ["capture-recv"], path: "Sources/capture-recv/Main"),
 
         // The benchmark helper: capture through the queue into a discarding callback (bench/).
         // The embedding example (Examples/README.md); `make test` builds it and runs it against capture-recv.
@@ -224,6 +231,10 @@ let package = Package(
         .target(name: "FuzzChecks", dependencies: ["CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver", "CaptureExport"], path: "Fuzz/FuzzChecks", swiftSettings: underFuzzing),
         fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"), fuzzTarget("spool-meta"),
         fuzzTarget("export"),
+        .target(
+            name: "SettingsChecks", dependencies: ["FuzzChecks", "CaptureCLISupport", "capture-send", "capture-recv"],
+            path: "Fuzz/SettingsChecks", swiftSettings: underFuzzing),
+        fuzzTarget("settings", checks: "SettingsChecks"),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
@@ -292,12 +303,21 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send", "capture-recv", "capture-load"]
+            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send-main", "capture-recv-main", "capture-load"]
         ),
         .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),
         .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),
         .testTarget(name: "FuzzChecksTests", dependencies: ["FuzzChecks", "CaptureCodecs", "CaptureCore", "CaptureWire", "CAF", "CaptureSender", "CaptureReceiver", "CaptureExport"]),
+        // Every numeric option of both executables, parsed in process; the settings fuzz corpus and regressions.
+        .testTarget(
+            name: "SettingsTests",
+            dependencies: [
+                "capture-send", "capture-recv", "CaptureCLISupport", "SettingsChecks", "FuzzChecks", "CaptureSender", "CaptureReceiver",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,7 +5,9 @@
 # Prints one line per target (executions, executions per second, coverage, findings) and exits
 # non-zero when a target found a crash, naming the input that reproduces it:
 #   .build/debug/fuzz-TARGET INPUT        replays it (a normal build replays, a fuzz build fuzzes)
-#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool spool-meta export
+#   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool spool-meta export settings
+# The settings target is built optimized (-c release): ArgumentParser's debug build checks a
+# command's whole definition at every parse, which would hold it to a few executions a second.
 # FUZZ_SCRATCH=DIR builds in DIR instead of .build, so that a fuzz build (other compiler flags) does
 # not make the next normal build start over; CI leaves it unset, reusing what `make test` built.
 set -uo pipefail
@@ -15,37 +17,59 @@ scratch=()
 [ -z "${FUZZ_SCRATCH:-}" ] || scratch=(--scratch-path "$FUZZ_SCRATCH")
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool spool-meta export)
+[ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool spool-meta export settings)
+configuration() { case "$1" in settings) echo release ;; *) echo debug ;; esac; }
+# The settings target allocates heavily inside ArgumentParser (Swift without unsafe memory):
+# ASan's allocation stacks and leak checks would halve its speed.
+asan_options() { case "$1" in settings) echo "malloc_context_size=0:detect_leaks=0" ;; *) echo "${ASAN_OPTIONS:-}" ;; esac; }
 mkdir -p .build/fuzz
 for target in "${targets[@]}"; do
-  if ! CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
+  if ! CAPTURE_FUZZ=1 "$swift" build -c "$(configuration "$target")" "${scratch[@]}" --product "fuzz-$target" > .build/fuzz/build.log 2>&1; then
     grep -E "error:" .build/fuzz/build.log | head -20 >&2
     echo "fuzz: the build of fuzz-$target failed (.build/fuzz/build.log)" >&2
     exit 1
   fi
 done
-bin=$(CAPTURE_FUZZ=1 "$swift" build "${scratch[@]}" --show-bin-path)
-status=0
-printf '%-8s %12s %10s %8s %8s %9s\n' target executions "exec/s" cov ft findings
-for target in "${targets[@]}"; do
-  corpus=.build/fuzz/corpus/$target
-  findings=.build/fuzz/findings/$target
+# FUZZ_JOBS=N runs N targets at once (default 1; one per core at most makes sense), and
+# FUZZ_RUNS=N stops a target after N executions (libFuzzer's -runs) before its FUZZ_SECONDS run out:
+#   FUZZ_JOBS=2 FUZZ_RUNS=10000000 FUZZ_SECONDS=7200 make fuzz     every target to 10^7, both cores
+jobs=${FUZZ_JOBS:-1}
+runs_limit=()
+[ -z "${FUZZ_RUNS:-}" ] || runs_limit=(-runs="$FUZZ_RUNS")
+row() { printf '%-10s %9s %12s %10s %8s %8s %9s\n' "$@"; }
+fuzz_one() {
+  local target=$1 corpus=.build/fuzz/corpus/$1 findings=.build/fuzz/findings/$1 log=.build/fuzz/$1.log bin code started
   mkdir -p "$corpus" "$findings"
   cp -n Fuzz/corpus/"$target"/* "$corpus"/ 2>/dev/null || true
-  log=.build/fuzz/$target.log
-  "$bin/fuzz-$target" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$findings/" \
-    -timeout=10 -rss_limit_mb=4096 > "$log" 2>&1
+  bin=$(CAPTURE_FUZZ=1 "$swift" build -c "$(configuration "$target")" "${scratch[@]}" --show-bin-path)
+  started=$SECONDS
+  ASAN_OPTIONS=$(asan_options "$target") "$bin/fuzz-$target" "$corpus" -max_total_time="$seconds" "${runs_limit[@]}" \
+    -print_final_stats=1 -artifact_prefix="$findings/" -timeout=10 -rss_limit_mb=4096 > "$log" 2>&1
   code=$?
+  local runs rate cov ft found
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
   found=$(find "$findings" -type f | wc -l)
-  printf '%-8s %12s %10s %8s %8s %9s\n' "$target" "${runs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$found"
+  row "$target" "$((SECONDS - started)) s" "${runs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$found" > ".build/fuzz/$target.row"
   if [ "$code" -ne 0 ] || [ "$found" -gt 0 ]; then
-    status=1
-    echo "fuzz: fuzz-$target found a failure (exit $code); inputs: $(find "$findings" -type f | tr '\n' ' ')" >&2
-    grep -E "Fatal error|Precondition failed|ERROR: AddressSanitizer|SUMMARY" "$log" | head -5 >&2
+    {
+      echo "fuzz: fuzz-$target found a failure (exit $code); inputs: $(find "$findings" -type f | tr '\n' ' ')"
+      grep -E "Fatal error|Precondition failed|ERROR: AddressSanitizer|SUMMARY" "$log" | head -5
+    } > ".build/fuzz/$target.failure"
   fi
+}
+rm -f .build/fuzz/*.row .build/fuzz/*.failure
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  fuzz_one "$target" &
+done
+wait
+status=0
+row target time executions "exec/s" cov ft findings
+for target in "${targets[@]}"; do
+  cat ".build/fuzz/$target.row" 2>/dev/null || row "$target" "?" "?" "?" "?" "?" "?"
+  if [ -f ".build/fuzz/$target.failure" ]; then status=1; cat ".build/fuzz/$target.failure" >&2; fi
 done
 exit $status

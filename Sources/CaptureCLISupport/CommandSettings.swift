@@ -112,6 +112,36 @@ public struct CommandSettings: Sendable, Equatable {
             defaultSubcommand: root.defaultSubcommand)
     }
 
+    /// One command of an executable's tree (`capture-send spool deliver`) and the long options it
+    /// takes, for checks that go through every option of every command.
+    public struct CommandOptions: Sendable, Equatable {
+        /// The command's names from the root: `["capture-recv", "gen-cert"]`.
+        public let path: [String]
+        /// Its options and flags (not ArgumentParser's own `--help`, nor `--config`).
+        public let options: [Setting]
+    }
+
+    /// Every command of `command`'s tree, the root first, each with its long options, as
+    /// ArgumentParser's dump lists them.
+    public static func commands(of command: any ParsableCommand.Type) -> [CommandOptions] {
+        guard let root = try? decode(command._dumpHelp()) else { return [] }
+        var found: [CommandOptions] = []
+        func visit(_ dumped: DumpedCommand, path: [String]) {
+            let options = (dumped.arguments ?? []).flatMap { argument -> [Setting] in
+                guard argument.kind == "flag" || argument.kind == "option" else { return [] }
+                return (argument.names ?? []).filter { $0.kind == "long" && !builtInKeys.contains($0.name) && $0.name != configKey }.map {
+                    Setting(key: $0.name, kind: argument.kind == "option" ? .option : .flag, isRepeating: argument.isRepeating ?? false)
+                }
+            }
+            found.append(CommandOptions(path: path, options: options))
+            for subcommand in dumped.subcommands ?? [] where subcommand.commandName != "help" {
+                visit(subcommand, path: path + [subcommand.commandName])
+            }
+        }
+        visit(root, path: [root.commandName])
+        return found
+    }
+
     /// The setting with config key `key`.
     public func setting(_ key: String) -> Setting? { settings.first { $0.key == key } }
 

@@ -41,7 +41,11 @@ public enum ConfigurationError: Error, Equatable, CustomStringConvertible {
 
     private static let example = #"{"rate": 48000, "tls": true}"#
 
-    public var description: String {
+    /// One line whatever the names and values in it hold: control characters (a newline in a config
+    /// file's text, in a variable) are written as escapes, as in the log lines.
+    public var description: String { LineLogHandler.escaped(sentence) }
+
+    private var sentence: String {
         switch self {
         case .unknownVariable(let name, let program):
             return "\(name) is not a setting of \(program); settings are the long options of `\(program) --help`"

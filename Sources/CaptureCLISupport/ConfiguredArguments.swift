@@ -1,11 +1,5 @@
-import CaptureErrorText
 import Configuration
 import Foundation
-import SystemPackage
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The command line ArgumentParser parses: the settings found through swift-configuration, in the
 /// environment (`CAPTURE_SEND_RATE=44100`) and in a config file (`{"rate": 44100}`), turned into
@@ -35,14 +29,14 @@ public struct ConfiguredArguments: Sendable, Equatable {
     }
 
     /// The user's arguments with the settings of `settings.program` from `environment` and from the
-    /// config file (named by `--config` or `<PREFIX>_CONFIG`) before them.
+    /// config file (named by `--config` or `<PREFIX>_CONFIG`, read from `files`) before them.
     ///
     /// Nothing is added when the user runs another subcommand than the main one, or asks for help.
     /// A positional from the settings is used only when the user gives none. Flags set to false add
     /// nothing; an empty variable counts as unset.
     public static func resolve(
-        _ userArguments: [String], settings: CommandSettings, environment: [String: String]
-    ) async throws(ConfigurationError) -> ConfiguredArguments {
+        _ userArguments: [String], settings: CommandSettings, environment: [String: String], files: SettingsFiles = .disk
+    ) throws(ConfigurationError) -> ConfiguredArguments {
         let unchanged = ConfiguredArguments(arguments: userArguments, injected: [], injectedRange: 0..<0)
         var start = 0
         if let first = userArguments.first, settings.subcommands.contains(first) {
@@ -60,8 +54,8 @@ public struct ConfiguredArguments: Sendable, Equatable {
         var fileKinds: [String: SettingsFileSnapshot.ValueKind] = [:]
         let filePath = walk.configFile ?? variables[configVariable]
         if let filePath {
-            let file = try await loadFile(filePath, namedBy: walk.configFile != nil ? "--config" : configVariable)
-            fileKinds = (file.snapshot() as? SettingsFileSnapshot)?.kinds ?? [:]
+            let file = try loadFile(filePath, namedBy: walk.configFile != nil ? "--config" : configVariable, from: files)
+            fileKinds = file.file.kinds
             for key in fileKinds.keys.sorted() {
                 if key == CommandSettings.configKey { throw .configInFile(path: filePath) }
                 guard settings.setting(key) != nil else { throw .unknownKey(key: key, path: filePath, program: settings.program) }
@@ -167,10 +161,15 @@ public struct ConfiguredArguments: Sendable, Equatable {
         reader.string(forKey: key) ?? reader.int(forKey: key).map(String.init) ?? reader.double(forKey: key).map { "\($0)" }
     }
 
-    /// The config file through swift-configuration's FileProvider; its problems in words.
-    private static func loadFile(_ path: String, namedBy: String) async throws(ConfigurationError) -> FileProvider<SettingsFileSnapshot> {
+    /// The config file's provider; its problems in words.
+    private static func loadFile(_ path: String, namedBy: String, from files: SettingsFiles) throws(ConfigurationError) -> SettingsFileProvider {
+        let data: Data
+        switch files.read(path) {
+        case .success(let bytes): data = bytes
+        case .failure(let unreadable): throw .fileUnreadable(path: path, namedBy: namedBy, reason: unreadable.reason)
+        }
         do {
-            return try await FileProvider<SettingsFileSnapshot>(filePath: FilePath(path))
+            return try SettingsFileProvider(data: data)
         } catch let problem as SettingsFileProblem {
             switch problem {
             case .notJSON(let detail): throw .fileNotJSON(path: path, detail: detail)
@@ -179,19 +178,8 @@ public struct ConfiguredArguments: Sendable, Equatable {
             case .listOfNonText(let key): throw .listOfNonText(key: key, path: path)
             }
         } catch {
-            throw .fileUnreadable(path: path, namedBy: namedBy, reason: unreadableReason(path))
+            throw .fileNotJSON(path: path, detail: nil)
         }
-    }
-
-    /// Why `path` cannot be read: the system's words, or that it is a folder.
-    private static func unreadableReason(_ path: String) -> String {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return SystemErrorText.errno(errno) }
-        if info.st_mode & S_IFMT == S_IFDIR { return "it is a folder, not a file" }
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else { return SystemErrorText.errno(errno) }
-        close(descriptor)
-        return "the file could not be read"
     }
 }
 

@@ -1,6 +1,5 @@
 import CaptureCore
 import ArgumentParser
-import Dispatch
 import Foundation
 
 /// What an executable's `static func main()` calls before ArgumentParser: the user's command line
@@ -13,37 +12,21 @@ public enum ConfiguredCommandLine {
         for command: any ParsableCommand.Type, settings: CommandSettings,
         userArguments: [String] = Array(CommandLine.arguments.dropFirst()),
         environment: [String: String] = ProcessInfo.processInfo.environment
-    ) async -> [String] {
+    ) -> [String] {
         do {
-            return try await arguments(for: command, settings: settings, userArguments: userArguments, environment: environment)
+            return try arguments(for: command, settings: settings, userArguments: userArguments, environment: environment)
         } catch {
             StandardStreams.writeError("Error: \(error.description)\n")
             exit(ExitCode.validationFailure.rawValue)
         }
     }
 
-    /// `argumentsOrExit` for a synchronous `main()`: waits for the resolution (reading the config
-    /// file is asynchronous in swift-configuration).
-    public static func argumentsOrExitWaiting(
-        for command: any ParsableCommand.Type, settings: CommandSettings,
-        userArguments: [String] = Array(CommandLine.arguments.dropFirst()),
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) -> [String] {
-        let result = ResolvedArgumentsBox()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            result.set(await argumentsOrExit(for: command, settings: settings, userArguments: userArguments, environment: environment))
-            done.signal()
-        }
-        done.wait()
-        return result.value
-    }
-
-    /// The arguments to parse, or the configuration problem.
+    /// The arguments to parse, or the configuration problem; config files are read from `files`.
     public static func arguments(
-        for command: any ParsableCommand.Type, settings: CommandSettings, userArguments: [String], environment: [String: String]
-    ) async throws(ConfigurationError) -> [String] {
-        let resolved = try await ConfiguredArguments.resolve(userArguments, settings: settings, environment: environment)
+        for command: any ParsableCommand.Type, settings: CommandSettings, userArguments: [String], environment: [String: String],
+        files: SettingsFiles = .disk
+    ) throws(ConfigurationError) -> [String] {
+        let resolved = try ConfiguredArguments.resolve(userArguments, settings: settings, environment: environment, files: files)
         if !resolved.injected.isEmpty {
             try check(resolved, userArguments: userArguments, command: command)
         }
@@ -66,21 +49,12 @@ public enum ConfiguredCommandLine {
             _ = try command.parseAsRoot(arguments)
             return nil
         } catch {
-            guard command.exitCode(for: error) != .success else { return nil }
-            return command.message(for: error)
+            // Help has no message, a refusal always has one (asking ArgumentParser for the exit
+            // status as well would render the usage a second time).
+            let message = command.message(for: error)
+            return message.isEmpty ? nil : message
         }
     }
-}
-
-/// Carries the resolved arguments from the resolving task to the waiting thread.
-///
-/// Sendability (`@unchecked Sendable`): its value is read and written only under `lock`.
-private final class ResolvedArgumentsBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var arguments: [String] = []
-
-    func set(_ arguments: [String]) { lock.withLock { self.arguments = arguments } }
-    var value: [String] { lock.withLock { arguments } }
 }
 
 /// The help of `--config`, the same for both executables but for their names.
@@ -98,5 +72,59 @@ public enum ConfigFileHelp {
             the file over the defaults.
             """,
             valueName: "FILE")
+    }
+}
+
+/// How both executables run a command line and end on an error: what ArgumentParser's `main` and
+/// `exit(withError:)` do,
+/// but with control characters in the `Error:` line's message written as escapes, so a value that
+/// holds a carriage return or a newline (a script saved with CRLF line ends: `--rate 48000\r`)
+/// cannot garble or split the line (ArgumentParser quotes the value as it is).
+public enum CommandLineRun {
+    /// Parses `arguments` for `command` and runs what they name; on an error, writes the message and
+    /// exits as ArgumentParser's `exit(withError:)` does.
+    public static func main(_ command: any ParsableCommand.Type, _ arguments: [String]) {
+        do {
+            var parsed = try command.parseAsRoot(arguments)
+            try parsed.run()
+        } catch {
+            end(command, error)
+        }
+    }
+
+    /// `main` for a command tree with asynchronous commands.
+    public static func asyncMain(_ command: any ParsableCommand.Type, _ arguments: [String]) async {
+        do {
+            var parsed = try command.parseAsRoot(arguments)
+            if var asynchronous = parsed as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try parsed.run()
+            }
+        } catch {
+            end(command, error)
+        }
+    }
+
+    /// The message of the `Error:` line for `error` (without `Error: `), on one line.
+    public static func message(_ command: any ParsableCommand.Type, _ error: any Error) -> String {
+        LineLogHandler.escaped(command.message(for: error))
+    }
+
+    /// Help on standard output and exit 0; otherwise ArgumentParser's error text (the `Error:` line,
+    /// its message escaped, then the usage) on standard error, and its exit status.
+    static func end(_ command: any ParsableCommand.Type, _ error: any Error) -> Never {
+        let status = command.exitCode(for: error)
+        let text = command.fullMessage(for: error)
+        if status == .success {
+            if !text.isEmpty { StandardStreams.writeOutput(text + "\n") }
+            exit(status.rawValue)
+        }
+        if !text.isEmpty {
+            let message = command.message(for: error)
+            let line = "Error: \(message)"
+            StandardStreams.writeError((text.hasPrefix(line) ? "Error: \(LineLogHandler.escaped(message))" + text.dropFirst(line.count) : text) + "\n")
+        }
+        exit(status.rawValue)
     }
 }

@@ -5,7 +5,15 @@ import ArgumentParser
 public enum DurationText {
     /// The whole seconds `text` names, within `range`; otherwise a `ValidationError` naming `option`.
     public static func seconds(_ text: String, option: String, range: ClosedRange<Int64>) throws(ValidationError) -> Int64 {
-        let invalid = ValidationError("\(option) \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (\(describe(range.lowerBound)) to \(describe(range.upperBound)))")
+        guard let total = total(text), range.contains(total) else {
+            throw ValidationError("\(option) \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (\(describe(range.lowerBound)) to \(describe(range.upperBound)))")
+        }
+        return total
+    }
+
+    /// The whole seconds `text` names, whatever their number; nil when it is no duration or its
+    /// seconds do not fit in an Int64 (`99999999999999999999h`).
+    static func total(_ text: String) -> Int64? {
         var total: Int64 = 0
         var number = ""
         var sawUnit = false
@@ -19,23 +27,32 @@ public enum DurationText {
             case "h": unit = 3_600
             case "m": unit = 60
             case "s": unit = 1
-            default: throw invalid
+            default: return nil
             }
-            guard let value = Int64(number), value <= range.upperBound else { throw invalid }
-            total += value * unit
+            guard let value = Int64(number), let sum = add(value, times: unit, to: total) else { return nil }
+            total = sum
             number = ""
             sawUnit = true
         }
         if !number.isEmpty {
-            guard !sawUnit, let value = Int64(number), value <= range.upperBound else { throw invalid }
-            total += value
+            guard !sawUnit, let value = Int64(number), let sum = add(value, times: 1, to: total) else { return nil }
+            total = sum
+        } else if !sawUnit {
+            return nil
         }
-        guard range.contains(total) else { throw invalid }
         return total
     }
 
+    /// `total + value × unit`, nil on overflow.
+    private static func add(_ value: Int64, times unit: Int64, to total: Int64) -> Int64? {
+        let product = value.multipliedReportingOverflow(by: unit)
+        guard !product.overflow else { return nil }
+        let sum = total.addingReportingOverflow(product.partialValue)
+        return sum.overflow ? nil : sum.partialValue
+    }
+
     /// `1 second`, `24 hours`, `7 days`.
-    private static func describe(_ seconds: Int64) -> String {
+    static func describe(_ seconds: Int64) -> String {
         if seconds % 86_400 == 0, seconds >= 86_400 * 2 { return "\(seconds / 86_400) days" }
         if seconds % 3_600 == 0, seconds >= 3_600 { return seconds == 3_600 ? "1 hour" : "\(seconds / 3_600) hours" }
         return seconds == 1 ? "1 second" : "\(seconds) seconds"

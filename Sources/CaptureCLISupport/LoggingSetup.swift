@@ -13,6 +13,25 @@ public enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
+/// `--log-level`: one of swift-log's seven levels. Read through a transform so that a wrong value
+/// is refused in one line (ArgumentParser lists six or more choices on a line each, and a setting's
+/// source would end up after the last of them).
+public enum LogLevelOption {
+    /// `trace, debug, info, notice, warning, error or critical`.
+    static let choices = Logger.Level.allCases.dropLast().map(\.rawValue).joined(separator: ", ") + " or " + (Logger.Level.allCases.last?.rawValue ?? "")
+
+    /// The option's help, with its default.
+    public static func help(default level: Logger.Level) -> ArgumentHelp {
+        ArgumentHelp("Log level: \(choices). (default: \(level.rawValue))", valueName: "LEVEL")
+    }
+
+    /// For `@Option(transform:)`: the level `text` names.
+    @Sendable public static func parse(_ text: String) throws(ValidationError) -> Logger.Level {
+        guard let level = Logger.Level(rawValue: text) else { throw ValidationError("use \(choices)") }
+        return level
+    }
+}
+
 /// Sets up swift-log for an executable: lines to standard error (or to whoever owns it), in text
 /// or JSON, at a level.
 public enum LoggingSetup {

@@ -61,8 +61,9 @@ public final class ToneSource: AudioSource {
         guard settings.levelDBFS <= 0, settings.levelDBFS.isFinite else {
             throw .unsupportedFormat("tone level \(settings.levelDBFS) dBFS must be 0 or below")
         }
-        if let duration = settings.durationSeconds, !(duration.isFinite && duration >= 0) {
-            throw .unsupportedFormat("duration \(duration) s must be 0 or more")
+        // Its frames must fit an Int64 (a duration of 1e300 s would trap converting them).
+        if let duration = settings.durationSeconds, !(duration.isFinite && duration >= 0 && duration * settings.sampleRate < 9.0e18) {
+            throw .unsupportedFormat("duration \(duration) s must be 0 or more, and less than 9e18 frames long")
         }
         self.settings = settings
         self.format = format

@@ -40,6 +40,12 @@ public struct ReceiverConfiguration: Sendable {
     /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
     /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
     public var resumeWindow: Double = 86_400
+    /// `resumeWindow` in whole seconds (for log lines), saturating instead of trapping on a window
+    /// that is not finite or does not fit an Int.
+    public var resumeWindowSeconds: Int {
+        guard resumeWindow > 0 else { return 0 }
+        return resumeWindow < 9.0e18 ? Int(resumeWindow) : Int.max
+    }
     /// Interrupted streams that may wait in the output folder for their senders at once; beyond it
     /// the sweep finalizes the ones waiting longest (`--max-waiting-streams`).
     public var maximumWaitingStreams: Int = 10_000

@@ -262,9 +262,9 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private func authenticate(_ hello: ValidatedHello) -> Authentication {
         ownershipRequired = nil
         if let remaining = rateLimiter.remainingBlock(for: peerAddress) {
-            let seconds = Int(remaining.rounded(.up))
+            let seconds = Int(exactly: remaining.rounded(.up)) ?? Int.max
             let reason = "too many failed authentication attempts from \(peerAddress); try again in \(seconds) s"
-            let retryAfter = UInt32(clamping: Int((remaining * 1_000).rounded(.up)))
+            let retryAfter = UInt32(clamping: Int(exactly: (remaining * 1_000).rounded(.up)) ?? Int.max)
             guard !hello.message.resumeSecret.isEmpty else { return .rateLimited(reason, retryAfterMilliseconds: retryAfter) }
             ownershipRequired = (reason, retryAfter)
         }
@@ -363,10 +363,10 @@ extension ReceiverSession.Settings {
     /// The session's settings from the receiver's configuration.
     init(configuration: ReceiverConfiguration, usesTLS: Bool) {
         self.init(
-            heartbeatIntervalMilliseconds: UInt32(configuration.heartbeatInterval.nanoseconds / 1_000_000),
+            heartbeatIntervalMilliseconds: UInt32(clamping: configuration.heartbeatInterval.nanoseconds / 1_000_000),
             maximumFrameBytes: configuration.maximumFrameBytes,
             keepsInterruptedStreams: configuration.resumeWindow > 0,
-            resumeWindowSeconds: Int(configuration.resumeWindow),
+            resumeWindowSeconds: configuration.resumeWindowSeconds,
             usesTLS: usesTLS,
             handshakeTimeoutText: "\(configuration.handshakeTimeout)",
             idleTimeoutText: "\(configuration.idleTimeout)"

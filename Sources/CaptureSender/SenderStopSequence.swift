@@ -45,7 +45,7 @@ public struct SenderStopSequence: Sendable, Equatable {
         }
 
         private static func format(_ seconds: Double) -> String {
-            seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+            Int(exactly: seconds).map(String.init) ?? String(seconds)
         }
     }
 

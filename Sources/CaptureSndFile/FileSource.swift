@@ -69,7 +69,9 @@ public final class FileSource: AudioSource {
         self.fileFrames = Int64(info.frames)
         self.channelLayout = Self.channelLayout(of: handle, channels: Int(info.channels))
         if let durationSeconds {
-            frameLimit = min(Int64(info.frames), Int64((durationSeconds * Double(info.samplerate)).rounded()))
+            // Compared as a Double first: a duration beyond the file (even 1e300 s, or NaN) is the whole file.
+            let wanted = (durationSeconds * Double(info.samplerate)).rounded()
+            frameLimit = wanted < Double(info.frames) ? Int64(max(wanted, 0)) : Int64(info.frames)
         } else {
             frameLimit = Int64(info.frames)
         }

@@ -13,7 +13,6 @@ import NIOCore
 import ServiceLifecycle
 
 /// `capture-recv`: receives audio streams from capture-send and writes each to a CAF file.
-@main
 struct CaptureRecv: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "capture-recv",
@@ -39,7 +38,7 @@ struct CaptureRecv: AsyncParsableCommand {
             print(rootHelp())
             return
         }
-        await main(await ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: settings, userArguments: arguments))
+        await CommandLineRun.asyncMain(CaptureRecv.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: settings, userArguments: arguments))
     }
 
     /// The root help: serve's help, and the subcommands.
@@ -86,27 +85,39 @@ struct Serve: AsyncParsableCommand {
         transform: HostAndPort.listenAddress)
     var listen = HostAndPort(host: "0.0.0.0", port: ReceiverConfiguration.defaultPort)
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Streams recorded at the same time at most; connections beyond it (and \(StreamCapacity.handshakeAllowance) more in their handshake) are refused. (default: what the open-file limit allows at \(StreamCapacity.descriptorsPerStream) files per stream, raised to its hard limit at start, and at most one stream per MiB of memory)",
-        valueName: "N"))
+    @Option(
+        name: .long,
+        help: ReceiveRanges.maxStreams.help(
+            "Streams recorded at the same time at most; connections beyond it (and \(StreamCapacity.handshakeAllowance) more in their handshake) are refused.",
+            valueName: "N",
+            default: "what the open-file limit allows at \(StreamCapacity.descriptorsPerStream) files per stream, raised to its hard limit at start, and at most one stream per MiB of memory"),
+        transform: ReceiveRanges.maxStreams.integer)
     var maxStreams: Int?
 
-    @Option(name: .long, help: "Largest frame accepted, in bytes.")
+    @Option(name: .long, help: ReceiveRanges.maxFrameBytes.help("Largest frame accepted, in bytes.", default: "1114112"), transform: ReceiveRanges.maxFrameBytes.integer)
     var maxFrameBytes = 1_048_576 + 65_536
 
-    @Option(name: .long, help: "Milliseconds written audio may wait for a sync round, which makes every stream durable at once (and so for its acknowledgement).")
+    @Option(
+        name: .long,
+        help: ReceiveRanges.syncMs.help(
+            "Milliseconds written audio may wait for a sync round, which makes every stream durable at once (and so for its acknowledgement).", default: "200"),
+        transform: ReceiveRanges.syncMs.integer)
     var syncMs = 200
 
-    @Option(name: .long, help: "Seconds a new connection has to complete the handshake.")
+    @Option(
+        name: .long, help: ReceiveRanges.handshakeTimeout.help("Seconds a new connection has to complete the handshake.", default: "10"),
+        transform: ReceiveRanges.handshakeTimeout.integer)
     var handshakeTimeout = 10
 
-    @Option(name: .long, help: "Seconds of silence after which a connection is considered dead.")
+    @Option(
+        name: .long, help: ReceiveRanges.idleTimeout.help("Seconds of silence after which a connection is considered dead.", default: "20"),
+        transform: ReceiveRanges.idleTimeout.integer)
     var idleTimeout = 20
 
     @Option(name: .long, help: "Log format: text or json.")
     var logFormat: LogFormat = .text
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: LogLevelOption.help(default: .info), transform: LogLevelOption.parse)
     var logLevel: Logger.Level = .info
 
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
@@ -124,14 +135,17 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "Configuration")
     var configFile: ConfigFileOption
 
-    func validate() throws {
-        if let maxStreams, maxStreams < 1 { throw ValidationError("--max-streams must be at least 1") }
-        guard maxFrameBytes >= 65_536, maxFrameBytes <= 16 << 20 else {
-            throw ValidationError("--max-frame-bytes must be between 65536 and 16777216")
-        }
-        guard syncMs >= 1, syncMs <= 10_000 else { throw ValidationError("--sync-ms must be between 1 and 10000") }
-        guard handshakeTimeout >= 1 else { throw ValidationError("--handshake-timeout must be at least 1 second") }
-        guard idleTimeout >= 2 else { throw ValidationError("--idle-timeout must be at least 2 seconds") }
+    /// Puts the limits and time amounts into `configuration` (each number is within its range,
+    /// ReceiveRanges, once parsed); `defaultMaximumStreams` stands in for --max-streams when it is not given.
+    func applyLimits(to configuration: inout ReceiverConfiguration, defaultMaximumStreams: Int) {
+        configuration.maximumStreams = maxStreams ?? defaultMaximumStreams
+        configuration.maximumFrameBytes = maxFrameBytes
+        configuration.syncPolicy = SyncPolicy(interval: .milliseconds(syncMs))
+        configuration.handshakeTimeout = .nanoseconds(Saturating.nanoseconds(seconds: Double(handshakeTimeout)))
+        configuration.idleTimeout = .nanoseconds(Saturating.nanoseconds(seconds: Double(idleTimeout)))
+        configuration.heartbeatInterval = .nanoseconds(Saturating.nanoseconds(seconds: Double(max(1, idleTimeout / 4))))
+        security.applyLimits(to: &configuration)
+        durability.apply(to: &configuration)
     }
 
     func run() async throws {
@@ -149,12 +163,7 @@ struct Serve: AsyncParsableCommand {
         let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
         var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
         let capacity = StreamCapacity.raiseAndMeasure()
-        configuration.maximumStreams = maxStreams ?? capacity.defaultMaximumStreams
-        configuration.maximumFrameBytes = maxFrameBytes
-        configuration.syncPolicy = SyncPolicy(interval: .milliseconds(syncMs))
-        configuration.handshakeTimeout = .seconds(Int64(handshakeTimeout))
-        configuration.idleTimeout = .seconds(Int64(idleTimeout))
-        configuration.heartbeatInterval = .seconds(Int64(max(1, idleTimeout / 4)))
+        applyLimits(to: &configuration, defaultMaximumStreams: capacity.defaultMaximumStreams)
         configuration.applicationName = "capture-recv \(CaptureVersion.current)"
         try recordings.apply(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)
@@ -172,7 +181,6 @@ struct Serve: AsyncParsableCommand {
             )
         }
         configuration.metrics = metrics
-        durability.apply(to: &configuration)
 
         let server: CaptureReceiverServer
         do {
@@ -182,7 +190,7 @@ struct Serve: AsyncParsableCommand {
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
         Self.logCapacity(capacity, maximumStreams: configuration.maximumStreams, logger: logger)
-        var announcement = "listening on \(server.localAddress.userText)\n"
+        let announcement = "listening on \(server.localAddress.userText)\n"
 
         var services: [any Service] = []
         if let address = httpOptions.http, let access {

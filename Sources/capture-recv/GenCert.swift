@@ -27,7 +27,9 @@ struct GenCert: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A DNS name or IP address the certificate is for; repeat for several (default: localhost and 127.0.0.1).", valueName: "NAME"))
     var host: [String] = []
 
-    @Option(name: .long, help: "Days the certificate is valid.")
+    @Option(
+        name: .long, help: ReceiveRanges.days.help("Days the certificate is valid.", default: "\(CertificateFactory.defaultValidityDays)"),
+        transform: ReceiveRanges.days.integer)
     var days = CertificateFactory.defaultValidityDays
 
     @Option(name: .long, help: ArgumentHelp("The user capture-recv runs as: cert.pem and key.pem are given to this user and its group (default: the user running gen-cert keeps them).", valueName: "USER"))
@@ -35,10 +37,6 @@ struct GenCert: ParsableCommand {
 
     @Flag(name: .long, help: "Replace cert.pem and key.pem if they exist.")
     var force = false
-
-    func validate() throws {
-        guard (1...3650).contains(days) else { throw ValidationError("--days must be between 1 and 3650") }
-    }
 
     func run() throws {
         let hosts = host.isEmpty ? ["localhost", "127.0.0.1"] : host

@@ -18,26 +18,35 @@ struct ReceiverSecurityOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("File of accepted tokens, one a line (# comments ignored); senders without one of them are refused.", valueName: "FILE"))
     var tokenFile: String?
 
-    @Option(name: .long, help: "Failed authentications (token or client certificate) from one address within 60 s after which that address is refused for --auth-block-seconds; 0 for no limit. The refusal is temporary (RATE_LIMITED with a retry-after), and senders resuming a stream they own are still let in.")
+    @Option(
+        name: .long,
+        help: ReceiveRanges.authFailureLimit.help(
+            "Failed authentications (token or client certificate) from one address within 60 s after which that address is refused for --auth-block-seconds; 0 for no limit. The refusal is temporary (RATE_LIMITED with a retry-after), and senders resuming a stream they own are still let in.",
+            default: "5"),
+        transform: ReceiveRanges.authFailureLimit.integer)
     var authFailureLimit = 5
 
-    @Option(name: .long, help: ArgumentHelp("Seconds an address over --auth-failure-limit is refused.", valueName: "SECONDS"))
+    @Option(
+        name: .long, help: ReceiveRanges.authBlockSeconds.help("Seconds an address over --auth-failure-limit is refused.", valueName: "SECONDS", default: "60"),
+        transform: ReceiveRanges.authBlockSeconds.real)
     var authBlockSeconds = 60.0
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together: give the certificate and its private key") }
         if clientCa != nil, tlsCert == nil { throw ValidationError("--client-ca needs TLS: add --tls-cert and --tls-key") }
-        guard authFailureLimit >= 0 else { throw ValidationError("--auth-failure-limit must be 0 or more") }
-        guard authBlockSeconds > 0, authBlockSeconds <= 86_400 else { throw ValidationError("--auth-block-seconds must be more than 0 and at most 86400") }
     }
 
-    /// Puts the options into `configuration`; warns about tokens sent without TLS.
+    /// Puts the limits on failed authentications into `configuration`.
+    func applyLimits(to configuration: inout ReceiverConfiguration) {
+        configuration.authFailureLimit = authFailureLimit
+        configuration.authBlockSeconds = authBlockSeconds
+    }
+
+    /// Puts the TLS settings and tokens into `configuration`; warns about tokens sent without TLS.
     func apply(to configuration: inout ReceiverConfiguration, logger: Logger) throws(CLIError) {
         if let tlsCert, let tlsKey {
             configuration.tls = ReceiverTLSConfiguration(certificatePath: tlsCert, privateKeyPath: tlsKey, clientCAPath: clientCa)
         }
-        configuration.authFailureLimit = authFailureLimit
-        configuration.authBlockSeconds = authBlockSeconds
         guard let tokenFile else { return }
         do throws(SecurityError) {
             let tokens = try AuthTokens.load(path: tokenFile)

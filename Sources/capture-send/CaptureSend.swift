@@ -24,7 +24,6 @@ extension PCMSampleFormat: ExpressibleByArgument {}
 extension OpusApplication: ExpressibleByArgument {}
 
 /// `capture-send`: captures audio and streams it to capture-recv.
-@main
 struct CaptureSend: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "capture-send",
@@ -68,31 +67,39 @@ struct CaptureSend: ParsableCommand {
     @Flag(name: .long, help: "With --source alsa, when the device is lost (unplugged, suspended), retry it with backoff (0.25 s doubling to 2 s) and continue the same stream, recording the outage as a gap; otherwise the stream ends with what was captured.")
     var reopen = false
 
-    @Option(name: .long, help: "Sample rate in Hz, 8000 to 192000 (tone and alsa; a file has its own).")
+    @Option(name: .long, help: SendRanges.rate.help("Sample rate (tone and alsa; a file has its own).", default: "48000"), transform: SendRanges.rate.integer)
     var rate = 48_000
 
-    @Option(name: .long, help: "Channels, 1 to 8 (tone and alsa).")
+    @Option(name: .long, help: SendRanges.channels.help("Channels (tone and alsa).", default: "2"), transform: SendRanges.channels.integer)
     var channels = 2
 
     @Option(name: .long, help: "Sample format: s16, s24, s32 or f32 (tone and alsa).")
     var format: PCMSampleFormat = .s16
 
-    @Option(name: .long, help: ArgumentHelp("Stop after this many seconds (default: a file's whole length; otherwise until interrupted).", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.duration.help("Stop after this many seconds.", valueName: "SECONDS", default: "a file's whole length; otherwise until interrupted"),
+        transform: SendRanges.duration.real)
     var duration: Double?
 
-    @Option(name: .long, help: "Tone frequency in Hz.")
+    @Option(name: .long, help: SendRanges.toneFrequency.help("Tone frequency, below half the sample rate.", default: "440"), transform: SendRanges.toneFrequency.real)
     var toneFrequency = 440.0
 
-    @Option(name: .long, help: "Tone peak level in dBFS, 0 or below (write a negative value as --tone-level=-6).")
+    @Option(
+        name: .long, help: SendRanges.toneLevel.help("Tone peak level (write a negative value as --tone-level=-6).", default: "-12"),
+        transform: SendRanges.toneLevel.real)
     var toneLevel = -12.0
 
     @Flag(name: .long, help: "Deliver tone and file audio as fast as possible instead of in real time (tests, benchmarks).")
     var noPace = false
 
-    @Option(name: .long, help: "Capture buffers in the queue (kNumberBuffers), 2 to 64.")
+    @Option(name: .long, help: SendRanges.buffers.help("Capture buffers in the queue (kNumberBuffers).", default: "3"), transform: SendRanges.buffers.integer)
     var buffers = 3
 
-    @Option(name: .long, help: "Seconds of audio per capture buffer; the byte size is derived as DeriveBufferSize does (capped at 320 KiB).")
+    @Option(
+        name: .long,
+        help: SendRanges.bufferSeconds.help("Seconds of audio per capture buffer; the byte size is derived as DeriveBufferSize does (capped at 320 KiB).", default: "0.5"),
+        transform: SendRanges.bufferSeconds.real)
     var bufferSeconds = 0.5
 
     // MARK: Encoding
@@ -100,13 +107,13 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Codec: pcm (lossless) or opus.")
     var codec: CodecKind = .pcm
 
-    @Option(name: .long, help: "Opus bit rate in bits per second, 6000 to 510000; 128k is accepted too.")
+    @Option(name: .long, help: SendRanges.bitrate.help("Opus bit rate in bits per second; 128k is accepted too.", default: "128000"), transform: SendRanges.bitrate.checked)
     var bitrate = "128000"
 
-    @Option(name: .long, help: "Opus frame duration in milliseconds: 2.5, 5, 10, 20, 40 or 60.")
+    @Option(name: .long, help: SendRanges.frameMs.help("Opus frame duration in milliseconds.", default: "20"), transform: SendRanges.frameMs.checked)
     var frameMs = "20"
 
-    @Option(name: .long, help: "Opus complexity, 0 (fastest) to 10 (best).")
+    @Option(name: .long, help: SendRanges.complexity.help("Opus complexity, 0 the fastest, 10 the best.", default: "10"), transform: SendRanges.complexity.integer)
     var complexity = 10
 
     @Flag(exclusivity: .chooseLast, help: "Opus bit rate mode: --vbr (variable), --cvbr (constrained variable) or --cbr (constant); the last one given wins.")
@@ -120,15 +127,18 @@ struct CaptureSend: ParsableCommand {
     @Option(name: .long, help: "Stream name, used in the receiver's file name (default: this host's name).")
     var streamName: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "After the first SIGINT or SIGTERM, seconds that delivering what was captured may take before capture-send stops delivering, keeps the rest in the spool and exits 3 (0: no limit). A second SIGINT or SIGTERM stops delivering at once.",
-        valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.stopTimeout.help(
+            "After the first SIGINT or SIGTERM, seconds that delivering what was captured may take before capture-send stops delivering, keeps the rest in the spool and exits 3 (0: no limit). A second SIGINT or SIGTERM stops delivering at once.",
+            valueName: "SECONDS", default: "10"),
+        transform: SendRanges.stopTimeout.real)
     var stopTimeout = 10.0
 
     @Option(name: .long, help: "Log format: text or json.")
     var logFormat: LogFormat = .text
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: LogLevelOption.help(default: .notice), transform: LogLevelOption.parse)
     var logLevel: Logger.Level = .notice
 
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
@@ -153,18 +163,9 @@ struct CaptureSend: ParsableCommand {
         }
         if source == .file, file == nil { throw ValidationError("--source file needs --file PATH") }
         if source != .file, file != nil { throw ValidationError("--file goes with --source file") }
-        guard (8_000...192_000).contains(rate) else { throw ValidationError("--rate \(rate) is out of range: use 8000 to 192000 Hz") }
-        guard (1...8).contains(channels) else { throw ValidationError("--channels \(channels) is out of range: use 1 to 8") }
-        if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a number of seconds above 0") }
-        guard (2...64).contains(buffers) else { throw ValidationError("--buffers must be between 2 and 64") }
-        guard bufferSeconds > 0, bufferSeconds <= 10 else { throw ValidationError("--buffer-seconds must be above 0 and at most 10") }
-        guard (0...10).contains(complexity) else { throw ValidationError("--complexity must be between 0 and 10") }
-        guard stopTimeout >= 0, stopTimeout.isFinite else { throw ValidationError("--stop-timeout must be 0 (no limit) or a number of seconds above 0") }
-        do {
-            _ = try OpusEncoderSettings.parseBitrate(bitrate)
-            _ = try OpusFrameDuration(parsing: frameMs)
-        } catch {
-            throw ValidationError(error.description)
+        // Each number is within its range (SendRanges) once parsed; what is left is how they go together.
+        if source == .tone, toneFrequency >= Double(rate) / 2 {
+            throw ValidationError("--tone-frequency \(NumericOption.number(toneFrequency)) Hz is not below half the sample rate (--rate \(rate)): use a lower frequency or a higher rate")
         }
     }
 
@@ -372,7 +373,7 @@ struct CaptureSend: ParsableCommand {
                     device = reopening
                 }
                 if let duration {
-                    return (DurationLimitedSource(device, frames: Int64((duration * alsa.format.sampleRate).rounded())), cancel)
+                    return (DurationLimitedSource(device, frames: Self.frames(seconds: duration, rate: alsa.format.sampleRate)), cancel)
                 }
                 return (device, cancel)
             }

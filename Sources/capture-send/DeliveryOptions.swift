@@ -16,54 +16,61 @@ struct DeliveryOptions: ParsableArguments {
     @Flag(name: .long, help: "Keep unacknowledged packets in memory only (they do not survive a crash of capture-send).")
     var noSpool = false
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Unacknowledged audio kept at most, in bytes (K, M, G suffixes accepted); beyond it capture continues into an overflow CAF file beside the spool and the stream records a gap naming it.",
-        valueName: "BYTES"))
+    @Option(
+        name: .long,
+        help: SendRanges.spoolMax.help(
+            "Unacknowledged audio kept at most, in bytes (K, M, G, T suffixes accepted); beyond it capture continues into an overflow CAF file beside the spool and the stream records a gap naming it.",
+            valueName: "BYTES", default: "4G"),
+        transform: SendRanges.spoolMax.checked)
     var spoolMax = "4G"
 
-    @Option(name: .long, help: ArgumentHelp("First delay before reconnecting, in seconds; it doubles per failed attempt (with jitter).", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.reconnectMin.help("First delay before reconnecting, in seconds; it doubles per failed attempt (with jitter).", valueName: "SECONDS", default: "0.5"),
+        transform: SendRanges.reconnectMin.real)
     var reconnectMin = 0.5
 
-    @Option(name: .long, help: ArgumentHelp("Longest delay between reconnection attempts, in seconds.", valueName: "SECONDS"))
+    @Option(
+        name: .long, help: SendRanges.reconnectMax.help("Longest delay between reconnection attempts, in seconds.", valueName: "SECONDS", default: "30"),
+        transform: SendRanges.reconnectMax.real)
     var reconnectMax = 30.0
 
-    @Option(name: .long, help: ArgumentHelp("Seconds without any data from the receiver after which the connection is considered dead and re-established (heartbeats are sent at a quarter of it).", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.idleTimeout.help(
+            "Seconds without any data from the receiver after which the connection is considered dead and re-established (heartbeats are sent at a quarter of it).",
+            valueName: "SECONDS", default: "20"),
+        transform: SendRanges.idleTimeout.real)
     var idleTimeout = 20.0
 
     func validate() throws {
         if noSpool, spool != nil { throw ValidationError("--spool and --no-spool exclude each other") }
-        guard let bytes = Self.parseBytes(spoolMax), bytes >= 1 << 20 else {
-            throw ValidationError("--spool-max \(spoolMax) is not a size of at least 1M (write it like 500M or 4G)")
+        guard reconnectMax >= reconnectMin else {
+            throw ValidationError("--reconnect-max \(NumericOption.number(reconnectMax)) is below --reconnect-min \(NumericOption.number(reconnectMin)): the longest delay cannot be shorter than the first")
         }
-        guard reconnectMin > 0, reconnectMax >= reconnectMin else {
-            throw ValidationError("--reconnect-min must be above 0 and --reconnect-max at least as large")
-        }
-        guard idleTimeout >= 1 else { throw ValidationError("--idle-timeout must be at least 1 second") }
     }
 
     /// The spool root in use, nil with --no-spool.
     var spoolRoot: String? { noSpool ? nil : (spool ?? StreamSpool.defaultRoot) }
 
-    /// --spool-max in bytes.
-    var capacityBytes: Int { Self.parseBytes(spoolMax) ?? (4 << 30) }
+    /// --spool-max in bytes (parsing checked it: 1M to 16T, a whole number of bytes).
+    var capacityBytes: Int { SendRanges.spoolMax.value(spoolMax).flatMap { Int(exactly: $0) } ?? (4 << 30) }
 
-    /// "4G", "500M", "64K" or plain bytes.
-    static func parseBytes(_ text: String) -> Int? {
-        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
-        let trimmed = text.trimmingCharacters(in: .whitespaces).uppercased()
-        if let last = trimmed.last, let unit = units[last] {
-            guard let value = Double(trimmed.dropLast()), value > 0 else { return nil }
-            return Int(value * Double(unit))
-        }
-        return Int(trimmed)
-    }
+    /// --reconnect-min and --reconnect-max.
+    var reconnectPolicy: ReconnectPolicy { ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax) }
+
+    /// --idle-timeout as a time amount.
+    var idleTimeoutAmount: TimeAmount { .nanoseconds(Saturating.nanoseconds(seconds: idleTimeout)) }
+
+    /// Heartbeats at a quarter of --idle-timeout, at most 4 a second.
+    var heartbeatInterval: TimeAmount { .nanoseconds(Saturating.nanoseconds(seconds: max(0.25, idleTimeout / 4))) }
 
     /// Applies the spool, reconnect and timeout settings to a streamer's configuration.
     func apply(to configuration: inout CaptureStreamer.Configuration) {
         configuration.spoolRoot = spoolRoot
         configuration.spoolCapacity = capacityBytes
-        configuration.reconnect = ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax)
-        configuration.idleTimeout = .milliseconds(Int64(idleTimeout * 1_000))
-        configuration.heartbeatInterval = .milliseconds(Int64(max(0.25, idleTimeout / 4) * 1_000))
+        configuration.reconnect = reconnectPolicy
+        configuration.idleTimeout = idleTimeoutAmount
+        configuration.heartbeatInterval = heartbeatInterval
     }
 }

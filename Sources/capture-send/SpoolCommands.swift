@@ -15,9 +15,9 @@ extension CaptureSend {
         StandardStreams.ignoreBrokenPipes()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "spool" {
-            SpoolCommand.main(Array(arguments.dropFirst()))
+            CommandLineRun.main(SpoolCommand.self, Array(arguments.dropFirst()))
         } else {
-            main(ConfiguredCommandLine.argumentsOrExitWaiting(for: CaptureSend.self, settings: settings, userArguments: arguments))
+            CommandLineRun.main(CaptureSend.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureSend.self, settings: settings, userArguments: arguments))
         }
     }
 }
@@ -106,7 +106,10 @@ struct SpoolDeliver: ParsableCommand {
         transform: HostAndPort.remoteAddress)
     var to: HostAndPort?
 
-    @Option(name: .long, help: ArgumentHelp("Give up after this many seconds; what is not delivered by then stays in the spool.", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.timeout.help("Give up after this many seconds; what is not delivered by then stays in the spool.", valueName: "SECONDS", default: "300"),
+        transform: SendRanges.timeout.real)
     var timeout = 300.0
 
     @OptionGroup var location: SpoolRootOption
@@ -114,11 +117,10 @@ struct SpoolDeliver: ParsableCommand {
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: SenderSecurityOptions
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: LogLevelOption.help(default: .notice), transform: LogLevelOption.parse)
     var logLevel: Logger.Level = .notice
 
     func validate() throws {
-        guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a number of seconds above 0") }
         if to != nil, ids.isEmpty { throw ValidationError("--to goes with stream IDs: name the streams to send there") }
     }
 

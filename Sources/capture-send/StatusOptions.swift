@@ -4,24 +4,26 @@ import CaptureStatus
 
 /// `--status-interval` and `--quiet`: the live status line.
 struct StatusOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("When standard error is not a terminal, or with --log-format json, write a status line (plain key=value, or JSON) every this many seconds; on a terminal the line is redrawn about 10 times a second.", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: SendRanges.statusInterval.help(
+            "When standard error is not a terminal, or with --log-format json, write a status line (plain key=value, or JSON) every this many seconds; on a terminal the line is redrawn about 10 times a second.",
+            valueName: "SECONDS", default: "10"),
+        transform: SendRanges.statusInterval.real)
     var statusInterval = 10.0
 
     @Flag(name: .long, help: "No status line at all.")
     var quiet = false
 
-    func validate() throws {
-        guard statusInterval > 0, statusInterval.isFinite else {
-            throw ValidationError("--status-interval must be a number of seconds above 0")
-        }
-    }
+    /// --status-interval as a duration.
+    var interval: Duration { .nanoseconds(Saturating.nanoseconds(seconds: statusInterval)) }
 
     /// The status reporter on standard error, writing through `console` (which the log lines share).
     func makeReporter(
         console: StatusConsole, logFormat: LogFormat, snapshot: @escaping @Sendable () -> SenderStatusSnapshot
     ) -> StatusReporter {
         StatusReporter.standardError(
-            console: console, interval: .milliseconds(Int64(statusInterval * 1000)), quiet: quiet,
+            console: console, interval: interval, quiet: quiet,
             json: logFormat == .json, snapshot: snapshot
         )
     }

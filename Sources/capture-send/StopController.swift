@@ -119,6 +119,6 @@ final class StopController: @unchecked Sendable {
     }
 
     private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(value)
+        Int(exactly: value).map(String.init) ?? String(value)
     }
 }

@@ -59,21 +59,21 @@ final class ConfiguredArgumentsTests: XCTestCase {
 
     private func resolve(
         _ arguments: [String], file json: String? = nil, environment: [String: String] = [:], settings: CommandSettings? = nil
-    ) async throws -> ConfiguredArguments {
+    ) throws -> ConfiguredArguments {
         var environment = environment
         if let json { environment["EXAMPLE_SEND_CONFIG"] = try configFile(json) }
-        return try await ConfiguredArguments.resolve(arguments, settings: settings ?? send, environment: environment)
+        return try ConfiguredArguments.resolve(arguments, settings: settings ?? send, environment: environment)
     }
 
-    private func parsed(_ arguments: [String], file json: String? = nil, environment: [String: String] = [:]) async throws -> ExampleSend {
-        try ExampleSend.parse(try await resolve(arguments, file: json, environment: environment).arguments)
+    private func parsed(_ arguments: [String], file json: String? = nil, environment: [String: String] = [:]) throws -> ExampleSend {
+        try ExampleSend.parse(try resolve(arguments, file: json, environment: environment).arguments)
     }
 
     private func configurationError(
         _ arguments: [String], file json: String? = nil, environment: [String: String] = [:], settings: CommandSettings? = nil
-    ) async -> ConfigurationError? {
+    ) -> ConfigurationError? {
         do {
-            _ = try await resolve(arguments, file: json, environment: environment, settings: settings)
+            _ = try resolve(arguments, file: json, environment: environment, settings: settings)
             return nil
         } catch let error as ConfigurationError {
             return error
@@ -98,7 +98,7 @@ final class ConfiguredArgumentsTests: XCTestCase {
 
     // MARK: Precedence: command line > environment > file > default
 
-    func testPrecedenceTable() async throws {
+    func testPrecedenceTable() throws {
         let rows: [(file: Int?, environment: Int?, commandLine: Int?, expected: Int)] = [
             (nil, nil, nil, 48_000),
             (44_100, nil, nil, 44_100),
@@ -113,158 +113,189 @@ final class ConfiguredArgumentsTests: XCTestCase {
             let file = row.file.map { #"{"rate": \#($0)}"# }
             let environment = row.environment.map { ["EXAMPLE_SEND_RATE": "\($0)"] } ?? [:]
             let arguments = row.commandLine.map { ["--rate", "\($0)"] } ?? []
-            let command = try await parsed(arguments, file: file, environment: environment)
+            let command = try parsed(arguments, file: file, environment: environment)
             XCTAssertEqual(command.rate, row.expected, "file \(String(describing: row.file)), environment \(String(describing: row.environment)), command line \(String(describing: row.commandLine))")
         }
     }
 
-    func testTextAndFractionalAndNegativeValues() async throws {
-        let command = try await parsed([], file: #"{"device": "hw:1", "stop-timeout": 2.5, "tone-level": -6}"#)
+    func testTextAndFractionalAndNegativeValues() throws {
+        let command = try parsed([], file: #"{"device": "hw:1", "stop-timeout": 2.5, "tone-level": -6}"#)
         XCTAssertEqual(command.device, "hw:1")
         XCTAssertEqual(command.stopTimeout, 2.5)
         XCTAssertEqual(command.toneLevel, -6)
-        let fromEnvironment = try await parsed([], environment: ["EXAMPLE_SEND_TONE_LEVEL": "-3", "EXAMPLE_SEND_STOP_TIMEOUT": "0"])
+        let fromEnvironment = try parsed([], environment: ["EXAMPLE_SEND_TONE_LEVEL": "-3", "EXAMPLE_SEND_STOP_TIMEOUT": "0"])
         XCTAssertEqual(fromEnvironment.toneLevel, -3)
         XCTAssertEqual(fromEnvironment.stopTimeout, 0)
     }
 
-    func testAnEmptyVariableCountsAsUnset() async throws {
-        let command = try await parsed([], file: #"{"device": "hw:1"}"#, environment: ["EXAMPLE_SEND_DEVICE": ""])
+    func testAnEmptyVariableCountsAsUnset() throws {
+        let command = try parsed([], file: #"{"device": "hw:1"}"#, environment: ["EXAMPLE_SEND_DEVICE": ""])
         XCTAssertEqual(command.device, "hw:1")
     }
 
     // MARK: Flags
 
-    func testFlagsTakeTrueOrFalse() async throws {
-        let fromFile = try await parsed([], file: #"{"tls": true, "quiet": false}"#)
+    func testFlagsTakeTrueOrFalse() throws {
+        let fromFile = try parsed([], file: #"{"tls": true, "quiet": false}"#)
         XCTAssertTrue(fromFile.tls)
         XCTAssertFalse(fromFile.quiet)
         for (value, expected) in [("1", true), ("yes", true), ("true", true), ("YES", true), ("0", false), ("no", false), ("false", false)] {
-            let command = try await parsed([], environment: ["EXAMPLE_SEND_QUIET": value])
+            let command = try parsed([], environment: ["EXAMPLE_SEND_QUIET": value])
             XCTAssertEqual(command.quiet, expected, value)
         }
     }
 
-    func testFalseInTheEnvironmentOverridesTrueInTheFile() async throws {
-        let command = try await parsed([], file: #"{"tls": true}"#, environment: ["EXAMPLE_SEND_TLS": "0"])
+    func testFalseInTheEnvironmentOverridesTrueInTheFile() throws {
+        let command = try parsed([], file: #"{"tls": true}"#, environment: ["EXAMPLE_SEND_TLS": "0"])
         XCTAssertFalse(command.tls)
-        let resolved = try await resolve([], file: #"{"tls": true}"#, environment: ["EXAMPLE_SEND_TLS": "no"])
+        let resolved = try resolve([], file: #"{"tls": true}"#, environment: ["EXAMPLE_SEND_TLS": "no"])
         XCTAssertEqual(resolved.injected, [], "false adds nothing")
     }
 
-    func testTheCommandLineWinsInAnExclusiveFlagGroup() async throws {
-        let command = try await parsed(["--cvbr"], file: #"{"cbr": true}"#)
+    func testTheCommandLineWinsInAnExclusiveFlagGroup() throws {
+        let command = try parsed(["--cvbr"], file: #"{"cbr": true}"#)
         XCTAssertEqual(command.mode, .cvbr)
-        let fromFile = try await parsed([], file: #"{"cbr": true}"#)
+        let fromFile = try parsed([], file: #"{"cbr": true}"#)
         XCTAssertEqual(fromFile.mode, .cbr)
     }
 
     // MARK: Positionals, lists, the config file's name
 
-    func testAPositionalFromTheSettingsOnlyWhenTheCommandLineHasNone() async throws {
-        let fromFile = try await parsed(["--rate", "44100"], file: #"{"receiver": "recorder.example.org:7373"}"#)
+    func testAPositionalFromTheSettingsOnlyWhenTheCommandLineHasNone() throws {
+        let fromFile = try parsed(["--rate", "44100"], file: #"{"receiver": "recorder.example.org:7373"}"#)
         XCTAssertEqual(fromFile.receiver, "recorder.example.org:7373")
         XCTAssertEqual(fromFile.rate, 44_100)
-        let given = try await parsed(["--rate", "44100", "127.0.0.1:7373"], file: #"{"receiver": "recorder.example.org:7373"}"#)
+        let given = try parsed(["--rate", "44100", "127.0.0.1:7373"], file: #"{"receiver": "recorder.example.org:7373"}"#)
         XCTAssertEqual(given.receiver, "127.0.0.1:7373")
-        let afterTerminator = try await parsed(["--", "127.0.0.1:7373"], environment: ["EXAMPLE_SEND_RECEIVER": "recorder.example.org:7373"])
+        let afterTerminator = try parsed(["--", "127.0.0.1:7373"], environment: ["EXAMPLE_SEND_RECEIVER": "recorder.example.org:7373"])
         XCTAssertEqual(afterTerminator.receiver, "127.0.0.1:7373")
-        let valueOfAnOption = try await parsed(["--device", "hw:2"], environment: ["EXAMPLE_SEND_RECEIVER": "recorder.example.org:7373"])
+        let valueOfAnOption = try parsed(["--device", "hw:2"], environment: ["EXAMPLE_SEND_RECEIVER": "recorder.example.org:7373"])
         XCTAssertEqual(valueOfAnOption.receiver, "recorder.example.org:7373", "hw:2 is the value of --device, not a positional")
     }
 
-    func testARepeatableOptionTakesAList() async throws {
-        let list = try await parsed([], file: #"{"host": ["a.example.org", "10.0.0.2"]}"#)
+    func testARepeatableOptionTakesAList() throws {
+        let list = try parsed([], file: #"{"host": ["a.example.org", "10.0.0.2"]}"#)
         XCTAssertEqual(list.host, ["a.example.org", "10.0.0.2"])
-        let one = try await parsed([], file: #"{"host": "a.example.org"}"#)
+        let one = try parsed([], file: #"{"host": "a.example.org"}"#)
         XCTAssertEqual(one.host, ["a.example.org"])
-        let fromEnvironment = try await parsed([], environment: ["EXAMPLE_SEND_HOST": "a.example.org,10.0.0.2"])
+        let fromEnvironment = try parsed([], environment: ["EXAMPLE_SEND_HOST": "a.example.org,10.0.0.2"])
         XCTAssertEqual(fromEnvironment.host, ["a.example.org", "10.0.0.2"])
     }
 
-    func testTheConfigOptionWinsOverTheConfigVariable() async throws {
+    func testTheConfigOptionWinsOverTheConfigVariable() throws {
         let named = try configFile(#"{"rate": 16000}"#)
-        let command = try await parsed(["--config", named], file: #"{"rate": 44100}"#)
+        let command = try parsed(["--config", named], file: #"{"rate": 44100}"#)
         XCTAssertEqual(command.rate, 16_000)
-        let equals = try await parsed(["--config=\(named)"], file: #"{"rate": 44100}"#)
+        let equals = try parsed(["--config=\(named)"], file: #"{"rate": 44100}"#)
         XCTAssertEqual(equals.rate, 16_000)
     }
 
     // MARK: Subcommands and help
 
-    func testSettingsGoToTheDefaultSubcommandOnly() async throws {
+    func testSettingsGoToTheDefaultSubcommandOnly() throws {
         let environment = ["EXAMPLE_RECV_OUT": "/srv/recordings", "EXAMPLE_RECV_MAX_STREAMS": "8"]
-        let implicit = try await ConfiguredArguments.resolve([], settings: recv, environment: environment)
+        let implicit = try ConfiguredArguments.resolve([], settings: recv, environment: environment)
         XCTAssertEqual(implicit.arguments, ["--out=/srv/recordings", "--max-streams=8"])
-        let serve = try await ConfiguredArguments.resolve(["serve", "--max-streams", "2"], settings: recv, environment: environment)
+        let serve = try ConfiguredArguments.resolve(["serve", "--max-streams", "2"], settings: recv, environment: environment)
         XCTAssertEqual(serve.arguments, ["serve", "--out=/srv/recordings", "--max-streams=8", "--max-streams", "2"])
         let parsedServe = try XCTUnwrap(try ExampleRecv.parseAsRoot(serve.arguments) as? Serve)
         XCTAssertEqual(parsedServe.maxStreams, 2)
         XCTAssertEqual(parsedServe.out, "/srv/recordings")
-        let other = try await ConfiguredArguments.resolve(["other"], settings: recv, environment: environment)
+        let other = try ConfiguredArguments.resolve(["other"], settings: recv, environment: environment)
         XCTAssertEqual(other.arguments, ["other"])
-        let help = try await ConfiguredArguments.resolve(["--help"], settings: recv, environment: ["EXAMPLE_RECV_OUTT": "x"])
+        let help = try ConfiguredArguments.resolve(["--help"], settings: recv, environment: ["EXAMPLE_RECV_OUTT": "x"])
         XCTAssertEqual(help.arguments, ["--help"], "help is shown even with a broken configuration")
     }
 
     // MARK: Errors
 
-    func testAnUnknownVariableIsNamed() async {
-        let error = await configurationError([], environment: ["EXAMPLE_SEND_RATEE": "1", "EXAMPLE_SENDER": "ignored"])
+    func testAnUnknownVariableIsNamed() {
+        let error = configurationError([], environment: ["EXAMPLE_SEND_RATEE": "1", "EXAMPLE_SENDER": "ignored"])
         XCTAssertEqual(error?.description, "EXAMPLE_SEND_RATEE is not a setting of example-send; settings are the long options of `example-send --help`")
-        let options = await configurationError([], environment: ["EXAMPLE_SEND_OPTIONS": "--codec opus"])
+        let options = configurationError([], environment: ["EXAMPLE_SEND_OPTIONS": "--codec opus"])
         XCTAssertEqual(options?.description, "EXAMPLE_SEND_OPTIONS is not a setting of example-send; settings are the long options of `example-send --help`",
                        "a whole command line in one variable is no setting: each option has its own")
     }
 
-    func testAnUnknownKeyIsNamedWithTheFile() async throws {
+    func testAnUnknownKeyIsNamedWithTheFile() throws {
         let path = try configFile(#"{"rate": 44100, "rat": 1}"#)
-        let error = await configurationError(["--config", path])
+        let error = configurationError(["--config", path])
         XCTAssertEqual(error?.description, "\"rat\" in the config file \(path) is not a setting of example-send; settings are the long options of `example-send --help`, written without the dashes")
         let config = try configFile(#"{"config": "/etc/other.json"}"#)
-        let nested = await configurationError(["--config", config])
+        let nested = configurationError(["--config", config])
         XCTAssertEqual(nested, .configInFile(path: config))
     }
 
-    func testValuesOfTheWrongKindAreNamedWithTheirSource() async throws {
+    func testValuesOfTheWrongKindAreNamedWithTheirSource() throws {
         let flagText = try configFile(#"{"tls": "yes"}"#)
-        let flagError = await configurationError(["--config", flagText])
+        let flagError = configurationError(["--config", flagText])
         XCTAssertEqual(flagError?.description, "\"tls\" in the config file \(flagText): --tls is a flag; write true or false")
-        let flagVariable = await configurationError([], environment: ["EXAMPLE_SEND_TLS": "maybe"])
+        let flagVariable = configurationError([], environment: ["EXAMPLE_SEND_TLS": "maybe"])
         XCTAssertEqual(flagVariable?.description, "EXAMPLE_SEND_TLS=maybe: --tls is a flag; set it to 1, 0, yes, no, true or false")
         let optionBoolean = try configFile(#"{"rate": true}"#)
-        let optionError = await configurationError(["--config", optionBoolean])
+        let optionError = configurationError(["--config", optionBoolean])
         XCTAssertEqual(optionError?.description, "\"rate\" in the config file \(optionBoolean): --rate takes one value; write text or a number")
         let optionList = try configFile(#"{"device": ["hw:1"]}"#)
-        let listError = await configurationError(["--config", optionList])
+        let listError = configurationError(["--config", optionList])
         XCTAssertEqual(listError?.description, "\"device\" in the config file \(optionList): --device takes one value; write text or a number")
         let object = try configFile(#"{"device": {"name": "hw:1"}}"#)
-        let objectError = await configurationError(["--config", object])
+        let objectError = configurationError(["--config", object])
         XCTAssertEqual(objectError, .nestedObject(key: "device", path: object))
     }
 
-    func testAMissingUnreadableOrMalformedFileIsSaidSo() async throws {
+    func testAConfigFileCanBeReadFromMemory() throws {
+        let files = SettingsFiles.memory(["/in/memory.json": Data(#"{"rate": 44100, "device": "hw:1"}"#.utf8)])
+        let resolved = try ConfiguredArguments.resolve(["--config", "/in/memory.json"], settings: send, environment: [:], files: files)
+        XCTAssertEqual(resolved.arguments, ["--rate=44100", "--device=hw:1", "--config", "/in/memory.json"])
+        XCTAssertThrowsError(try ConfiguredArguments.resolve(["--config", "/elsewhere.json"], settings: send, environment: [:], files: files)) { error in
+            XCTAssertEqual(error as? ConfigurationError, .fileUnreadable(path: "/elsewhere.json", namedBy: "--config", reason: "no such file or directory"))
+        }
+    }
+
+    /// Issue 27: an error about a setting is one line, even when its value holds a newline.
+    func testAValueWithANewlineIsRefusedInOneLine() throws {
+        let files = SettingsFiles.memory(["/in/memory.json": Data(#"{"rate": "4\n4"}"#.utf8)])
+        XCTAssertThrowsError(try ConfiguredCommandLine.arguments(
+            for: ExampleSend.self, settings: send, userArguments: ["--config", "/in/memory.json"], environment: [:], files: files)
+        ) { error in
+            XCTAssertEqual("\(error)", #"The value '4\n4' is invalid for '--rate <rate>' (from "rate" in the config file /in/memory.json)"#)
+        }
+        XCTAssertThrowsError(try ConfiguredCommandLine.arguments(
+            for: ExampleSend.self, settings: send, userArguments: [], environment: ["EXAMPLE_SEND_RATE": "fast\r\nrate=1"], files: files)
+        ) { error in
+            XCTAssertEqual("\(error)", #"The value 'fast\r\nrate=1' is invalid for '--rate <rate>' (from EXAMPLE_SEND_RATE=fast\r\nrate=1)"#)
+        }
+    }
+
+    func testEveryCommandIsListedWithItsOptions() {
+        let commands = CommandSettings.commands(of: ExampleRecv.self)
+        XCTAssertEqual(commands.map(\.path), [["example-recv"], ["example-recv", "serve"], ["example-recv", "other"]])
+        XCTAssertEqual(commands.first { $0.path.last == "serve" }?.options.map(\.key), ["out", "max-streams"])
+        XCTAssertEqual(CommandSettings.commands(of: ExampleSend.self).first?.options.map(\.key), ["rate", "device", "tone-level", "stop-timeout", "tls", "quiet", "vbr", "cvbr", "cbr", "host"])
+    }
+
+    func testAMissingUnreadableOrMalformedFileIsSaidSo() throws {
         let missing = "/nonexistent/\(UUID().uuidString).json"
-        let missingError = await configurationError(["--config", missing])
+        let missingError = configurationError(["--config", missing])
         XCTAssertEqual(missingError?.description, "cannot read the config file \(missing) (named by --config): no such file or directory")
-        let fromVariable = await configurationError([], environment: ["EXAMPLE_SEND_CONFIG": missing])
+        let fromVariable = configurationError([], environment: ["EXAMPLE_SEND_CONFIG": missing])
         XCTAssertEqual(fromVariable?.description, "cannot read the config file \(missing) (named by EXAMPLE_SEND_CONFIG): no such file or directory")
         let folder = FileManager.default.temporaryDirectory.path
-        let folderError = await configurationError(["--config", folder])
+        let folderError = configurationError(["--config", folder])
         XCTAssertEqual(folderError?.description, "cannot read the config file \(folder) (named by --config): it is a folder, not a file")
         let notJSON = try configFile("rate = 44100\n")
-        let notJSONError = await configurationError(["--config", notJSON])
+        let notJSONError = configurationError(["--config", notJSON])
         XCTAssertTrue(notJSONError?.description.hasPrefix("the config file \(notJSON) is not JSON") ?? false, "\(String(describing: notJSONError))")
         XCTAssertTrue(notJSONError?.description.hasSuffix(#"write one JSON object whose keys are the long options, like {"rate": 48000, "tls": true}"#) ?? false)
         let notObject = try configFile(#"["rate", 44100]"#)
-        let notObjectError = await configurationError(["--config", notObject])
+        let notObjectError = configurationError(["--config", notObject])
         XCTAssertEqual(notObjectError, .fileNotAnObject(path: notObject))
     }
 
-    func testAValueArgumentParserRefusesIsReportedWithItsSource() async throws {
+    func testAValueArgumentParserRefusesIsReportedWithItsSource() throws {
         let path = try configFile(#"{"rate": "fast"}"#)
         do {
-            _ = try await ConfiguredCommandLine.arguments(for: ExampleSend.self, settings: send, userArguments: ["--config", path], environment: [:])
+            _ = try ConfiguredCommandLine.arguments(for: ExampleSend.self, settings: send, userArguments: ["--config", path], environment: [:])
             XCTFail("--rate fast is refused")
         } catch {
             guard case .rejected(let message, let sources) = error else { return XCTFail("\(error)") }
@@ -273,17 +304,17 @@ final class ConfiguredArgumentsTests: XCTestCase {
             XCTAssertTrue(error.description.hasSuffix("(from \"rate\" in the config file \(path))"), error.description)
         }
         do {
-            _ = try await ConfiguredCommandLine.arguments(
+            _ = try ConfiguredCommandLine.arguments(
                 for: ExampleSend.self, settings: send, userArguments: [], environment: ["EXAMPLE_SEND_RATE": "fast", "EXAMPLE_SEND_DEVICE": "hw:1"])
             XCTFail("--rate fast is refused")
         } catch {
             XCTAssertEqual(error.rejectedSources, [.environment(variable: "EXAMPLE_SEND_RATE", value: "fast")], "only the setting the message is about")
         }
         // The user's own mistakes are left to ArgumentParser to report as always.
-        let own = try await ConfiguredCommandLine.arguments(
+        let own = try ConfiguredCommandLine.arguments(
             for: ExampleSend.self, settings: send, userArguments: ["--rate", "fast"], environment: ["EXAMPLE_SEND_DEVICE": "hw:1"])
         XCTAssertEqual(own, ["--device=hw:1", "--rate", "fast"])
-        let overridden = try await ConfiguredCommandLine.arguments(
+        let overridden = try ConfiguredCommandLine.arguments(
             for: ExampleSend.self, settings: send, userArguments: ["--rate", "fast"], environment: ["EXAMPLE_SEND_RATE": "44100"])
         XCTAssertEqual(overridden, ["--rate=44100", "--rate", "fast"], "the user's own value is the wrong one, not the variable's")
     }

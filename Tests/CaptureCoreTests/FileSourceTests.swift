@@ -128,6 +128,27 @@ final class FileSourceTests: XCTestCase {
         XCTAssertEqual(try readAll(source).bytes.count, 2_000 * 2)
     }
 
+    /// Issue 27, item 10: a duration whose frames do not fit an Int64 (or NaN) is the whole file, never a trap.
+    func testAnAbsurdDurationIsTheWholeFile() throws {
+        let samples = [Int32](repeating: 1 << 16, count: 800)
+        let path = try writeFile("short.wav", format: Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16), rate: 8_000, channels: 1, samples: samples)
+        for duration in [1e300, .infinity, .nan, 9.3e18] {
+            XCTAssertEqual(try readAll(try FileSource(path: path, paced: false, durationSeconds: duration)).bytes.count, 800 * 2, "\(duration)")
+        }
+        XCTAssertEqual(try readAll(try FileSource(path: path, paced: false, durationSeconds: -1)).bytes.count, 0)
+    }
+
+    /// Issue 27, item 10: a tone whose frames would not fit an Int64 is refused, never a trap.
+    func testAToneTooLongToCountIsRefused() throws {
+        for duration in [1e300, 9.3e18 / 48_000, .infinity, .nan, -1] {
+            XCTAssertThrowsError(try ToneSource(settings: .init(durationSeconds: duration)), "\(duration)") { error in
+                guard case CaptureError.unsupportedFormat(let message) = error else { return XCTFail("\(error)") }
+                XCTAssertTrue(message.hasSuffix("s must be 0 or more, and less than 9e18 frames long"), message)
+            }
+        }
+        XCTAssertNoThrow(try ToneSource(settings: .init(durationSeconds: 31_622_400)), "366 days, capture-send's longest --duration")
+    }
+
     func testMissingFileSaysWhatToCheck() {
         XCTAssertThrowsError(try FileSource(path: directory.appendingPathComponent("nope.wav").path)) { error in
             guard case CaptureError.openFailed(let message) = error else { return XCTFail("\(error)") }

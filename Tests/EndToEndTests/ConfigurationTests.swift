@@ -138,7 +138,7 @@ final class ConfigurationTests: XCTestCase {
         XCTAssertTrue(rate.line.hasSuffix("(from CAPTURE_SEND_RATE=fast)"), rate.line)
         let range = try configFile(#"{"max-streams": 0}"#, name: "range.json")
         let rangeLine = try failure(Products.recv, ["--out", workDirectory.path, "--config", range]).line
-        XCTAssertEqual(rangeLine, "Error: --max-streams must be at least 1 (from \"max-streams\" in the config file \(range))")
+        XCTAssertEqual(rangeLine, "Error: The value '0' is invalid for '--max-streams <N>': use a whole number from 1 to 1000000 (from \"max-streams\" in the config file \(range))")
     }
 
     func testOtherSubcommandsAndHelpIgnoreTheSettings() throws {

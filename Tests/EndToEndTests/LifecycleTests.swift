@@ -122,16 +122,16 @@ final class LifecycleTests: XCTestCase {
         let cases: [([String], String)] = [
             ([], "name the receiver as HOST:PORT"),
             (["127.0.0.1:7373", "--source", "file"], "--source file needs --file PATH"),
-            (["127.0.0.1:7373", "--source", "tone", "--rate", "4000"], "--rate 4000 is out of range: use 8000 to 192000 Hz"),
-            (["127.0.0.1:7373", "--source", "tone", "--channels", "9"], "--channels 9 is out of range"),
+            (["127.0.0.1:7373", "--source", "tone", "--rate", "4000"], "The value '4000' is invalid for '--rate <rate>': use a whole number from 8000 to 192000 Hz"),
+            (["127.0.0.1:7373", "--source", "tone", "--channels", "9"], "The value '9' is invalid for '--channels <channels>': use a whole number from 1 to 8"),
             (["127.0.0.1:7373", "--source", "tone", "--format", "s8"], "s8"),
             (["127.0.0.1:7373", "--codec", "opus", "--bitrate", "5k"], "6000 to 510000"),
             (["127.0.0.1:7373", "--codec", "opus", "--frame-ms", "15"], "2.5, 5, 10, 20, 40 or 60"),
             (["not-an-address"], "HOST:PORT"),
             (["127.0.0.1:7373", "--source", "file", "--file", "/nonexistent/a.wav"], "cannot open audio file /nonexistent/a.wav"),
-            (["127.0.0.1:7373", "--source", "tone", "--stop-timeout=-1"], "--stop-timeout must be 0 (no limit) or a number of seconds above 0"),
-            (["127.0.0.1:7373", "--source", "tone", "--stop-timeout", "nan"], "--stop-timeout must be 0 (no limit) or a number of seconds above 0"),
-            (["127.0.0.1:7373", "--source", "tone", "--stop-timeout", "inf"], "--stop-timeout must be 0 (no limit) or a number of seconds above 0"),
+            (["127.0.0.1:7373", "--source", "tone", "--stop-timeout=-1"], "The value '-1' is invalid for '--stop-timeout <SECONDS>': use 0 (no limit) to 86400 seconds (24 hours)"),
+            (["127.0.0.1:7373", "--source", "tone", "--stop-timeout", "nan"], "The value 'nan' is invalid for '--stop-timeout <SECONDS>': use 0 (no limit) to 86400 seconds (24 hours)"),
+            (["127.0.0.1:7373", "--source", "tone", "--stop-timeout", "inf"], "The value 'inf' is invalid for '--stop-timeout <SECONDS>': use 0 (no limit) to 86400 seconds (24 hours)"),
         ]
         for (arguments, expected) in cases {
             let result = try runSender(arguments, timeout: 30)

@@ -1,0 +1,75 @@
+import ArgumentParser
+import CaptureCLISupport
+import CaptureReceiver
+import NIOCore
+
+/// capture-recv's command line as a library: what the executable runs, and what the tests and the
+/// `settings` fuzz target parse in memory (Package.swift).
+public enum CaptureRecvProgram {
+    /// Runs capture-recv with the process's arguments, environment and config file.
+    public static func main() async {
+        await CaptureRecv.main()
+    }
+
+    /// The root command: `serve` (the default), `recover`, `export`, `gen-cert`.
+    public static var command: any ParsableCommand.Type { CaptureRecv.self }
+
+    /// The settings of `serve`: its options, `CAPTURE_RECV_…` variables and config keys.
+    public static var settings: CommandSettings { CaptureRecv.settings }
+
+    /// Every numeric option of every subcommand, with its range.
+    public static var numericOptions: [NumericOption] { ReceiveRanges.all }
+
+    /// What a run makes of a parsed command's numbers before it does anything (nothing is opened
+    /// or bound): the receiver's limits and time amounts. For the tests and the fuzz target, which
+    /// check that whatever parses converts without a trap; nil for a command that converts nothing.
+    public static func conversions(of parsed: any ParsableCommand) -> [String: String]? {
+        switch parsed {
+        case let serve as Serve:
+            var configuration = ReceiverConfiguration(outputDirectory: serve.out)
+            serve.applyLimits(to: &configuration, defaultMaximumStreams: 64)
+            return [
+                "max-streams": "\(configuration.maximumStreams)",
+                "max-frame-bytes": "\(configuration.maximumFrameBytes)",
+                "sync-interval": "\(configuration.syncPolicy.interval)",
+                "handshake-ns": "\(configuration.handshakeTimeout.nanoseconds)",
+                "idle-ns": "\(configuration.idleTimeout.nanoseconds)",
+                "heartbeat-ns": "\(configuration.heartbeatInterval.nanoseconds)",
+                "auth": "\(configuration.authFailureLimit) in 60 s, \(configuration.authBlockSeconds) s",
+                "resume-window-s": "\(configuration.resumeWindowSeconds)",
+                "max-waiting-streams": "\(configuration.maximumWaitingStreams)",
+                "segment-s": serve.recordings.segment.flatMap { try? RecordingOptions.parseDuration($0) }.map { "\($0)" } ?? "none",
+            ]
+        case let genCert as GenCert:
+            return ["valid-s": "\(Double(genCert.days) * 86_400)"]
+        default:
+            return nil
+        }
+    }
+}
+
+/// capture-recv's numeric options and their ranges. The options read their values through these
+/// (`transform:`), their help states the ranges, README's flag tables say the same, and
+/// SettingsTests runs hostile values through each.
+enum ReceiveRanges {
+    static let maxStreams = NumericOption("max-streams", .integer, 1...1_000_000)
+    static let maxFrameBytes = NumericOption("max-frame-bytes", .integer, 65_536...16_777_216, unit: "bytes")
+    static let syncMs = NumericOption("sync-ms", .integer, 1...10_000, unit: "ms")
+    static let handshakeTimeout = NumericOption("handshake-timeout", .integer, 1...3_600, unit: "seconds")
+    static let idleTimeout = NumericOption("idle-timeout", .integer, 2...3_600, unit: "seconds")
+    static let authFailureLimit = NumericOption("auth-failure-limit", .integer, 0...1_000_000, minimumMeaning: "no limit")
+    static let authBlockSeconds = NumericOption("auth-block-seconds", .real, 0.001...86_400, unit: "seconds")
+    static let resumeWindow = NumericOption("resume-window", .real, 0...2_592_000, unit: "seconds", minimumMeaning: "finalize at once")
+    static let maxWaitingStreams = NumericOption("max-waiting-streams", .integer, 0...1_000_000)
+    /// Checked by RecordingOptions with DurationText (1 second to 24 hours).
+    static let segment = NumericOption("segment", .duration, 1...86_400)
+    /// Checked by RecordingOptions with DurationText (1 second to 24 hours).
+    static let onFinalizeTimeout = NumericOption("on-finalize-timeout", .duration, 1...86_400)
+    /// `capture-recv gen-cert --days`.
+    static let days = NumericOption("days", .integer, 1...3_650, unit: "days")
+
+    static let all = [
+        maxStreams, maxFrameBytes, syncMs, handshakeTimeout, idleTimeout, authFailureLimit, authBlockSeconds, resumeWindow,
+        maxWaitingStreams, segment, onFinalizeTimeout, days,
+    ]
+}

@@ -1,0 +1,9 @@
+import capture_recv
+
+/// The capture-recv executable: its command line is the `capture_recv` library (Package.swift).
+@main
+enum CaptureRecvMain {
+    static func main() async {
+        await CaptureRecvProgram.main()
+    }
+}

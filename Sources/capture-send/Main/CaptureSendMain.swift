@@ -1,0 +1,9 @@
+import capture_send
+
+/// The capture-send executable: its command line is the `capture_send` library (Package.swift).
+@main
+enum CaptureSendMain {
+    static func main() {
+        CaptureSendProgram.main()
+    }
+}

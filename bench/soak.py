@@ -194,10 +194,28 @@ segmented = start_segment_sender() if SEGMENT_SENDERS else None
 runs_started = REAL_SENDERS
 
 
+def recording_stream(spool):
+    """The id of a stream a real sender is recording now (its spool folder), or None."""
+    for entry in sorted(os.listdir(spool)) if os.path.isdir(spool) else []:
+        try:
+            return uuid.UUID(entry)
+        except ValueError:
+            continue
+    return None
+
+
 def send_hostile():
-    victim = uuid.uuid4()
+    # The forged continuation names a stream the receiver is recording (a real sender's), which must
+    # be refused, NOT_STREAM_OWNER; the steady receiver records only simulated streams, so there it
+    # names a stream it never saw, which starts a new stream linked to nothing.
+    victims = {"main": recording_stream(os.path.join(WORK, "spool-0")),
+               "segments": recording_stream(os.path.join(WORK, "spool-segmented")), "steady": None}
     for receiver in (main, steady, segments):
-        for label, frame in hostile.cases(victim):
+        victim = victims[receiver.role]
+        for label, frame in hostile.cases(victim or uuid.uuid4()):
+            if label.startswith("continuation"):
+                label = ("continuation of a stream being recorded, without its resume secret" if victim
+                         else "continuation of a stream the receiver never saw (a new stream)")
             try:
                 answer = hostile.send(receiver.port, frame)
             except OSError as error:
@@ -210,12 +228,15 @@ def send_hostile():
             receiver.start()
 
 
-# Faults until the streams' duration is over.
+# Faults until the streams' duration is over: every kind once first (in a random order), so even a
+# short run meets each of them, then a random kind each time.
+KINDS = ["kill-receiver", "stall-receiver", "kill-sender", "kill-sender-flip", "stall-backup", "hostile"]
+first_round = rng.sample(KINDS, len(KINDS))
 while time.time() - start < DURATION - 20:
     time.sleep(rng.uniform(15, 45))
     if time.time() - start >= DURATION - 20:
         break
-    kind = rng.choice(["kill-receiver", "stall-receiver", "kill-sender", "kill-sender-flip", "stall-backup", "hostile"])
+    kind = first_round.pop(0) if first_round else rng.choice(KINDS)
     if kind == "kill-receiver":
         main.process.send_signal(signal.SIGKILL); main.process.wait()
         time.sleep(rng.uniform(0.5, 3))
@@ -332,9 +353,21 @@ segment_names = sorted(name for name in os.listdir(segments.out) if name.startsw
 segment_audio = b"".join(decode(os.path.join(segments.out, name)) for name in segment_names)
 segment_expected = reference[:int(DURATION) * 48000 * 4]
 segments_whole = segment_audio == segment_expected if SEGMENT_SENDERS else True
+# What a spool keeps after delivering: nothing but the damaged bytes of a flipped bit (STREAM.damaged,
+# kept for inspection, each reported in the sender's log).
+def undelivered(entry):
+    return not entry.startswith(".") and not entry.endswith(".damaged")
+
+
 leftover = [f"spool-{index}" for index in range(REAL_SENDERS)
-            if any(not entry.startswith(".") for entry in os.listdir(os.path.join(WORK, f"spool-{index}")))]
-if SEGMENT_SENDERS and any(not entry.startswith(".") for entry in os.listdir(os.path.join(WORK, "spool-segmented"))):
+            if any(undelivered(entry) for entry in os.listdir(os.path.join(WORK, f"spool-{index}")))]
+kept_damaged = sum(1 for index in range(REAL_SENDERS) for entry in os.listdir(os.path.join(WORK, f"spool-{index}")) if entry.endswith(".damaged"))
+damage_reports = [line for index in range(REAL_SENDERS)
+                  for line in open(os.path.join(WORK, f"real-{index}.log"), errors="replace").read().splitlines()
+                  if "capture-send:" in line and "damage" in line]
+damage_without_loss = sum(1 for line in damage_reports if "no audio was lost" in line)
+unreported_damage = [f"spool-{index}" for index in range(REAL_SENDERS) if flipped[index] and not reported_damage(index)]
+if SEGMENT_SENDERS and any(undelivered(entry) for entry in os.listdir(os.path.join(WORK, "spool-segmented"))):
     leftover.append("spool-segmented")
 # A sender may exit 4 (a backup was given up: the main has everything) or, after a flipped bit, with
 # the status that reports audio lost to spool damage; anything else is a failure.
@@ -348,7 +381,7 @@ backups_given_up = sum(len(re.findall(r"gave up|given up|giving up", open(os.pat
 sent_resets = sum(report.get("injectedDisconnects", 0) for report in reports.values())
 reconnects = sum(report.get("reconnects", 0) for report in reports.values())
 failed_streams = sum(report.get("failed", 0) for report in reports.values())
-lost = (problems + len(real_bad) + len(backup_bad) + len(leftover) + failed_streams + len(failed_senders)
+lost = (problems + len(real_bad) + len(backup_bad) + len(leftover) + failed_streams + len(failed_senders) + len(unreported_damage)
         + (0 if segments_whole else 1) + len(receivers_lost))
 print(f"Soak, {time.strftime('%Y-%m-%d')}: {MINUTES:g} min, {STREAMS} streams ({SIMULATED} simulated, half PCM and half Opus-shaped, "
       f"{MAIN_SIMULATED} to the main receiver and {STEADY_SIMULATED} to the steady one; {REAL_SENDERS} real capture-send with a backup; "
@@ -362,6 +395,8 @@ print(f"| simulated streams verified exactly / with problems | {verified} / {pro
 print(f"| simulated streams failed | {failed_streams} |")
 print(f"| real sender runs / main files / frames checked against the tone | {runs_started} / {real_files} / {real_frames} |")
 print(f"| real sender main files not a bit-exact prefix of the tone | {len(real_bad)} |")
+print(f"| spool damage reports by the senders (no audio lost / audio lost) | {damage_without_loss} / {len(damage_reports) - damage_without_loss} |")
+print(f"| damaged bytes kept for inspection (STREAM.damaged folders) / flipped bits never reported | {kept_damaged} / {len(unreported_damage)} |")
 print(f"| main files with frames silenced by a reported spool damage (only there) | {real_silenced} |")
 print(f"| backup files / frames checked; not a bit-exact prefix | {backup_files} / {backup_frames}; {len(backup_bad)} |")
 print(f"| backups given up (lines in the senders' logs) | {backups_given_up} |")
@@ -389,6 +424,6 @@ with open(os.path.join(WORK, "rss.csv"), "w") as table:
     table.write("seconds,receiver,pid,rss_kib\n")
     for sample in rss_samples:
         table.write(f"{sample[0]:.0f},{sample[1]},{sample[2]},{sample[3]}\n")
-for line in receivers_lost + real_bad + backup_bad + failed_senders + leftover:
+for line in receivers_lost + real_bad + backup_bad + failed_senders + leftover + [f"{name}: a flipped bit the sender never reported" for name in unreported_damage]:
     print(f"soak: {line}", file=sys.stderr)
 sys.exit(1 if lost else 0)

@@ -19,5 +19,7 @@ if [ -z "${BIN:-}" ]; then
 fi
 work=$(mktemp -d)
 trap 'pkill -P $$ 2>/dev/null || true' EXIT
-python3 bench/soak.py "$BIN" "$work" "$minutes" "$streams" "$seed"
+status=0
+python3 bench/soak.py "$BIN" "$work" "$minutes" "$streams" "$seed" || status=$?
 echo "(files and logs in $work)"
+exit $status

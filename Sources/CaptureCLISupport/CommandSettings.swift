@@ -51,12 +51,24 @@ public struct CommandSettings: Sendable, Equatable {
     /// Arguments ArgumentParser adds itself, which are no settings.
     static let builtInKeys: Set<String> = ["help", "version", "experimental-dump-help", "generate-completion-script"]
 
+    /// Each setting's variable and `config`'s (`CAPTURE_SEND_RATE` for `rate`), spelled once here:
+    /// the environment is checked against them at every start (and every settings fuzz input).
+    public let environmentVariables: [String: String]
+    /// The prefix of all of the program's variables: `CAPTURE_SEND_`.
+    public let environmentPrefix: String
+    /// The variables that name a setting; any other with the prefix is an error.
+    public let knownVariables: Set<String>
+
     public init(program: String, settings: [Setting], spellings: [String: Bool], subcommands: Set<String>, defaultSubcommand: String?) {
         self.program = program
         self.settings = settings
         self.spellings = spellings
         self.subcommands = subcommands
         self.defaultSubcommand = defaultSubcommand
+        environmentVariables = Dictionary(
+            (settings.map(\.key) + [Self.configKey]).map { ($0, Self.environmentName([program, $0])) }, uniquingKeysWith: { first, _ in first })
+        environmentPrefix = Self.environmentName([program]) + "_"
+        knownVariables = Set(environmentVariables.values)
     }
 
     /// The settings of `command` (the root command of an executable).
@@ -149,11 +161,8 @@ public struct CommandSettings: Sendable, Equatable {
     /// the way swift-configuration's EnvironmentVariablesProvider spells the key
     /// `["capture-send", "stop-timeout"]`.
     public func environmentVariable(_ key: String) -> String {
-        Self.environmentName([program, key])
+        environmentVariables[key] ?? Self.environmentName([program, key])
     }
-
-    /// The prefix of all of the program's variables: `CAPTURE_SEND_`.
-    public var environmentPrefix: String { Self.environmentName([program]) + "_" }
 
     /// Upper case, anything but letters and digits an underscore, components joined by underscores.
     static func environmentName(_ components: [String]) -> String {

@@ -123,10 +123,9 @@ public struct ConfiguredArguments: Sendable, Equatable {
     /// The program's variables (`CAPTURE_SEND_…`), non-empty ones only; one that names no setting
     /// is an error.
     private static func programVariables(settings: CommandSettings, environment: [String: String]) throws(ConfigurationError) -> [String: String] {
-        let known = Set(settings.settings.map { settings.environmentVariable($0.key) } + [settings.environmentVariable(CommandSettings.configKey)])
         var variables: [String: String] = [:]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(settings.environmentPrefix) && !value.isEmpty {
-            guard known.contains(name) else { throw .unknownVariable(name: name, program: settings.program) }
+            guard settings.knownVariables.contains(name) else { throw .unknownVariable(name: name, program: settings.program) }
             variables[name] = value
         }
         return variables

@@ -116,7 +116,7 @@ public struct LineLogHandler: LogHandler {
     /// `text` with C0 and C1 control characters, DEL and the Unicode line and paragraph separators
     /// written as escapes (`\n`, `\r`, `\t`, `\u{1B}`), and a backslash as `\\` so an escape is
     /// never ambiguous: one event is always one line, as written.
-    static func escaped(_ text: String) -> String {
+    public static func escaped(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {

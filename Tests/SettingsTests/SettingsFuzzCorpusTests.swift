@@ -1,4 +1,5 @@
 import Foundation
+import CaptureCLISupport
 import FuzzChecks
 import SettingsChecks
 import XCTest
@@ -18,9 +19,38 @@ final class SettingsFuzzCorpusTests: XCTestCase {
         for file in seeds + found {
             let input = SettingsChecks.Input(decoding: try Data(contentsOf: URL(fileURLWithPath: file)))
             XCTAssertEqual(SettingsChecks.Input(decoding: input.encoded), input, file)
+            // Both layers for every seed and finding, whichever the fuzz target samples.
+            SettingsChecks.checkSettingsLayer(input)
             if case .accepted = SettingsChecks.outcome(of: input) { accepted += 1 }
         }
         XCTAssertGreaterThanOrEqual(accepted, 5, "the seeds reach the commands' conversions")
+    }
+
+    /// The fuzz target sends one input in 64 through ArgumentParser's whole parse, always the same
+    /// ones: over 64,000 different inputs, close to 1,000 of them, and the same ones twice.
+    func testOneInputIn64TakesTheWholeParse() {
+        var generator = SystemRandomNumberGenerator()
+        let inputs = (0..<64_000).map { index in Data(withUnsafeBytes(of: UInt64(index).bigEndian, Array.init) + (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
+        let taken = inputs.filter(SettingsChecks.takesFullParse)
+        XCTAssertEqual(Double(taken.count), 1_000, accuracy: 150)
+        XCTAssertEqual(inputs.filter(SettingsChecks.takesFullParse), taken)
+    }
+
+    /// The settings layer alone refuses what the whole parse refuses, for the reproduced cases: a
+    /// value outside its range read by the option's own reader, from a variable, a file or an argument.
+    func testTheSettingsLayerReadsTheOptionsAsTheirTransformsDo() {
+        let rate = NumericOption("rate", .integer, 8_000...192_000, unit: "Hz")
+        XCTAssertNil(rate.value("1e308"))
+        XCTAssertEqual(rate.value("4.8e4"), 48_000)
+        // The layer runs these without tripping any of its invariants.
+        for input in [
+            SettingsChecks.Input(program: .send, configFile: nil, environment: ["CAPTURE_SEND_SPOOL_MAX": "9999999999G"], arguments: ["127.0.0.1:7373"]),
+            SettingsChecks.Input(program: .send, configFile: nil, environment: [:], arguments: ["127.0.0.1:7373", "--duration", "1e300", "--rate=4.8e4"]),
+            SettingsChecks.Input(program: .receive, configFile: Data(#"{"out": "/srv", "resume-window": 1e308, "sync-ms": 10000}"#.utf8), environment: [:], arguments: []),
+            SettingsChecks.Input(program: .spool, configFile: nil, environment: [:], arguments: ["deliver", "--timeout", "604800"]),
+        ] {
+            SettingsChecks.checkSettingsLayer(input)
+        }
     }
 
     func testTheReproducedCasesAreRefusedWithOneLine() {

@@ -47,6 +47,27 @@ STEADY_SIMULATED = SIMULATED // 5
 MAIN_SIMULATED = SIMULATED - STEADY_SIMULATED
 DURATION = MINUTES * 60
 GIVE_UP = "40s"
+# A PCM stream (48 kHz stereo 16-bit) writes 192,000 bytes a second, 0.69 GB an hour, and a main
+# recording of it is stored twice over by the real senders (main and backup); Opus-shaped streams
+# write what their bit rate says (32 kb/s here, a talk-radio rate: 4,000 bytes a second). One in 20
+# simulated streams is PCM, as long as all of it fits in half of the free space of the work folder:
+# a soak that fills the disk tests something else (an hour of 500 streams needs about 35 GB).
+PCM_SHARE = float(os.environ.get("SOAK_PCM_SHARE", "0.05"))
+OPUS_BITRATE = int(os.environ.get("SOAK_OPUS_BITRATE", "32000"))
+PCM_BYTES_PER_SECOND, OPUS_BYTES_PER_SECOND = 192_000, OPUS_BITRATE / 8 * 1.05
+
+
+def needed_bytes(pcm_share):
+    pcm = round(SIMULATED * pcm_share)
+    real = REAL_SENDERS * 2 + SEGMENT_SENDERS * 2 + 1  # main and backup copies, and the reference
+    return DURATION * (PCM_BYTES_PER_SECOND * (pcm + real) + OPUS_BYTES_PER_SECOND * (SIMULATED - pcm)) * 1.1
+
+
+free = os.statvfs(WORK).f_bavail * os.statvfs(WORK).f_frsize
+if needed_bytes(PCM_SHARE) > free / 2:
+    sys.exit(f"soak: {STREAMS} streams for {MINUTES:g} min ({PCM_SHARE:.0%} of them PCM) need about "
+             f"{needed_bytes(PCM_SHARE) / 1e9:.0f} GB, more than half of the {free / 1e9:.0f} GB free in {WORK}: "
+             "use fewer streams or minutes, or a smaller SOAK_PCM_SHARE")
 
 
 def free_port():
@@ -172,12 +193,13 @@ generators = []
 
 
 def start_generators(receiver, count, tag, seed):
-    shapes = [("pcm", count // 2, f"soak-{tag}-pcm", seed), ("opus", count - count // 2, f"soak-{tag}-opus", seed + 1)]
+    pcm = round(count * PCM_SHARE)
+    shapes = [("pcm", pcm, f"soak-{tag}-pcm", seed), ("opus", count - pcm, f"soak-{tag}-opus", seed + 1)]
     for codec, number, prefix, shape_seed in shapes:
         if number == 0:
             continue
         arguments = ["--streams", str(number), "--duration", f"{DURATION:.0f}", "--codec", codec, "--name-prefix", prefix,
-                     "--seed", str(shape_seed)]
+                     "--seed", str(shape_seed)] + (["--bitrate", str(OPUS_BITRATE)] if codec == "opus" else [])
         report = open(os.path.join(WORK, f"load-{tag}-{codec}.json"), "w")
         generators.append((receiver, f"{tag}-{codec}", arguments, subprocess.Popen(
             [f"{BIN}/capture-load", "run", f"127.0.0.1:{receiver.port}"] + arguments + [
@@ -383,7 +405,7 @@ reconnects = sum(report.get("reconnects", 0) for report in reports.values())
 failed_streams = sum(report.get("failed", 0) for report in reports.values())
 lost = (problems + len(real_bad) + len(backup_bad) + len(leftover) + failed_streams + len(failed_senders) + len(unreported_damage)
         + (0 if segments_whole else 1) + len(receivers_lost))
-print(f"Soak, {time.strftime('%Y-%m-%d')}: {MINUTES:g} min, {STREAMS} streams ({SIMULATED} simulated, half PCM and half Opus-shaped, "
+print(f"Soak, {time.strftime('%Y-%m-%d')}: {MINUTES:g} min, {STREAMS} streams ({SIMULATED} simulated, {PCM_SHARE:.0%} PCM and the rest Opus-shaped, "
       f"{MAIN_SIMULATED} to the main receiver and {STEADY_SIMULATED} to the steady one; {REAL_SENDERS} real capture-send with a backup; "
       f"{SEGMENT_SENDERS} real capture-send in 1-minute segments with a 1 MB spool and the same backup), seed {SEED}\n")
 print("| | count |\n|---|---|")

@@ -56,8 +56,8 @@ final class StreamLimitEndToEndTests: XCTestCase {
     }
 
     func testAMaxStreamsBeyondTheOpenFileLimitIsWarnedAbout() throws {
-        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "100000000"])
-        XCTAssertTrue(waitFor { receiver.child.standardError.contains("--max-streams 100000000 needs an open-file limit of 400000192") }, receiver.child.standardError)
+        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "1000000"])
+        XCTAssertTrue(waitFor { receiver.child.standardError.contains("--max-streams 1000000 needs an open-file limit of 4000192") }, receiver.child.standardError)
     }
 
     func testConnectionsBeyondTheLimitAreClosedAtOnceAndLoggedOnce() throws {

@@ -6,8 +6,10 @@
 # non-zero when a target found a crash, naming the input that reproduces it:
 #   .build/debug/fuzz-TARGET INPUT        replays it (a normal build replays, a fuzz build fuzzes)
 #   scripts/fuzz.sh [TARGET...]           default: frames hello caf spool spool-meta export settings
-# The settings target is built optimized (-c release): ArgumentParser's debug build checks a
-# command's whole definition at every parse, which would hold it to a few executions a second.
+# FUZZ_CONFIGURATION=release builds every target optimized, dependencies included (a full release
+# build, minutes more): for long runs, where it pays (ArgumentParser's debug build checks a command's
+# whole definition at every parse, which holds the settings target's whole parses to a few a second).
+# The default, debug, reuses what `make test` built: for short runs like CI's.
 # FUZZ_SCRATCH=DIR builds in DIR instead of .build, so that a fuzz build (other compiler flags) does
 # not make the next normal build start over; CI leaves it unset, reusing what `make test` built.
 set -uo pipefail
@@ -18,7 +20,7 @@ scratch=()
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(frames hello caf spool spool-meta export settings)
-configuration() { case "$1" in settings) echo release ;; *) echo debug ;; esac; }
+configuration() { echo "${FUZZ_CONFIGURATION:-debug}"; }
 # The settings target allocates heavily inside ArgumentParser (Swift without unsafe memory):
 # ASan's allocation stacks and leak checks would halve its speed.
 asan_options() { case "$1" in settings) echo "malloc_context_size=0:detect_leaks=0" ;; *) echo "${ASAN_OPTIONS:-}" ;; esac; }
@@ -32,7 +34,8 @@ for target in "${targets[@]}"; do
 done
 # FUZZ_JOBS=N runs N targets at once (default 1; one per core at most makes sense), and
 # FUZZ_RUNS=N stops a target after N executions (libFuzzer's -runs) before its FUZZ_SECONDS run out:
-#   FUZZ_JOBS=2 FUZZ_RUNS=10000000 FUZZ_SECONDS=7200 make fuzz     every target to 10^7, both cores
+#   FUZZ_CONFIGURATION=release FUZZ_JOBS=2 FUZZ_RUNS=10000000 FUZZ_SECONDS=7200 make fuzz
+#                                         every target to 10^7, optimized, on both cores
 jobs=${FUZZ_JOBS:-1}
 runs_limit=()
 [ -z "${FUZZ_RUNS:-}" ] || runs_limit=(-runs="$FUZZ_RUNS")

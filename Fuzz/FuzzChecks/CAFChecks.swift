@@ -96,7 +96,7 @@ enum FuzzScratch {
     }
 
     static func write(_ bytes: [UInt8], to path: String) {
-        FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
     }
 
     static func remove(_ folder: String) {

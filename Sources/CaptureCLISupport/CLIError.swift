@@ -4,7 +4,3 @@ public struct CLIError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// The version both executables report and write into files and handshakes.
-public enum CaptureVersion {
-    public static let current = "0.1.0"
-}

@@ -200,9 +200,9 @@ public struct ConsoleHostNames: Sendable {
             guard let address = entry.pointee.ifa_addr else { continue }
             switch Int32(address.pointee.sa_family) {
             case AF_INET:
-                address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { found.insert(withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }) }
+                _ = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { found.insert(withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }) }
             case AF_INET6:
-                address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { found.insert(withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }) }
+                _ = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { found.insert(withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }) }
             default:
                 continue
             }

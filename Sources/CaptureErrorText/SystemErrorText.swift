@@ -54,8 +54,7 @@ public enum SystemErrorText {
             default: return "the file could not be written"
             }
         }
-        if let described = error as? CustomStringConvertible { return described.description }
-        return ns.localizedDescription
+        return String(describing: error)
     }
 }
 

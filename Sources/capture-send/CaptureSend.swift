@@ -39,7 +39,8 @@ struct CaptureSend: ParsableCommand {
             and the stream resumed; audio earlier runs left in the spool for this same receiver is \
             delivered too. The streams in the spool: capture-send spool list | deliver | discard (see \
             capture-send spool --help). See docs/DURABILITY.md.
-            """
+            """,
+        version: ProgramVersion.line(for: "capture-send")
     )
 
     @Argument(
@@ -208,7 +209,7 @@ struct CaptureSend: ParsableCommand {
         configuration.backups = try backups.receivers(main: security, logger: logger)
         configuration.backupGiveUpAfter = backups.giveUpSeconds
         configuration.queue = .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
-        configuration.application = "capture-send \(CaptureVersion.current)"
+        configuration.application = "capture-send \(ProgramVersion.version)"
         configuration.progressInterval = nil  // the status line reads `status` itself
         delivery.apply(to: &configuration)
         let streamer: CaptureStreamer

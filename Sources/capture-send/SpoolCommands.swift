@@ -32,6 +32,7 @@ struct SpoolCommand: ParsableCommand {
             TLS, the pin or CA and host name it was verified against); capture-send HOST:PORT delivers only \
             the earlier streams of that same destination. See docs/DURABILITY.md.
             """,
+        version: ProgramVersion.line(for: "capture-send"),
         subcommands: [SpoolList.self, SpoolDeliver.self, SpoolDiscard.self]
     )
 }
@@ -237,7 +238,7 @@ struct SpoolDeliver: ParsableCommand {
         }
         var configuration = SenderConfiguration(
             host: address.host, port: address.port, streamName: stream.streamName, streamID: stream.streamID,
-            application: "capture-send \(CaptureVersion.current)", authToken: token)
+            application: "capture-send \(ProgramVersion.version)", authToken: token)
         configuration.tls = tls
         configuration.reconnect = ReconnectPolicy(initial: 0.5, maximum: 5)
         return configuration

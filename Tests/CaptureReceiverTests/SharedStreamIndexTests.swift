@@ -118,7 +118,7 @@ final class SharedStreamIndexTests: XCTestCase {
         let hello = try Self.hello()
         let index = StreamIndex(outputDirectory: folder)
         let outside = NSTemporaryDirectory() + "outside-\(UUID().uuidString).caf"
-        FileManager.default.createFile(atPath: outside + ".pakt-journal", contents: Data())
+        XCTAssertTrue(FileManager.default.createFile(atPath: outside + ".pakt-journal", contents: Data()))
         defer { try? FileManager.default.removeItem(atPath: outside + ".pakt-journal") }
         let claim = try index.claimNew(hello.streamID, relativePath: "../" + (outside as NSString).lastPathComponent).get()
         claim.release(removingEntry: false)
@@ -134,7 +134,7 @@ final class SharedStreamIndexTests: XCTestCase {
         let hello = try Self.hello()
         let index = StreamIndex(outputDirectory: folder)
         let target = NSTemporaryDirectory() + "link-target-\(UUID().uuidString)"
-        FileManager.default.createFile(atPath: target, contents: Data("../../etc/passwd".utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data("../../etc/passwd".utf8)))
         defer { try? FileManager.default.removeItem(atPath: target) }
         try FileManager.default.createSymbolicLink(atPath: index.entryPath(hello.streamID), withDestinationPath: target)
         let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)

@@ -18,6 +18,7 @@ struct CaptureLoad: ParsableCommand {
             `capture-load verify` (or `run --verify DIR`) can later check each file packet by packet. \
             Give `verify` the same stream flags as the run. `capture-load run --help` lists the run's flags.             Set CAPTURE_LOAD_TRACE=1 to log every stream's connections and messages to standard error.
             """,
+        version: "capture-load \(BuildStamp.version) (commit \(BuildStamp.commit))",
         subcommands: [Run.self, Verify.self],
         defaultSubcommand: Run.self
     )

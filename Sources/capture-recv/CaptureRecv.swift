@@ -22,6 +22,7 @@ struct CaptureRecv: AsyncParsableCommand {
               capture-recv --out DIR [--listen HOST:PORT]
             See `capture-recv serve --help` for every option.
             """,
+        version: ProgramVersion.line(for: "capture-recv"),
         subcommands: [Serve.self, Recover.self, Export.self, GenCert.self],
         defaultSubcommand: Serve.self
     )
@@ -88,7 +89,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ReceiveRanges.maxStreams.help(
-            "Streams recorded at the same time at most; connections beyond it (and \(StreamCapacity.handshakeAllowance) more in their handshake) are refused.",
+            "Streams recorded at the same time at most; connections beyond it (and \(StreamCapacity.handshakeAllowance) more in their handshake) are refused. A value above what the open-file limit allows is lowered to that, with a warning.",
             valueName: "N",
             default: "what the open-file limit allows at \(StreamCapacity.descriptorsPerStream) files per stream, raised to its hard limit at start, and at most one stream per MiB of memory"),
         transform: ReceiveRanges.maxStreams.integer)
@@ -136,9 +137,9 @@ struct Serve: AsyncParsableCommand {
     var configFile: ConfigFileOption
 
     /// Puts the limits and time amounts into `configuration` (each number is within its range,
-    /// ReceiveRanges, once parsed); `defaultMaximumStreams` stands in for --max-streams when it is not given.
-    func applyLimits(to configuration: inout ReceiverConfiguration, defaultMaximumStreams: Int) {
-        configuration.maximumStreams = maxStreams ?? defaultMaximumStreams
+    /// ReceiveRanges, once parsed); --max-streams as `capacity` allows it (`StreamCapacity.maximumStreams`).
+    func applyLimits(to configuration: inout ReceiverConfiguration, capacity: StreamCapacity) {
+        configuration.maximumStreams = capacity.maximumStreams(requested: maxStreams)
         configuration.maximumFrameBytes = maxFrameBytes
         configuration.syncPolicy = SyncPolicy(interval: .milliseconds(syncMs))
         configuration.handshakeTimeout = .nanoseconds(Saturating.nanoseconds(seconds: Double(handshakeTimeout)))
@@ -163,8 +164,8 @@ struct Serve: AsyncParsableCommand {
         let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
         var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
         let capacity = StreamCapacity.raiseAndMeasure()
-        applyLimits(to: &configuration, defaultMaximumStreams: capacity.defaultMaximumStreams)
-        configuration.applicationName = "capture-recv \(CaptureVersion.current)"
+        applyLimits(to: &configuration, capacity: capacity)
+        configuration.applicationName = "capture-recv \(ProgramVersion.version)"
         try recordings.apply(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)
         let access: ConsoleAccess?
@@ -189,7 +190,7 @@ struct Serve: AsyncParsableCommand {
             throw CLIError(error.description)
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
-        Self.logCapacity(capacity, maximumStreams: configuration.maximumStreams, logger: logger)
+        Self.logCapacity(capacity, requested: maxStreams, maximumStreams: configuration.maximumStreams, logger: logger)
         let announcement = "listening on \(server.localAddress.userText)\n"
 
         var services: [any Service] = []
@@ -237,16 +238,16 @@ struct Serve: AsyncParsableCommand {
 
 extension Serve {
     /// Says how many streams the open-file limit allows and what the limit is, and warns when
-    /// --max-streams asks for more than the limit allows.
-    static func logCapacity(_ capacity: StreamCapacity, maximumStreams: Int, logger: Logger) {
+    /// --max-streams (`requested`) asked for more than the limit allows and was lowered.
+    static func logCapacity(_ capacity: StreamCapacity, requested: Int?, maximumStreams: Int, logger: Logger) {
         let raised = capacity.openFileLimit > capacity.openFileLimitBefore ? " (raised from \(capacity.openFileLimitBefore))" : ""
         logger.info("stream limit", metadata: [
             "max-streams": "\(maximumStreams)",
             "open-file-limit": "\(capacity.openFileLimit)\(raised)",
             "streams-the-open-file-limit-allows": "\(capacity.streamsAllowedByOpenFiles)",
         ])
-        if maximumStreams > capacity.streamsAllowedByOpenFiles {
-            logger.warning("--max-streams \(maximumStreams) needs an open-file limit of \(StreamCapacity.openFilesNeeded(forStreams: maximumStreams)) but this process may open \(capacity.openFileLimit) files, enough for \(capacity.streamsAllowedByOpenFiles) streams; raise the limit (LimitNOFILE= in the systemd unit, ulimit -Hn, or the container's nofile ulimit) or lower --max-streams")
+        if let requested, requested > maximumStreams {
+            logger.warning("--max-streams \(requested) needs an open-file limit of \(StreamCapacity.openFilesNeeded(forStreams: requested)) but this process may open \(capacity.openFileLimit) files: lowered to \(maximumStreams) streams, and the streams beyond are refused as too many; to record \(requested) at once, raise the limit (LimitNOFILE= in the systemd unit, ulimit -Hn, or the container's nofile ulimit)")
         }
     }
 }

@@ -27,7 +27,9 @@ public enum CaptureRecvProgram {
         switch parsed {
         case let serve as Serve:
             var configuration = ReceiverConfiguration(outputDirectory: serve.out)
-            serve.applyLimits(to: &configuration, defaultMaximumStreams: 64)
+            // A machine whose open-file limit allows every --max-streams, and whose memory 64 streams.
+            let capacity = StreamCapacity(openFileLimit: Int.max, openFileLimitBefore: Int.max, physicalMemory: 64 << 20)
+            serve.applyLimits(to: &configuration, capacity: capacity)
             return [
                 "max-streams": "\(configuration.maximumStreams)",
                 "max-frame-bytes": "\(configuration.maximumFrameBytes)",

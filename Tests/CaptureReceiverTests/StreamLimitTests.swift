@@ -19,6 +19,22 @@ final class StreamLimitTests: XCTestCase {
         XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 40_192)
     }
 
+    /// Issue 31: a --max-streams the open files cannot hold is lowered to what they hold; one
+    /// they can hold, or none given, is kept (the default).
+    func testAMaxStreamsBeyondTheOpenFilesIsLoweredToWhatFits() {
+        let fieldServer = StreamCapacity(openFileLimit: 20_000, openFileLimitBefore: 1_024, physicalMemory: 24 << 30)
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 5_000), 4_952, "the issue's 5,000 streams on 20,000 descriptors")
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 4_952), 4_952)
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 100), 100)
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 1_000_000), 4_952)
+        XCTAssertEqual(fieldServer.maximumStreams(requested: nil), fieldServer.defaultMaximumStreams)
+        // More streams than the memory's default may be asked for: only the descriptors bound it.
+        let smallBox = StreamCapacity(openFileLimit: 524_288, openFileLimitBefore: 1_024, physicalMemory: 2 << 30)
+        XCTAssertEqual(smallBox.maximumStreams(requested: 10_000), 10_000)
+        let starved = StreamCapacity(openFileLimit: 100, openFileLimitBefore: 100, physicalMemory: 1 << 30)
+        XCTAssertEqual(starved.maximumStreams(requested: 8), 1, "never below one stream")
+    }
+
     func testRaisingTheLimitReachesTheHardLimit() {
         let capacity = StreamCapacity.raiseAndMeasure()
         var limit = rlimit()

@@ -120,11 +120,17 @@ final class ReceiverUnderTest {
     let child: ChildProcess
     let port: Int
 
-    init(extraArguments: [String] = [], outputDirectory: URL? = nil, port requestedPort: Int = 0, environment: [String: String]? = nil) throws {
+    /// `openFileLimit` starts the receiver under that open-file limit, soft and hard (`prlimit`).
+    init(extraArguments: [String] = [], outputDirectory: URL? = nil, port requestedPort: Int = 0, environment: [String: String]? = nil, openFileLimit: Int? = nil) throws {
         directory = outputDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("recv-\(UUID().uuidString)")
         // A folder the test made (or a restarted receiver's) belongs to the receiver's user.
         Unprivileged.handOver(directory.path)
-        child = try ChildProcess(Products.recv, ["--out", directory.path, "--listen", "127.0.0.1:\(requestedPort)"] + extraArguments, environment: environment)
+        let arguments = ["--out", directory.path, "--listen", "127.0.0.1:\(requestedPort)"] + extraArguments
+        if let openFileLimit {
+            child = try ChildProcess("/usr/bin/prlimit", ["--nofile=\(openFileLimit):\(openFileLimit)", "--", Products.recv] + arguments, environment: environment)
+        } else {
+            child = try ChildProcess(Products.recv, arguments, environment: environment)
+        }
         let deadline = Date().addingTimeInterval(20)
         var found: Int?
         while found == nil, Date() < deadline {

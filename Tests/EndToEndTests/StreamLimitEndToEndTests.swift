@@ -55,9 +55,36 @@ final class StreamLimitEndToEndTests: XCTestCase {
         XCTAssertEqual(sender.wait(seconds: 30), 0, sender.standardError)
     }
 
-    func testAMaxStreamsBeyondTheOpenFileLimitIsWarnedAbout() throws {
-        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "1000000"])
-        XCTAssertTrue(waitFor { receiver.child.standardError.contains("--max-streams 1000000 needs an open-file limit of 4000192") }, receiver.child.standardError)
+    /// Issue 31: --max-streams above what the open-file limit allows is lowered to what fits, with a
+    /// start-up warning, and the streams beyond are refused as too many (TOO_MANY_STREAMS), never
+    /// with STORAGE_FAILED for a missing descriptor.
+    func testAMaxStreamsBeyondTheOpenFileLimitIsLoweredAndTheStreamsBeyondAreRefusedAsTooMany() throws {
+        // 256 descriptors: (256 - 128 reserved - 64 in their handshake) / 4 per stream = 16 streams.
+        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "100", "--log-level", "debug"], openFileLimit: 256)
+        XCTAssertTrue(waitFor { receiver.child.standardError.contains("stream limit") }, receiver.child.standardError)
+        XCTAssertTrue(receiver.child.standardError.contains(
+            "--max-streams 100 needs an open-file limit of 592 but this process may open 256 files: lowered to 16 streams, and the streams beyond are refused as too many"),
+            receiver.child.standardError)
+        let line = receiver.child.standardError.split(separator: "\n").first { $0.contains("stream limit") }.map(String.init) ?? ""
+        XCTAssertTrue(line.contains("max-streams=16"), line)
+
+        // Sixteen streams record at once; the seventeenth is refused as one too many.
+        var senders: [ChildProcess] = []
+        defer { senders.forEach { $0.signal(SIGKILL) } }
+        for index in 0..<16 {
+            senders.append(try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "600", "--stream-name", "fits-\(index)"]))
+        }
+        XCTAssertTrue(waitFor(60) { receiver.files().filter { $0.lastPathComponent.hasPrefix("fits-") }.count == 16 },
+                      "16 streams record: \(receiver.files().map(\.lastPathComponent))")
+        let beyond = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "600", "--stream-name", "beyond"])
+        senders.append(beyond)
+        XCTAssertTrue(waitFor(60) { beyond.standardError.contains("TOO_MANY_STREAMS") || beyond.standardError.contains("already records 16 streams") },
+                      "the 17th stream is refused as too many: \(beyond.standardError)")
+        XCTAssertTrue(beyond.standardError.contains("already records 16 streams"), beyond.standardError)
+        for text in [receiver.child.standardError, beyond.standardError] {
+            XCTAssertFalse(text.contains("STORAGE_FAILED") || text.contains("storageFailed") || text.contains("Too many open files") || text.contains("too many open files"), text)
+        }
+        XCTAssertFalse(receiver.files().contains { $0.lastPathComponent.hasPrefix("beyond") }, "no file for the refused stream")
     }
 
     func testConnectionsBeyondTheLimitAreClosedAtOnceAndLoggedOnce() throws {

@@ -47,6 +47,14 @@ public struct StreamCapacity: Sendable, Equatable {
         max(1, min(streamsAllowedByOpenFiles, streamsAllowedByMemory))
     }
 
+    /// The stream limit to run with: `requested` (--max-streams), lowered to what the open-file
+    /// limit allows (at least 1) so that a stream beyond it is refused as one too many rather than
+    /// failing for a missing descriptor; `defaultMaximumStreams` when nothing was requested.
+    public func maximumStreams(requested: Int?) -> Int {
+        guard let requested else { return defaultMaximumStreams }
+        return min(requested, max(1, streamsAllowedByOpenFiles))
+    }
+
     /// The open-file limit a stream limit of `streams` needs.
     public static func openFilesNeeded(forStreams streams: Int) -> Int {
         streams * descriptorsPerStream + reservedDescriptors + handshakeAllowance

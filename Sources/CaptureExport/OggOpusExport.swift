@@ -1,4 +1,5 @@
 import CAF
+import CaptureErrorText
 import COgg
 import Foundation
 
@@ -52,9 +53,9 @@ enum OggOpusExport {
     /// Writes the Ogg Opus stream of `plan` to `path` (a temporary name), naming `destination` in errors.
     static func write(_ plan: ExportPlan, to path: String, destination: String) throws(ExportError) {
         func failed(_ reason: String) -> ExportError { .writeFailed("cannot write \(destination): \(reason)") }
-        guard FileManager.default.createFile(atPath: path, contents: nil), let output = FileHandle(forWritingAtPath: path) else {
-            throw failed("the file cannot be created")
-        }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        guard descriptor >= 0 else { throw failed(SystemErrorText.errno(errno)) }
+        let output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
         defer { try? output.close() }
         var stream = ogg_stream_state()
         guard ogg_stream_init(&stream, Int32.random(in: 1...Int32.max)) == 0 else { throw failed("libogg cannot start a stream") }
@@ -66,7 +67,7 @@ enum OggOpusExport {
                     try output.write(contentsOf: Data(bytes: page.header, count: page.header_len))
                     try output.write(contentsOf: Data(bytes: page.body, count: page.body_len))
                 } catch {
-                    throw failed(error.localizedDescription)
+                    throw failed(SystemErrorText.describe(error))
                 }
             }
         }
@@ -82,7 +83,7 @@ enum OggOpusExport {
             try emit(flush: packet.number < 2)
         }
         try emit(flush: true)
-        do { try output.synchronize() } catch { throw failed(error.localizedDescription) }
+        do { try output.synchronize() } catch { throw failed(SystemErrorText.describe(error)) }
     }
 
     /// RFC 7845 §5.1: the stored OpusHead (checked by the plan) or a family-0 one, with `preSkip`.

@@ -1,4 +1,5 @@
 import CAF
+import CaptureErrorText
 import Foundation
 
 /// Exports a finished CAF recording (`capture-recv export`, `--export-on-finalize`) as Broadcast
@@ -10,9 +11,9 @@ import Foundation
 /// what is wrong, before anything is written: the CAF reader checks every chunk against the file,
 /// and `ExportPlan` what the export relies on.
 public enum RecordingExporter {
-    /// Exports `cafPath` as `format` into `outputDirectory` (beside the recording when nil), named
-    /// after the recording with the format's extension; `replacing` allows overwriting an earlier
-    /// export. Returns the export's path.
+    /// Exports `cafPath` as `format` into `outputDirectory` (beside the recording when nil; made,
+    /// with its parents, when missing), named after the recording with the format's extension;
+    /// `replacing` allows overwriting an earlier export. Returns the export's path.
     @discardableResult
     public static func export(cafPath: String, as format: ExportFormat, outputDirectory: String? = nil, replacing: Bool = false) throws(ExportError) -> String {
         let file: CAFFile
@@ -24,6 +25,7 @@ public enum RecordingExporter {
         let plan = try plan(file, as: format)
         let base = ((cafPath as NSString).lastPathComponent as NSString).deletingPathExtension
         let folder = outputDirectory ?? (cafPath as NSString).deletingLastPathComponent
+        if let outputDirectory { try ExportFiles.makeFolder(outputDirectory) }
         let destination = (folder as NSString).appendingPathComponent("\(base).\(format.fileExtension)")
         if !replacing, FileManager.default.fileExists(atPath: destination) { throw .exists(destination) }
         let temporary = (folder as NSString).appendingPathComponent(".\(base).\(UUID().uuidString).partial")
@@ -37,7 +39,7 @@ public enum RecordingExporter {
             throw error
         }
         guard rename(temporary, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = SystemErrorText.errno(errno)
             try? FileManager.default.removeItem(atPath: temporary)
             throw .writeFailed("cannot move the export into place as \(destination): \(reason)")
         }

@@ -1,4 +1,5 @@
 import CAF
+import CaptureErrorText
 import CSndFile
 import CaptureSndFile
 import Foundation
@@ -24,6 +25,14 @@ enum SoundFileExport {
         }
     }
 
+    /// Why libsndfile stopped writing: the system's reason when the system refused (a full disk,
+    /// a quota), else libsndfile's error number.
+    static func writeFailure(_ handle: OpaquePointer) -> String {
+        let code = sf_error(handle)
+        if code == Int32(SF_ERR_SYSTEM), errno != 0 { return SystemErrorText.errno(errno) }
+        return "libsndfile stopped writing (error \(code))"
+    }
+
     /// Writes `plan`'s audio to `path` (a temporary name), naming `destination` in errors.
     static func write(_ plan: ExportPlan, to path: String, destination: String) throws(ExportError) {
         let audio = try RecordingAudio(plan: plan)
@@ -41,8 +50,9 @@ enum SoundFileExport {
         }
         // The plan admits 8 to 192 kHz and 1 to 8 channels.
         var info = SF_INFO(frames: 0, samplerate: Int32(audio.sampleRate), channels: Int32(audio.channels), format: major | subtype(for: file, as: format), sections: 0, seekable: 0)
+        errno = 0
         guard let handle = sf_open(path, Int32(SFM_WRITE), &info) else {
-            throw failed(String(cString: sf_strerror(nil)))
+            throw failed(errno != 0 ? SystemErrorText.errno(errno) : "the sound file cannot be created")
         }
         var closed = false
         defer { if !closed { sf_close(handle) } }
@@ -68,7 +78,7 @@ enum SoundFileExport {
             broadcast.max_momentary_loudness = 0x7FFF
             broadcast.max_shortterm_loudness = 0x7FFF
             guard sf_command(handle, Int32(SFC_SET_BROADCAST_INFO), &broadcast, Int32(MemoryLayout<SF_BROADCAST_INFO>.size)) == Int32(SF_TRUE) else {
-                throw failed("libsndfile refused the bext chunk (\(String(cString: sf_strerror(handle))))")
+                throw failed("libsndfile refused the bext chunk (error \(sf_error(handle)))")
             }
         }
         let cues = cuePoints(file.markers, leadingFrames: audio.leadingFrames, validFrames: audio.validFrames)
@@ -88,7 +98,7 @@ enum SoundFileExport {
                 }
             }
             guard sf_command(handle, Int32(SFC_SET_CUE), &table, Int32(MemoryLayout<SF_CUES>.size)) == Int32(SF_TRUE) else {
-                throw failed("libsndfile refused the cue points (\(String(cString: sf_strerror(handle))))")
+                throw failed("libsndfile refused the cue points (error \(sf_error(handle)))")
             }
         }
         if bitmap != 0, format != .flac {
@@ -104,6 +114,7 @@ enum SoundFileExport {
         while let piece = try audio.next() {
             let written: sf_count_t
             let expected: sf_count_t
+            errno = 0
             switch piece {
             case .integers(var samples):
                 expected = sf_count_t(samples.count)
@@ -113,7 +124,7 @@ enum SoundFileExport {
                 written = sf_write_float(handle, &samples, expected)
             }
             guard written == expected else {
-                throw failed(String(cString: sf_strerror(handle)))
+                throw failed(Self.writeFailure(handle))
             }
         }
         closed = true

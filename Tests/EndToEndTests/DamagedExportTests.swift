@@ -3,6 +3,10 @@ import Foundation
 import TestSupport
 import XCTest
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `capture-recv export` on damaged recordings (issue 27, item 8): real recordings the receiver
 /// wrote, patched the way the adversarial trial patched them, exported by the real executable as
 /// the unprivileged user. A damaged file is refused with one line naming it and what is wrong, never
@@ -152,6 +156,53 @@ final class DamagedExportTests: XCTestCase {
         XCTAssertEqual(probe["channels"] as? Int, opusRecording.format.channelCount)
         XCTAssertEqual(probe["duration_ts"] as? Int, (opusRecording.packetTable?.validFrames).map(Int.init), "every valid frame and no more")
         XCTAssertGreaterThan(opusRecording.packetTable?.validFrames ?? 0, 40_000)
+    }
+
+    // MARK: The output folder (issue 31)
+
+    /// `--out` into a folder that does not exist makes it (and its parents), as the receiver's
+    /// `--out` does, and the export is complete there.
+    func testExportMakesAMissingOutputFolder() throws {
+        let pcm = try record("pcm")
+        let folder = work.appendingPathComponent("exports/2026/november")
+        let result = try export([pcm.path, "--to", "wav", "--out", folder.path])
+        XCTAssertEqual(result.status, 0, result.errors)
+        XCTAssertEqual(result.errors, "")
+        let exported = folder.appendingPathComponent("pcm.wav")
+        XCTAssertEqual(result.output, exported.path + "\n")
+        let probe = try ffprobeStream(exported.path)
+        XCTAssertEqual(probe["duration_ts"] as? Int, 48_000, "the whole second")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path), ["pcm.wav"], "no temporary file left")
+    }
+
+    /// An output folder that cannot be made or written is named, with the system's reason; no
+    /// message shows the export's temporary name or libsndfile's own wording.
+    func testAnOutputFolderThatCannotBeUsedIsNamedWithTheSystemsReason() throws {
+        let pcm = try record("pcm")
+        let file = work.appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        var cases: [(out: String, format: String, expected: String)] = [
+            (file.path, "wav", "cannot export into \(file.path): it is a file, not a folder"),
+            (file.appendingPathComponent("below").path, "flac", "cannot make the folder \(file.appendingPathComponent("below").path) for the export: not a directory"),
+        ]
+        if Unprivileged.isActive {
+            // A folder root owns: the export (run as the unprivileged user) cannot create its file.
+            let locked = work.appendingPathComponent("locked")
+            try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: true)
+            chown(locked.path, 0, 0)
+            chmod(locked.path, 0o755)
+            cases.append((locked.path, "wav", "cannot write \(locked.appendingPathComponent("pcm.wav").path): permission denied"))
+            cases.append((locked.path, "flac", "cannot write \(locked.appendingPathComponent("pcm.flac").path): permission denied"))
+        }
+        for (out, format, expected) in cases {
+            let result = try export([pcm.path, "--to", format, "--out", out])
+            XCTAssertEqual(result.status, 1, "\(out): \(result.errors)")
+            XCTAssertTrue(result.errors.contains(expected), "\(out) as \(format): \(result.errors)")
+            for leak in [".partial", "System error", "sf_", "Error Domain", "The operation could not be completed"] {
+                XCTAssertFalse(result.errors.contains(leak), "\(out) as \(format) shows \(leak): \(result.errors)")
+            }
+        }
+        if !Unprivileged.isActive { throw XCTSkip("the unwritable-folder case needs root to run the export as another user") }
     }
 
     /// Every file good: exit 0, nothing on standard error.

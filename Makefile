@@ -3,7 +3,7 @@ SWIFT ?= swift
 BIN_DEBUG := .build/debug
 BIN_RELEASE := .build-static/release
 
-.PHONY: deps build test demo bench release clean proto fuzz docs
+.PHONY: deps build test demo bench release deb clean proto fuzz docs
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,11 @@ test: deps
 
 demo: build
 	@scripts/demo.sh $(BIN_DEBUG)
+
+# The Debian package, in dist/ (README, "Install the package"); debian/ and scripts/stage-package.sh.
+deb:
+	@scripts/install-deps.sh --build-only --package
+	@scripts/build-deb.sh
 
 bench: release
 	@bench/run.sh $(BIN_RELEASE)
@@ -38,4 +43,4 @@ fuzz: deps
 	SWIFT=$(SWIFT) scripts/fuzz.sh
 
 clean:
-	rm -rf .build out
+	rm -rf .build out dist

@@ -3,12 +3,16 @@
 # those already installed. Runs apt-get as root, or through sudo.
 #   scripts/install-deps.sh               everything (make deps, make test)
 #   scripts/install-deps.sh --build-only  only what `swift build` and scripts/build-release.sh need
-#                                         (the Docker build stage, a field kit's build machine)
+#                                         (a field kit's build machine)
+#   add --package for what `make deb` needs besides (debhelper; the Docker build stage builds the package)
 #   add --list to print the packages instead of installing them
 set -euo pipefail
 build_packages=(
   pkg-config libasound2-dev libopus-dev libsndfile1-dev   # C libraries we link
   libogg-dev libsoxr-dev                                  # Ogg pages and resampling for live listening
+)
+package_packages=(
+  debhelper dpkg-dev                                      # dpkg-buildpackage and dh, for `make deb` (debian/)
 )
 test_packages=(
   ffmpeg sox opus-tools alsa-utils openssl socat time curl  # independent tools the tests and benchmarks use
@@ -17,20 +21,26 @@ test_packages=(
   haproxy                                                 # the load balancer the scale-out tests put in front of two receivers
   chromium chromium-driver                                # a real browser, driven over WebDriver, for the console's test
   pulseaudio pulseaudio-utils libasound2-plugins          # a real-time paced capture device for the ALSA tests (PulseAudio's null sink via ALSA's pulse PCM)
+  lintian                                                 # checks the Debian package (scripts/test-package.sh, CI)
 )
 python_packages=(
   selenium                                                # the WebDriver client the console's browser test uses
 )
 build_only=false
+package=false
 list=false
 for argument in "$@"; do
   case "$argument" in
     --build-only) build_only=true ;;
+    --package) package=true ;;
     --list) list=true ;;
-    *) echo "install-deps: unknown argument $argument (use --build-only and/or --list)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown argument $argument (use --build-only, --package and/or --list)" >&2; exit 2 ;;
   esac
 done
 packages=("${build_packages[@]}")
+if [ "$package" = true ] || [ "$build_only" = false ]; then
+  packages+=("${package_packages[@]}")
+fi
 if [ "$build_only" = false ]; then
   packages+=("${test_packages[@]}")
 fi

@@ -119,11 +119,12 @@ final class DeploymentFilesTests: XCTestCase {
     func testDockerfileRunsTheDocumentedBuildStepsAndTheRuntimeIsAsDescribed() throws {
         let dockerfile = try text("docker/Dockerfile")
         let buildSteps = DeploymentFiles.dockerfileRunCommands(dockerfile).filter { $0.hasPrefix("scripts/") || $0.hasPrefix("swift build") }
-        XCTAssertEqual(buildSteps, ["scripts/install-deps.sh --build-only", "scripts/build-release.sh"])
+        XCTAssertEqual(buildSteps, ["scripts/install-deps.sh --build-only --package", "scripts/build-deb.sh"])
         let documented = try DeploymentFiles.firstShellBlock(after: "## Build", in: try text("docs/FIELD-KIT.md"))
         XCTAssertEqual(documented, buildSteps, "docs/FIELD-KIT.md and docker/Dockerfile must build the same way")
         let makefile = try text("Makefile")
         XCTAssertTrue(makefile.contains("release: deps\n\t@scripts/build-release.sh"), "make release builds as documented")
+        XCTAssertTrue(makefile.contains("deb:\n\t@scripts/install-deps.sh --build-only --package\n\t@scripts/build-deb.sh"), "make deb builds as documented")
         XCTAssertTrue(makefile.contains("deps:\n\t@scripts/install-deps.sh"))
 
         let stages = dockerfile.split(separator: "\n").filter { $0.hasPrefix("FROM ") }
@@ -131,7 +132,12 @@ final class DeploymentFilesTests: XCTestCase {
         for line in ["USER capture", "VOLUME /recordings", "EXPOSE 7373", "STOPSIGNAL SIGTERM"] {
             XCTAssertTrue(dockerfile.contains("\n\(line)\n"), "Dockerfile lacks \(line)")
         }
-        XCTAssertTrue(dockerfile.contains("libasound2 libopus0 libsndfile1 libogg0 libsoxr0"))
+        // The image installs the package the build stage made (one list of installed files: the
+        // package's); the C libraries come with it, from its shared-library dependencies.
+        XCTAssertTrue(dockerfile.contains("\nCOPY --from=build /src/dist/ /tmp/dist/\n"), "the runtime stage takes the build stage's package")
+        XCTAssertTrue(dockerfile.contains("apt-get install -y --no-install-recommends /tmp/dist/capture-streamer_*.deb"), "the runtime stage installs the package")
+        XCTAssertFalse(dockerfile.contains(".build-static/release/"), "the image copies no executable past the package")
+        XCTAssertTrue(try text("debian/control").contains("Depends: ${shlibs:Depends}, ${misc:Depends}"))
         XCTAssertTrue(dockerfile.contains(#"CMD ["capture-healthcheck"]"#))
         let ignored = try text(".dockerignore").split(separator: "\n")
         for entry in [".build", ".git", "out"] { XCTAssertTrue(ignored.contains(Substring(entry)), ".dockerignore lacks \(entry)") }
@@ -148,7 +154,7 @@ final class DeploymentFilesTests: XCTestCase {
         var environment = try unit.environment()
         let example = try text("systemd/capture-recv.env.example")
         environment.merge(try DeploymentFiles.environmentFile(example)) { _, new in new }
-        XCTAssertEqual(try unit.execStart(environment: environment), ["/usr/local/bin/capture-recv"], "every setting is a variable")
+        XCTAssertEqual(try unit.execStart(environment: environment), ["/usr/bin/capture-recv"], "every setting is a variable")
         XCTAssertEqual(environment["CAPTURE_RECV_OUT"], "/var/lib/capture/recordings")
         XCTAssertEqual(unit.value("StateDirectory"), "capture capture/recordings", "systemd must create the recordings folder for User=")
         XCTAssertEqual(environment["CAPTURE_RECV_TLS_CERT"], "/etc/capture/cert.pem")
@@ -179,7 +185,7 @@ final class DeploymentFilesTests: XCTestCase {
         var environment = try unit.environment(hostName: "field-kit-test")
         let example = try text("systemd/capture-send.env.example")
         environment.merge(try DeploymentFiles.environmentFile(example)) { _, new in new }
-        XCTAssertEqual(try unit.execStart(environment: environment), ["/usr/local/bin/capture-send"], "every setting is a variable")
+        XCTAssertEqual(try unit.execStart(environment: environment), ["/usr/bin/capture-send"], "every setting is a variable")
         for name in ["CAPTURE_SEND_RECEIVER", "CAPTURE_SEND_DEVICE", "CAPTURE_SEND_PIN"] { XCTAssertNotNil(environment[name], name) }
         XCTAssertEqual(environment["CAPTURE_SEND_TLS"], "yes")
         XCTAssertEqual(environment["CAPTURE_SEND_STREAM_NAME"], "field-kit-test")

@@ -202,7 +202,9 @@ final class FieldKitDeploymentTests: XCTestCase {
         let all = everything.outputText.split(separator: "\n").map(String.init)
         for tool in ["ffmpeg", "sox", "socat", "protobuf-compiler", "libsndfile1-dev", "haproxy", "chromium", "python:selenium"] { XCTAssertTrue(all.contains(tool), "make test still installs \(tool)") }
         let build = DeploymentFiles.dockerfileRunCommands(try text("docker/Dockerfile")).filter { $0.hasPrefix("scripts/install-deps.sh") }
-        XCTAssertEqual(build, ["scripts/install-deps.sh --build-only"])
+        XCTAssertEqual(build, ["scripts/install-deps.sh --build-only --package"])
+        let package = try ToolRunner.run(Self.root.appendingPathComponent("scripts/install-deps.sh").path, ["--build-only", "--package", "--list"])
+        XCTAssertEqual(package.outputText, buildOnly.outputText + "debhelper\ndpkg-dev\n", "the package build adds debhelper only")
         XCTAssertTrue(try text("Makefile").contains("deps:\n\t@scripts/install-deps.sh\n"), "make deps installs everything")
     }
 

@@ -32,7 +32,7 @@ import Glibc
 /// Not reproduced: device and address-family restrictions, capabilities, Nice=, seccomp filters.
 final class SystemdServiceSandbox {
     /// The built executable for each path a unit's `ExecStart=` names.
-    static let installedExecutables = ["/usr/local/bin/capture-send": Products.send, "/usr/local/bin/capture-recv": Products.recv]
+    static let installedExecutables = ["/usr/bin/capture-send": Products.send, "/usr/bin/capture-recv": Products.recv]
 
     let process = Process()
     let stateFolders: [String: URL]

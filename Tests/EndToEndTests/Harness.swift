@@ -127,7 +127,12 @@ final class ReceiverUnderTest {
         Unprivileged.handOver(directory.path)
         let arguments = ["--out", directory.path, "--listen", "127.0.0.1:\(requestedPort)"] + extraArguments
         if let openFileLimit {
-            child = try ChildProcess("/usr/bin/prlimit", ["--nofile=\(openFileLimit):\(openFileLimit)", "--", Products.recv] + arguments, environment: environment)
+            // prlimit runs as the test user and starts the receiver as it starts without a limit
+            // (as the unprivileged user, which may not reach the test user's folders on its own).
+            let command = Unprivileged.command(Products.recv, arguments)
+            child = try ChildProcess(
+                "/usr/bin/prlimit", ["--nofile=\(openFileLimit):\(openFileLimit)", "--", command.executable] + command.arguments,
+                environment: environment, unprivileged: false)
         } else {
             child = try ChildProcess(Products.recv, arguments, environment: environment)
         }

@@ -8,7 +8,9 @@ import Glibc
 /// The output folder of an export, made on demand as the receiver makes its `--out`; a failure
 /// is told in the system's words (`SystemErrorText`), never a library's own wording.
 enum ExportFiles {
-    /// Makes `folder` and any missing parent, like `mkdir -p`.
+    /// Makes `folder` and any missing parent, like `mkdir -p`. Component by component with mkdir(2),
+    /// not FileManager's createDirectory, whose error for a path through a file carries no errno
+    /// ("the file could not be written" instead of "not a directory").
     static func makeFolder(_ folder: String) throws(ExportError) {
         var isFolder: ObjCBool = false
         if FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder) {

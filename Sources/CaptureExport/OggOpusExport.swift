@@ -83,7 +83,6 @@ enum OggOpusExport {
             try emit(flush: packet.number < 2)
         }
         try emit(flush: true)
-        do { try output.synchronize() } catch { throw failed(SystemErrorText.describe(error)) }
     }
 
     /// RFC 7845 §5.1: the stored OpusHead (checked by the plan) or a family-0 one, with `preSkip`.

@@ -5,7 +5,8 @@ import Foundation
 /// Exports a finished CAF recording (`capture-recv export`, `--export-on-finalize`) as Broadcast
 /// Wave (WAV, RF64), FLAC or Ogg Opus, with the recording's true times (docs/RECORDINGS.md): see
 /// `SoundFileExport` and `OggOpusExport`. The export is written under a temporary name beside its
-/// destination and renamed into place, so a reader never sees half of one.
+/// destination, made durable (fsync), renamed into place and its folder synced, so a reader never
+/// sees half of one and a power cut after it is reported done loses none of it.
 ///
 /// A damaged recording (or one export does not convert) gives an `ExportError` naming the file and
 /// what is wrong, before anything is written: the CAF reader checks every chunk against the file,
@@ -34,6 +35,7 @@ public enum RecordingExporter {
             case .ogg: try OggOpusExport.write(plan, to: temporary, destination: destination)
             case .wav, .rf64, .flac: try SoundFileExport.write(plan, to: temporary, destination: destination)
             }
+            try ExportFiles.makeDurable(temporary, destination: destination)
         } catch {
             try? FileManager.default.removeItem(atPath: temporary)
             throw error
@@ -43,6 +45,7 @@ public enum RecordingExporter {
             try? FileManager.default.removeItem(atPath: temporary)
             throw .writeFailed("cannot move the export into place as \(destination): \(reason)")
         }
+        try ExportFiles.makeNameDurable(in: folder, destination: destination)
         return destination
     }
 

@@ -205,6 +205,64 @@ final class DamagedExportTests: XCTestCase {
         if !Unprivileged.isActive { throw XCTSkip("the unwritable-folder case needs root to run the export as another user") }
     }
 
+    // MARK: Durable when done, and a full disk (issue 31)
+
+    /// Each format's export is durable before it is reported done: under strace, the temporary
+    /// file is fsynced before it is renamed into place, and the folder after, so a power cut after
+    /// "exported" never leaves an empty or missing file.
+    func testAnExportIsSyncedBeforeItsRenameAndItsFolderAfter() throws {
+        guard let strace = ToolRunner.find("strace") else {
+            throw TestFailure("strace is not installed: scripts/install-deps.sh installs it")
+        }
+        let pcm = try record("pcm")
+        let opus = try record("opus", opus: true)
+        for (source, format, fileExtension) in [(pcm, "wav", "wav"), (pcm, "flac", "flac"), (opus, "ogg", "opus")] {
+            let folder = work.appendingPathComponent("durable-\(format)")
+            let trace = work.appendingPathComponent("\(format).trace").path
+            let command = Unprivileged.command(Products.recv, ["export", source.path, "--to", format, "--out", folder.path])
+            let child = try ChildProcess(
+                strace, ["-f", "-qq", "-y", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o", trace, command.executable] + command.arguments,
+                unprivileged: false)
+            XCTAssertEqual(child.wait(seconds: 120), 0, "\(format): \(child.standardError)")
+            let destination = folder.appendingPathComponent("\(source.deletingPathExtension().lastPathComponent).\(fileExtension)").path
+            let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+            let rename = try XCTUnwrap(
+                calls.firstIndex { $0.contains("rename") && $0.contains(".partial") && $0.contains("\"\(destination)\"") && $0.hasSuffix("= 0") },
+                "\(format): the export is renamed into place: \(calls)")
+            let fileSynced = calls[..<rename].contains { ($0.contains("fsync(") || $0.contains("fdatasync(")) && $0.contains(".partial>") && $0.hasSuffix("= 0") }
+            XCTAssertTrue(fileSynced, "\(format): its bytes are synced before the rename: \(calls)")
+            let folderSynced = calls[(rename + 1)...].contains { $0.contains("fsync(") && $0.contains("<\(folder.path)>") && $0.hasSuffix("= 0") }
+            XCTAssertTrue(folderSynced, "\(format): its folder is synced after the rename: \(calls)")
+        }
+    }
+
+    /// A disk that fills during the export: exit 1, one line naming the export and the system's
+    /// reason, no temporary file left behind and nothing under the export's name.
+    func testAFullDiskFailsTheExportWithTheSystemsReasonAndLeavesNothing() throws {
+        let pcm = try record("pcm")
+        let opus = try record("opus", opus: true)
+        let disk = work.appendingPathComponent("small-disk")
+        try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
+        // One page: the header of each format fits, a second of its audio does not.
+        let mounted = try ToolRunner.run("mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", disk.path])
+        guard mounted.succeeded else { throw XCTSkip("cannot mount a small tmpfs here (needs root): \(mounted.errorText)") }
+        defer { _ = try? ToolRunner.run("umount", [disk.path]) }
+        Unprivileged.handOver(disk.path)
+        for (source, format, fileExtension) in [(pcm, "wav", "wav"), (pcm, "rf64", "rf64.wav"), (pcm, "flac", "flac"), (opus, "ogg", "opus")] {
+            let result = try export([source.path, "--to", format, "--out", disk.path])
+            let destination = disk.appendingPathComponent("\(source.deletingPathExtension().lastPathComponent).\(fileExtension)").path
+            XCTAssertEqual(result.status, 1, "\(format): \(result.errors)")
+            XCTAssertEqual(result.output, "", format)
+            let lines = result.errors.split(separator: "\n")
+            XCTAssertEqual(lines.count, 1, "\(format): one line: \(result.errors)")
+            XCTAssertTrue(result.errors.contains("cannot write \(destination): no space left on device"), "\(format): \(result.errors)")
+            for leak in [".partial", "System error", "sf_", "Error Domain", "The operation could not be completed", "libsndfile"] {
+                XCTAssertFalse(result.errors.contains(leak), "\(format) shows \(leak): \(result.errors)")
+            }
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk.path), [], "\(format): nothing left on the full disk")
+        }
+    }
+
     /// Every file good: exit 0, nothing on standard error.
     func testABatchOfGoodFilesExitsZero() throws {
         let pcm = try record("pcm")

@@ -22,6 +22,7 @@ test_packages=(
   chromium chromium-driver                                # a real browser, driven over WebDriver, for the console's test
   pulseaudio pulseaudio-utils libasound2-plugins          # a real-time paced capture device for the ALSA tests (PulseAudio's null sink via ALSA's pulse PCM)
   lintian                                                 # checks the Debian package (scripts/test-package.sh, CI)
+  python3-fusepy                                          # the power-cut file system of the durability tests (FUSE, Debian's python3)
 )
 python_packages=(
   selenium                                                # the WebDriver client the console's browser test uses

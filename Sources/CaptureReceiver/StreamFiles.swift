@@ -20,11 +20,36 @@ struct StreamBeginning: Equatable {
     var resume: ResumePoint
     var link: ContinuationLink?
 
-    /// The `info` entry of a stream proven to continue another: which stream, so the two recordings
-    /// can be joined without a hole (`first sample` says where this one begins).
+    /// The `info` entries of a stream that continues another: which stream, when proven, so the two
+    /// recordings can be joined (`first sample` says where this one begins); and the audio its
+    /// sender reports lost before it (`Continuation.lost_from_sample_time`), whether or not the link
+    /// could be proven, so that the file itself says what is missing.
     var info: [(key: String, value: String)] {
-        guard case .linked(let continued)? = link else { return [] }
-        return [("continues stream id", continued.uuidString.lowercased())]
+        var entries: [(key: String, value: String)] = []
+        if case .linked(let continued, _)? = link { entries.append(("continues stream id", continued.uuidString.lowercased())) }
+        if let lost = lostBefore { entries.append(("audio lost before this file", lost)) }
+        return entries
+    }
+
+    /// What the sender reports lost before this stream: samples and seconds, and of which stream.
+    var lostBefore: String?
+
+    init(resume: ResumePoint, link: ContinuationLink?, hello: ValidatedHello? = nil) {
+        self.resume = resume
+        self.link = link
+        lostBefore = hello.flatMap(Self.lostBefore(_:))
+    }
+
+    /// "samples 0-360000 (seconds 0.000-7.500) of stream ID: acknowledged by its receiver, then lost
+    /// by that receiver's storage; in no file", from a continuing Hello that reports a loss.
+    static func lostBefore(_ hello: ValidatedHello) -> String? {
+        let message = hello.message
+        guard message.hasContinues, message.continues.hasLostFromSampleTime, let continued = UUID(wireBytes: message.continues.streamID) else { return nil }
+        let from = message.continues.lostFromSampleTime
+        let to = message.startSampleTime
+        let rate = hello.format.sampleRate
+        let seconds = String(format: "%.3f-%.3f", Double(from) / rate, Double(to) / rate)
+        return "samples \(from)-\(to) (seconds \(seconds)) of stream \(continued.uuidString.lowercased()): acknowledged by its receiver, then lost by that receiver's storage; in no file"
     }
 }
 
@@ -128,7 +153,7 @@ enum StreamFiles {
     static func beginning(of hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> Result<StreamBeginning, StorageError> {
         let start = ResumePoint.newStream(hello)
         guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else {
-            return .success(StreamBeginning(resume: start, link: nil))
+            return .success(StreamBeginning(resume: start, link: nil, hello: hello))
         }
         let claim: StreamClaim
         switch index.claimExisting(continued) {
@@ -139,20 +164,23 @@ enum StreamFiles {
         case .failure(.failed(let error)):
             return .failure(.cannotCreate("cannot read the stream index entry of stream \(continued), which stream \(hello.streamID) continues: \(error.description)"))
         case .failure(.missing), .failure(.exists):
-            return .success(StreamBeginning(resume: start, link: .unverified(continued)))
+            return .success(StreamBeginning(resume: start, link: .unverified(continued), hello: hello))
         }
         defer { claim.release(removingEntry: false) }
         guard let entry = index.entry(of: claim) else {
-            return .success(StreamBeginning(resume: start, link: .unverified(continued)))
+            return .success(StreamBeginning(resume: start, link: .unverified(continued), hello: hello))
         }
         if let recorded = entry.owner, let refusal = recorded.refusal(of: owner, continuing: true) {
             return .failure(.notStreamOwner("it claims to continue stream \(continued), but \(refusal)"))
         }
+        var fileEnd: Int64?
+        if case .finished(let record) = entry.stream { fileEnd = record.endSampleTime }
         guard case .finished(let record) = entry.stream, !record.complete,
               record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence,
               (hello.message.startSampleTime...hello.timelineEnd).contains(record.endSampleTime)
-        else { return .success(StreamBeginning(resume: start, link: .linked(continued))) }
-        return .success(StreamBeginning(resume: ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime), link: .linked(continued)))
+        else { return .success(StreamBeginning(resume: start, link: .linked(continued, fileEnd: fileEnd), hello: hello)) }
+        return .success(StreamBeginning(
+            resume: ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime), link: .linked(continued, fileEnd: fileEnd), hello: hello))
     }
 
     /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.

@@ -53,7 +53,9 @@ struct DeliveryPolicy: Sendable {
         /// the end: it finished the file, and only its confirmation was lost.
         case deliveredUnconfirmed(refusal: SenderError)
         /// The receiver cannot resume this stream: deliver the rest as a new stream that continues it.
-        case continueAsNewStream(refusal: SenderError)
+        /// `receiverHoldsUntil`: set when the receiver lost audio it had acknowledged (see
+        /// `ConnectionOutcome.cannotResume`), the sample index where what it holds ends.
+        case continueAsNewStream(refusal: SenderError, receiverHoldsUntil: Int64?)
         /// Reconnecting cannot help.
         case fail(SenderError)
         /// Wait `after` seconds, then connect again (`error` ended the connection).
@@ -107,10 +109,12 @@ struct DeliveryPolicy: Sendable {
         switch outcome {
         case .delivered(let summary):
             return .delivered(summary)
-        case .cannotResume(let refusal):
-            if complete { return .deliveredUnconfirmed(refusal: refusal) }
+        case .cannotResume(let refusal, let receiverHoldsUntil):
+            // Everything acknowledged and no resume point named: the receiver finished the file and
+            // only its confirmation was lost. A resume point named is audio the receiver lost.
+            if complete, receiverHoldsUntil == nil { return .deliveredUnconfirmed(refusal: refusal) }
             failures = 0
-            return .continueAsNewStream(refusal: refusal)
+            return .continueAsNewStream(refusal: refusal, receiverHoldsUntil: receiverHoldsUntil)
         case .interrupted(let error, let retry, let streamed):
             guard retry else { return complete ? .deliveredUnconfirmed(refusal: error) : .fail(error) }
             if case .protocolViolation(let detail) = error {

@@ -24,6 +24,11 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A backup receiver was given up (dropped) for `reason`: the spool keeps nothing more for it,
     /// and its file lacks the audio from `fromSecond` on. The main receiver is never given up.
     case gaveUp(receiver: String, reason: GiveUpReason, fromSecond: Double)
+    /// The receiver lost audio it had acknowledged (its storage did not keep what it confirmed):
+    /// `lost` names each lost stretch ("7.500-12.000"), which is in no file; `unconfirmed` each
+    /// stretch it acknowledged in a stream it no longer knows, so it cannot confirm that a file holds
+    /// it. The rest of the stream was delivered in `restIn` (nil: nothing was left to deliver).
+    case receiverLostAcknowledgedAudio(receiver: String, lost: [String], unconfirmed: [String], restIn: String?)
 
     /// Why a backup receiver was given up: a backup may cost itself its copy, never the main
     /// receiver its audio or its pace.
@@ -62,6 +67,19 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "TLS: \(reason)"
         case .spoolUnreadable(let sequence, let reason):
             return "the spool cannot give back the audio from sequence \(sequence) on: \(reason); that audio cannot be delivered and stays in the spool for `capture-send spool list` (check the disk: dmesg, df)"
+        case .receiverLostAcknowledgedAudio(let receiver, let lost, let unconfirmed, let restIn):
+            var parts: [String] = []
+            if !lost.isEmpty {
+                parts.append("receiver \(receiver) lost seconds \(lost.joined(separator: ", ")) of the stream after acknowledging them"
+                    + " (its storage did not keep what it confirmed: check that its file system makes fsync durable, and its disk);"
+                    + " that audio is in no file and this sender no longer holds it")
+            }
+            if !unconfirmed.isEmpty {
+                parts.append("receiver \(receiver) cannot confirm that it still holds seconds \(unconfirmed.joined(separator: ", ")) of the stream,"
+                    + " which it acknowledged: it no longer knows the stream they were recorded in (its record expired, or its storage lost it);"
+                    + " check that recording's file, this sender no longer holds that audio")
+            }
+            return parts.joined(separator: "; ") + (restIn.map { "; the rest of the stream was delivered, in \($0)" } ?? "")
         case .gaveUp(let receiver, let reason, let fromSecond):
             let lacks = "its file is incomplete, it lacks the audio from second \(String(format: "%.3f", fromSecond)) on; the main receiver's file is the whole recording"
             switch reason {

@@ -32,7 +32,10 @@ enum ConnectionOutcome: Sendable, Equatable {
     case interrupted(SenderError, retry: Bool, streamed: Bool)
     /// The receiver cannot resume the stream from what this sender holds (it finalized the stream's
     /// file after its resume window, or lost it): deliver the rest as a new stream that continues it.
-    case cannotResume(SenderError)
+    /// `receiverHoldsUntil`: when the receiver still holds the stream, but only up to before the
+    /// oldest audio this sender holds, the sample index where its recording ends; the audio from
+    /// there to the oldest held was acknowledged and then lost by the receiver.
+    case cannotResume(SenderError, receiverHoldsUntil: Int64?)
 }
 
 /// The I/O shell of a `SenderSession`: feeds it the connection's events (channel up, frames read,

@@ -17,12 +17,17 @@ public struct StreamContinuation: Codable, Sendable, Equatable {
     public var firstSequence: UInt64
     /// The sample index, in the stream's timeline, of the new stream's first frame.
     public var firstSampleTime: Int64
+    /// Set when the receiver lost audio of the stream it continues after acknowledging it: the sample
+    /// index where the receiver's recording ends. The audio from there to `firstSampleTime` is in no
+    /// file (`Continuation.lost_from_sample_time`). Absent from spools of older versions.
+    public var lostFromSampleTime: Int64?
 
-    public init(streamID: UUID, continues: UUID, firstSequence: UInt64, firstSampleTime: Int64) {
+    public init(streamID: UUID, continues: UUID, firstSequence: UInt64, firstSampleTime: Int64, lostFromSampleTime: Int64? = nil) {
         self.streamID = streamID
         self.continues = continues
         self.firstSequence = firstSequence
         self.firstSampleTime = firstSampleTime
+        self.lostFromSampleTime = lostFromSampleTime
     }
 
     /// `Hello.continues`.
@@ -30,6 +35,7 @@ public struct StreamContinuation: Codable, Sendable, Equatable {
         .with {
             $0.streamID = continues.wireBytes
             $0.firstSequence = firstSequence
+            if let lostFromSampleTime { $0.lostFromSampleTime = lostFromSampleTime }
         }
     }
 }

@@ -198,6 +198,8 @@ public final class StreamSender: Sendable {
         watch?.start()
         defer { watch?.cancel() }
         var generator = SystemRandomNumberGenerator()
+        // Audio the receiver acknowledged and then lost (its storage did not keep it), in samples.
+        var lostAcknowledged: [Range<Int64>] = []
         while true {
             if let stop = control.stopped { return .failure(error(for: stop)) }
             let outcome = connectOnce(tlsContext: tlsContext)
@@ -208,15 +210,30 @@ public final class StreamSender: Sendable {
             switch action {
             case .delivered(let summary):
                 control.link = .finished
+                if let incomplete = incompleteJoins(lostAcknowledged, deliveredIn: summary.fileName) { return .failure(incomplete) }
                 return .success(summary)
             case .deliveredUnconfirmed(let refusal):
                 // Every packet and the end were acknowledged; the receiver already finished the
                 // file and only its confirmation was lost.
                 logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal)"])
                 return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.endSampleTime ?? 0, totalPackets: 0))
-            case .continueAsNewStream(let refusal):
-                guard let continuation = continueAsNewStream() else { return .failure(refusal) }
-                logger.warning("the receiver no longer resumes this stream (its resume window passed and its file was finalized): the audio from here on is delivered as a new stream that continues it, and the two recordings join without a hole", metadata: [
+            case .continueAsNewStream(let refusal, let receiverHoldsUntil):
+                let oldestHeld = oldestHeldSampleTime()
+                let lost = receiverHoldsUntil.flatMap { held in held < oldestHeld ? held..<oldestHeld : nil }
+                if let lost { lostAcknowledged.append(lost) }
+                guard let continuation = continueAsNewStream(lostFrom: lost?.lowerBound) else {
+                    control.link = .finished
+                    return .failure(lost == nil ? refusal : .receiverLostAcknowledgedAudio(receiver: receiver, lost: lostAcknowledged.map(seconds), unconfirmed: [], restIn: nil))
+                }
+                if let lost {
+                    logger.error("the receiver lost audio it had acknowledged (its storage did not keep what it confirmed): those seconds are in no file; the audio from here on is delivered as a new stream that continues the stream", metadata: [
+                        "lost-seconds": "\(Self.seconds(lost, rate: description.format.sampleRate))",
+                        "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
+                        "refusal": "\(refusal)",
+                    ])
+                    continue
+                }
+                logger.warning("the receiver no longer resumes this stream (its resume window passed and its file was finalized, or it lost it): the audio from here on is delivered as a new stream that continues it; the receiver says whether the two recordings join without a hole", metadata: [
                     "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
                     "first-sample": "\(continuation.firstSampleTime)", "first-sample-time": "\(Self.utc(startOf: continuation, description))",
                     "refusal": "\(refusal)",
@@ -294,6 +311,7 @@ public final class StreamSender: Sendable {
     /// One connection, from connect to its end.
     private func connectOnce(tlsContext: NIOSSLContext?) -> ConnectionOutcome {
         let hello = makeHello()
+        let continuation = delivery.value
         let done = group.next().makePromise(of: ConnectionOutcome.self)
         let configuration = self.configuration
         let log = self.log
@@ -325,6 +343,11 @@ public final class StreamSender: Sendable {
                                 let before = control.link
                                 _ = control.decide(.accepted(at: Self.now()))
                                 control.fileName = accepted.fileName
+                                if !accepted.resumed, let continuation {
+                                    let fileEnd = accepted.hasContinuedFileEndSampleTime ? accepted.continuedFileEndSampleTime : nil
+                                    control.noteJoin(continuation, fileEnd: fileEnd)
+                                    Self.logJoin(continuation, fileEnd: fileEnd, sampleRate: sampleRate, logger: logger)
+                                }
                                 control.link = .streaming
                                 if before == .reconnecting {
                                     Self.logReconnected(accepted, sampleRate: sampleRate, log: log, logger: logger, configuration: configuration)
@@ -359,6 +382,20 @@ public final class StreamSender: Sendable {
         return outcome
     }
 
+    /// What the receiver said about a continuation's join, when it accepted the new stream.
+    private static func logJoin(_ continuation: StreamContinuation, fileEnd: Int64?, sampleRate: Double, logger: Logger) {
+        let first = continuation.firstSampleTime
+        let metadata: Logger.Metadata = ["continues": "\(continuation.continues.uuidString.lowercased())", "first-sample": "\(first)"]
+        if continuation.lostFromSampleTime != nil { return }
+        if let fileEnd, fileEnd >= first {
+            logger.notice("the receiver confirms that the earlier recording ends where the new stream begins: the two join without a hole", metadata: metadata)
+        } else if let fileEnd {
+            logger.error("the receiver says the earlier recording ends before the new stream begins: the audio between was acknowledged and then lost", metadata: metadata.merging(["lost-seconds": "\(seconds(fileEnd..<first, rate: sampleRate))"]) { a, _ in a })
+        } else {
+            logger.error("the receiver cannot confirm that the earlier recording holds everything before the new stream: it no longer knows that stream (its record expired, or its storage lost it)", metadata: metadata)
+        }
+    }
+
     /// The notice that a connection after a lost (or failed) one was accepted: where the stream
     /// resumes (file, second and sequence) and how much is still to deliver.
     private static func logReconnected(
@@ -372,9 +409,48 @@ public final class StreamSender: Sendable {
         ])
     }
 
+    /// The failure a delivery that went on as new streams ends with unless every join was confirmed:
+    /// the audio the receiver lost after acknowledging it (`lost`, from its refusal, and from a
+    /// continued file it says ends early), and the stretches it could not confirm it holds (it no
+    /// longer knows the stream it acknowledged them in). Nil: every join confirmed without a hole.
+    private func incompleteJoins(_ lost: [Range<Int64>], deliveredIn fileName: String) -> SenderError? {
+        var lost = lost
+        var unconfirmed: [Range<Int64>] = []
+        var earlierStart: Int64 = 0
+        for join in control.joins {
+            let first = join.continuation.firstSampleTime
+            defer { earlierStart = first }
+            if join.continuation.lostFromSampleTime != nil { continue }
+            if let end = join.fileEnd {
+                if end < first { lost.append(end..<first) }
+            } else if earlierStart < first {
+                unconfirmed.append(earlierStart..<first)
+            }
+        }
+        guard !lost.isEmpty || !unconfirmed.isEmpty else { return nil }
+        return .receiverLostAcknowledgedAudio(receiver: receiver, lost: lost.map(seconds), unconfirmed: unconfirmed.map(seconds), restIn: fileName)
+    }
+
+    /// "7.500-12.000" for this stream's rate.
+    private func seconds(_ range: Range<Int64>) -> String { Self.seconds(range, rate: description.format.sampleRate) }
+
+    /// The sample index of the oldest audio the log still holds; when it holds none, the end of
+    /// what this receiver acknowledged (where held audio would begin).
+    private func oldestHeldSampleTime() -> Int64 {
+        if let entry = try? log.entries(from: log.oldestKeptSequence, maxCount: 1).first { return entry.firstSampleTime }
+        return log.progress(for: configuration.destination).acknowledgedEndSampleTime
+    }
+
+    /// "7.500-12.000": a sample range in seconds of the stream.
+    static func seconds(_ range: Range<Int64>, rate: Double) -> String {
+        let second = { (sample: Int64) in rate > 0 ? String(format: "%.3f", Double(sample) / rate) : "\(sample)" }
+        return "\(second(range.lowerBound))-\(second(range.upperBound))"
+    }
+
     /// Switches delivery to a new stream that continues the current one from the oldest entry the
     /// log holds, and records it in the spool; nil when the log holds nothing to continue with.
-    private func continueAsNewStream() -> StreamContinuation? {
+    /// `lostFrom`: where the receiver's recording ends when it lost acknowledged audio before it.
+    private func continueAsNewStream(lostFrom: Int64?) -> StreamContinuation? {
         let first = log.oldestKeptSequence
         let entry: LoggedPacket
         do throws(SpoolError) {
@@ -385,7 +461,8 @@ public final class StreamSender: Sendable {
             return nil
         }
         let current = delivery.value?.streamID ?? configuration.streamID
-        let continuation = StreamContinuation(streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime)
+        let continuation = StreamContinuation(
+            streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime, lostFromSampleTime: lostFrom)
         // The spool is delivered to the main receiver after a restart: only its continuation is recorded.
         if configuration.destination == .main {
             do throws(SpoolError) {
@@ -485,6 +562,9 @@ final class SenderControl: @unchecked Sendable {
     private var policy: DeliveryPolicy
     private var channel: Channel?
     private var announcedFileName = ""
+    /// Each continuation's first acceptance: where the receiver says the continued stream's file ends
+    /// (`HelloAccepted.continued_file_end_sample_time`; nil: it cannot confirm).
+    private var continuationJoins: [(continuation: StreamContinuation, fileEnd: Int64?)] = []
     private var currentLink = SenderLinkState.connecting
     /// Told every change of `link` (set before any thread runs, then only read).
     private let linkChanged: (@Sendable (SenderLinkState) -> Void)?
@@ -519,6 +599,17 @@ final class SenderControl: @unchecked Sendable {
         get { condition.withLock { announcedFileName } }
         set { condition.withLock { announcedFileName = newValue } }
     }
+
+    /// Records what the receiver said about a continuation's join when it first accepted it.
+    func noteJoin(_ continuation: StreamContinuation, fileEnd: Int64?) {
+        condition.withLock {
+            if !continuationJoins.contains(where: { $0.continuation.streamID == continuation.streamID }) {
+                continuationJoins.append((continuation, fileEnd))
+            }
+        }
+    }
+
+    var joins: [(continuation: StreamContinuation, fileEnd: Int64?)] { condition.withLock { continuationJoins } }
 
     func abandon() {
         end(.abandoned)

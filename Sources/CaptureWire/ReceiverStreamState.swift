@@ -66,7 +66,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
             }
             let oldestHeld = hello.message.resumeFromSequence
             if oldestHeld > 0, resume.nextSequence < oldestHeld {
-                throw .cannotResume(requested: resume.nextSequence, oldestHeld: oldestHeld)
+                throw .cannotResume(requested: resume.nextSequence, oldestHeld: oldestHeld, heldUntilSampleTime: resume.nextSampleTime)
             }
             state.nextSequence = resume.nextSequence
             state.nextSampleTime = resume.nextSampleTime

@@ -128,7 +128,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
         case (.awaitingHelloAccepted, .helloAccepted(let accepted)):
             let next = accepted.nextSequence
             guard next >= oldestHeldSequence else {
-                throw .cannotResume(requested: next, oldestHeld: oldestHeldSequence)
+                throw .cannotResume(requested: next, oldestHeld: oldestHeldSequence, heldUntilSampleTime: accepted.nextSampleTime)
             }
             guard next <= nextNewSequence else {
                 throw .resumeBeyondSent(requested: next, nextUnsent: nextNewSequence)

@@ -72,6 +72,14 @@ public struct ValidatedHello: Sendable, Equatable {
                     message: .hello, field: "continues.first_sequence",
                     reason: "\(hello.continues.firstSequence); a continuing stream starts at the oldest sequence its sender holds (resume_from_sequence \(hello.resumeFromSequence))")
             }
+            if hello.continues.hasLostFromSampleTime {
+                let lostFrom = hello.continues.lostFromSampleTime
+                guard lostFrom >= 0, lostFrom < hello.startSampleTime else {
+                    throw .invalidField(
+                        message: .hello, field: "continues.lost_from_sample_time",
+                        reason: "\(lostFrom); the lost audio lies before the stream's first frame (start_sample_time \(hello.startSampleTime)) and at or after sample 0")
+                }
+            }
         }
         guard hello.hasFormat else { throw .missingFormat }
         let format = try StreamFormat(wire: hello.format)

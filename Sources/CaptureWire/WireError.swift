@@ -69,8 +69,10 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     // MARK: Sender side
     /// An Ack for a sequence that was never sent on this connection.
     case ackBeyondSent(acknowledged: UInt64, highestSent: UInt64)
-    /// The receiver wants to resume before the oldest sequence the sender still holds.
-    case cannotResume(requested: UInt64, oldestHeld: UInt64)
+    /// The receiver wants to resume before the oldest sequence the sender still holds: it holds the
+    /// stream only up to `heldUntilSampleTime` (the sample index where its recording ends), and what
+    /// lies between was acknowledged and then lost.
+    case cannotResume(requested: UInt64, oldestHeld: UInt64, heldUntilSampleTime: Int64)
     /// The receiver wants to resume after the newest sequence the sender has.
     case resumeBeyondSent(requested: UInt64, nextUnsent: UInt64)
     /// An EndAccepted that does not name the EndOfStream this sender sent: the receiver did not read
@@ -115,6 +117,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         frame.code = code
         frame.message = description
         frame.fatal = true
+        if case .cannotResume(_, _, let heldUntil) = self { frame.heldUntilSampleTime = heldUntil }
         return frame
     }
 
@@ -185,9 +188,10 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
             return "EndOfStream names end sample \(claimed) but the received audio ends at sample \(expected)"
         case .ackBeyondSent(let acknowledged, let highestSent):
             return "the receiver acknowledged sequence \(acknowledged) but only \(highestSent) was sent on this connection"
-        case .cannotResume(let requested, let oldestHeld):
-            return "the receiver asks to resume at sequence \(requested) but the sender holds nothing before"
-                + " \(oldestHeld); that audio is lost: start a new stream (new stream id)"
+        case .cannotResume(let requested, let oldestHeld, let heldUntil):
+            return "the receiver asks to resume at sequence \(requested) (its recording ends at sample \(heldUntil)) but the"
+                + " sender holds nothing before \(oldestHeld): audio the receiver acknowledged is lost; the sender"
+                + " delivers the rest as a new stream (new stream id) and names the lost seconds"
         case .resumeBeyondSent(let requested, let nextUnsent):
             return "the receiver asks to resume at sequence \(requested) but the sender has produced only up to"
                 + " \(nextUnsent - 1); is another sender using the same stream id?"

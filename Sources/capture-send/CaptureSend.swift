@@ -311,6 +311,8 @@ struct CaptureSend: ParsableCommand {
                 throw ExitCode(Self.incompleteBackupExitCode)
             }
         case .failure(let error):
+            // Lost at the receiver: the rest was delivered and the spool holds nothing more.
+            if case .receiverLostAcknowledgedAudio = error { throw CLIError(error.description) }
             streamer.log.spool?.recordDeliveryError(error.description)
             let kept = streamer.log.spool.flatMap { $0.exists ? "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send sends to \(receiver) with this spool, or by capture-send spool deliver" : nil } ?? ""
             throw CLIError(error.description + kept)

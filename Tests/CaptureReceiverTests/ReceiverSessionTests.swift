@@ -285,7 +285,8 @@ final class ReceiverSessionTests: XCTestCase {
         let actions = session.handle(.fileOpenFailed(.notResumable))
         XCTAssertEqual(actions.first, .forgetStream(Self.stream))
         guard case .send(.error(let frame)) = actions.dropLast().last else { return XCTFail("an Error frame: \(actions)") }
-        XCTAssertEqual(frame.code, WireError.cannotResume(requested: 1, oldestHeld: 41).code)
+        XCTAssertEqual(frame.code, .sequenceGap)
+        XCTAssertFalse(frame.hasHeldUntilSampleTime, "a stream this receiver holds nothing of: no recording end to name")
         XCTAssertEqual(actions.last, .close)
         XCTAssertEqual(session.state, .done)
     }
@@ -377,7 +378,7 @@ final class ReceiverSessionTests: XCTestCase {
     func testWhatANewStreamContinuesIsLogged() throws {
         let continued = try XCTUnwrap(UUID(uuidString: "0A0B0C0D-0E0F-4011-8213-141516171819"))
         for (link, expected) in [
-            (ContinuationLink.linked(continued), ["continues": "0a0b0c0d-0e0f-4011-8213-141516171819"]),
+            (ContinuationLink.linked(continued, fileEnd: nil), ["continues": "0a0b0c0d-0e0f-4011-8213-141516171819"]),
             (ContinuationLink.unverified(continued), [:]),
         ] {
             var session = ReceiverSession()
@@ -393,6 +394,28 @@ final class ReceiverSessionTests: XCTestCase {
             } else {
                 XCTAssertEqual(warning, [])
             }
+        }
+    }
+
+    /// Issue 28, item 5: a continuation's HelloAccepted says where the continued stream's finished
+    /// file ends when the receiver knows it, so that the sender claims a join without a hole only
+    /// when that is confirmed; otherwise the field is absent.
+    func testAContinuationsAcceptanceNamesWhereTheContinuedFileEnds() throws {
+        let continued = try XCTUnwrap(UUID(uuidString: "0A0B0C0D-0E0F-4011-8213-141516171819"))
+        for (link, expected) in [
+            (ContinuationLink.linked(continued, fileEnd: 96_000), Int64?.some(96_000)),
+            (ContinuationLink.linked(continued, fileEnd: nil), nil),
+            (ContinuationLink.unverified(continued), nil),
+            (nil, nil),
+        ] {
+            var session = ReceiverSession()
+            _ = session.handle(.preambleReceived(version: 1))
+            _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
+            _ = session.handle(.helloDecided(.accepted))
+            let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
+            let accepted = actions.compactMap { if case .send(.helloAccepted(let accepted)) = $0 { return accepted } else { return nil } }.first
+            XCTAssertEqual(accepted?.hasContinuedFileEndSampleTime, expected != nil, "\(String(describing: link))")
+            if let expected { XCTAssertEqual(accepted?.continuedFileEndSampleTime, expected) }
         }
     }
 

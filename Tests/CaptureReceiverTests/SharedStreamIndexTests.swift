@@ -210,7 +210,8 @@ final class SharedStreamIndexTests: XCTestCase {
 
         let real = try Self.continuation(of: victim.streamID, secret: victim.message.resumeSecret)
         let continued = try open(pool, real, identity: "token:unit-a").get()
-        XCTAssertEqual(continued.continuation, .linked(victim.streamID))
+        guard case .linked(let linked, _)? = continued.continuation else { return XCTFail("linked: \(String(describing: continued.continuation))") }
+        XCTAssertEqual(linked, victim.streamID)
         XCTAssertEqual(continued.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4), "right after where the continued file ends")
         XCTAssertEqual(try CAFFile.read(path: continued.writer.path).info.first { $0.key == "continues stream id" }?.value, victim.streamID.uuidString.lowercased())
         continued.writer.detach {}

@@ -90,8 +90,14 @@ final class DeliveryPolicyTests: XCTestCase {
     func testWhatAConnectionsEndLeadsTo() {
         let rows: [(String, Event, Action)] = [
             ("confirmed", ended(.delivered(summary), at: 1, caughtUp), .delivered(summary)),
-            ("cannot resume: continue as a new stream", ended(.cannotResume(refusal), at: 1, lacking(since: 0)), .continueAsNewStream(refusal: refusal)),
-            ("cannot resume, but everything was acknowledged", ended(.cannotResume(refusal), at: 1, caughtUp, complete: true), .deliveredUnconfirmed(refusal: refusal)),
+            ("cannot resume: continue as a new stream", ended(.cannotResume(refusal, receiverHoldsUntil: nil), at: 1, lacking(since: 0)),
+             .continueAsNewStream(refusal: refusal, receiverHoldsUntil: nil)),
+            ("cannot resume, but everything was acknowledged", ended(.cannotResume(refusal, receiverHoldsUntil: nil), at: 1, caughtUp, complete: true),
+             .deliveredUnconfirmed(refusal: refusal)),
+            ("the receiver lost acknowledged audio: continue, naming where its recording ends", ended(.cannotResume(refusal, receiverHoldsUntil: 480), at: 1, lacking(since: 0)),
+             .continueAsNewStream(refusal: refusal, receiverHoldsUntil: 480)),
+            ("everything was acknowledged and then lost: never a delivery", ended(.cannotResume(refusal, receiverHoldsUntil: 0), at: 1, caughtUp, complete: true),
+             .continueAsNewStream(refusal: refusal, receiverHoldsUntil: 0)),
             ("refused for good", ended(.interrupted(refusal, retry: false, streamed: true), at: 1, lacking(since: 0)), .fail(refusal)),
             ("refused for good, but everything was acknowledged", ended(.interrupted(refusal, retry: false, streamed: true), at: 1, caughtUp, complete: true),
              .deliveredUnconfirmed(refusal: refusal)),

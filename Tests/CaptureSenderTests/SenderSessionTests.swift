@@ -120,7 +120,9 @@ final class SenderSessionTests: XCTestCase {
         let accept = SenderSession.Event.received(accepted(next: 1), writable: true, log: position(1))
         let rows: [Row] = [
             Row(events: [.channelActive, .received(.error(.with { $0.code = .sequenceGap; $0.fatal = true; $0.message = "gone" }), writable: true, log: position(1))],
-                outcome: .cannotResume(.refused(code: "sequenceGap", message: "gone")), line: #line),
+                outcome: .cannotResume(.refused(code: "sequenceGap", message: "gone"), receiverHoldsUntil: nil), line: #line),
+            Row(events: [.channelActive, .received(.error(.with { $0.code = .sequenceGap; $0.fatal = true; $0.message = "lost"; $0.heldUntilSampleTime = 0 }), writable: true, log: position(1))],
+                outcome: .cannotResume(.refused(code: "sequenceGap", message: "lost"), receiverHoldsUntil: 0), line: #line),
             Row(events: [.channelActive, accept, .received(.error(.with { $0.code = .sequenceGap; $0.fatal = true; $0.message = "resend" }), writable: true, log: position(1))],
                 outcome: .interrupted(.refused(code: "sequenceGap", message: "resend"), retry: true, streamed: true), line: #line),
             Row(events: [.channelActive, .received(.error(.with { $0.code = .rateLimited; $0.fatal = true; $0.message = "slow"; $0.retryAfterMs = 2_500 }), writable: true, log: position(1))],

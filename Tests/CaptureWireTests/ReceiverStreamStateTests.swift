@@ -121,6 +121,21 @@ final class ReceiverStreamStateTests: XCTestCase {
         continuing.startSampleTime = 96_000
         continuing.continues = .with { $0.streamID = other; $0.firstSequence = 501 }
         XCTAssertEqual(ResumePoint.newStream(try ValidatedHello(continuing)), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
+
+        // The audio a continuation reports lost lies before its first frame (PROTOCOL.md §8.2).
+        for (lostFrom, valid) in [(Int64(0), true), (95_999, true), (96_000, false), (-1, false), (Int64.max, false), (Int64.min, false)] {
+            var lost = continuing
+            lost.continues.lostFromSampleTime = lostFrom
+            if valid {
+                XCTAssertNoThrow(try ValidatedHello(lost), "\(lostFrom)")
+            } else {
+                XCTAssertThrowsError(try ValidatedHello(lost), "\(lostFrom)") { error in
+                    XCTAssertEqual(error as? WireError, .invalidField(
+                        message: .hello, field: "continues.lost_from_sample_time",
+                        reason: "\(lostFrom); the lost audio lies before the stream's first frame (start_sample_time 96000) and at or after sample 0"))
+                }
+            }
+        }
     }
 
     /// Every number in a Hello is bounded before anything downstream uses it (PROTOCOL.md §6.1.4):
@@ -278,7 +293,7 @@ final class ReceiverStreamStateTests: XCTestCase {
         var state = ReceiverStreamState()
         try state.receivePreamble(version: 1)
         _ = try state.receive(.hello(WireFixtures.hello(resumeFrom: 42)))
-        assertError(.cannotResume(requested: 40, oldestHeld: 42)) {
+        assertError(.cannotResume(requested: 40, oldestHeld: 42, heldUntilSampleTime: 156)) {
             try state.accept(resumingAt: ResumePoint(nextSequence: 40, nextSampleTime: 156))
         }
     }

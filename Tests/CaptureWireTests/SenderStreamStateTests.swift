@@ -39,8 +39,9 @@ final class SenderStreamStateTests: XCTestCase {
     func testResumePointMustLieWithinWhatTheSenderHolds() throws {
         var state = SenderStreamState(oldestHeldSequence: 42, nextNewSequence: 60)
         try state.helloSent()
-        XCTAssertThrowsError(try state.receive(.helloAccepted(WireFixtures.helloAccepted(next: 41)))) { error in
-            XCTAssertEqual(error as? WireError, .cannotResume(requested: 41, oldestHeld: 42))
+        XCTAssertThrowsError(try state.receive(.helloAccepted(WireFixtures.helloAccepted(next: 41, sampleTime: 19_200)))) { error in
+            XCTAssertEqual(error as? WireError, .cannotResume(requested: 41, oldestHeld: 42, heldUntilSampleTime: 19_200))
+            XCTAssertEqual((error as? WireError)?.errorFrame.heldUntilSampleTime, 19_200, "the Error names where the receiver's recording ends")
         }
         var beyond = SenderStreamState(oldestHeldSequence: 42, nextNewSequence: 60)
         try beyond.helloSent()

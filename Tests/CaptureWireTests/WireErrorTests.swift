@@ -17,7 +17,7 @@ final class WireErrorTests: XCTestCase {
             (.badFormat(.channelCountOutOfRange(9)), .badFormat),
             (.unexpectedMessage(.ack, expecting: "Hello"), .unexpectedMessage),
             (.sequenceGap(expected: 3, received: 5), .sequenceGap),
-            (.cannotResume(requested: 3, oldestHeld: 5), .sequenceGap),
+            (.cannotResume(requested: 3, oldestHeld: 5, heldUntilSampleTime: 4_800), .sequenceGap),
             (.sampleTimeMismatch(sequence: 1, expected: 0, received: 4), .invalidMessage),
             (.ackBeyondSent(acknowledged: 9, highestSent: 4), .invalidMessage),
             (.sendOutOfOrder("x"), .internal),
@@ -32,6 +32,18 @@ final class WireErrorTests: XCTestCase {
         XCTAssertEqual(frame.code, .sequenceGap)
         XCTAssertTrue(frame.fatal)
         XCTAssertEqual(frame.message, "sequence 7 arrived but 5 was expected next; the sender must resend from 5")
+    }
+
+    /// A receiver that cannot resume because it lost acknowledged audio says where its recording
+    /// ends, in a field the sender reads (not only in the message); no other Error carries it.
+    func testACannotResumeErrorNamesWhereTheReceiversRecordingEnds() throws {
+        let frame = WireError.cannotResume(requested: 1, oldestHeld: 16, heldUntilSampleTime: 0).errorFrame
+        XCTAssertEqual(frame.code, .sequenceGap)
+        XCTAssertTrue(frame.hasHeldUntilSampleTime)
+        XCTAssertEqual(frame.heldUntilSampleTime, 0)
+        XCTAssertEqual(frame.message, "the receiver asks to resume at sequence 1 (its recording ends at sample 0) but the sender holds nothing before 16:"
+            + " audio the receiver acknowledged is lost; the sender delivers the rest as a new stream (new stream id) and names the lost seconds")
+        XCTAssertFalse(WireError.sequenceGap(expected: 5, received: 7).errorFrame.hasHeldUntilSampleTime)
     }
 
     func testPeersOfOtherProtocolsGetNoErrorFrame() {

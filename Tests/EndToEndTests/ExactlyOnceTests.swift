@@ -123,6 +123,8 @@ final class ContinuationTests: XCTestCase {
         link.resetAll()
         XCTAssertEqual(Resilience.finish(sender, seconds: 60), 0, sender.standardError)
         XCTAssertTrue(sender.standardError.contains("is delivered as a new stream that continues it"), sender.standardError)
+        XCTAssertTrue(sender.standardError.contains("the receiver confirms that the earlier recording ends where the new stream begins: the two join without a hole"),
+                      "the join is claimed only once the receiver confirmed it: \(sender.standardError)")
 
         let files = receiver.files().sorted { $0.lastPathComponent < $1.lastPathComponent }
         XCTAssertEqual(files.count, 2, "\(files)")

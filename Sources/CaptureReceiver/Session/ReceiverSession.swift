@@ -326,14 +326,20 @@ public struct ReceiverSession: Sendable {
             $0.maxFrameBytes = UInt32(clamping: settings.maximumFrameBytes)
             $0.fileName = fileName
             $0.resumed = resumed
+            if case .linked(_, let fileEnd?)? = continuation { $0.continuedFileEndSampleTime = fileEnd }
         })))
         var metadata = [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
             "next-sequence": "\(resume.nextSequence)",
         ]
-        if case .linked(let continued)? = continuation { metadata["continues"] = continued.uuidString.lowercased() }
+        if case .linked(let continued, _)? = continuation { metadata["continues"] = continued.uuidString.lowercased() }
         actions.append(.log(.init(.info, resumed ? "stream resumed" : "stream opened", metadata)))
         if let naming { actions.append(.log(naming.logLine)) }
+        if let lost = StreamBeginning.lostBefore(hello) {
+            actions.append(.log(.init(.error, "the stream's sender reports audio acknowledged and then lost by the receiver's storage before this stream; it is in no file (the file's info names it)", [
+                "lost": lost,
+            ])))
+        }
         if case .unverified(let continued)? = continuation {
             actions.append(.log(.init(.warning, "the stream says it continues a stream this receiver no longer knows (its record expired, or it was recorded on other storage), so that cannot be proven: it is recorded as a new stream that continues nothing", [
                 "continues": continued.uuidString.lowercased(),
@@ -353,6 +359,11 @@ public struct ReceiverSession: Sendable {
             do {
                 try probe.accept(resumingAt: hello.map { ResumePoint.newStream($0) } ?? ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
                 fail(.refused(.sequenceGap, "stream \(streamID) has no unfinished file in this receiver's output folder"), &actions)
+            } catch .cannotResume(_, let oldestHeld, _) {
+                // Nothing of the stream is here, so nothing acknowledged was lost here: the Error
+                // names no recording end (`held_until_sample_time`), and the sender continues the
+                // stream as a new one without reporting a loss (PROTOCOL.md §8.1).
+                fail(.refused(.sequenceGap, "stream \(streamID) has no unfinished file in this receiver's output folder (its resume window passed and its file was finalized, or it was never recorded here) and the sender holds nothing before sequence \(oldestHeld): deliver what it holds as a new stream that continues it"), &actions)
             } catch {
                 fail(.wire(error), &actions)
             }

@@ -17,7 +17,10 @@ public enum HelloDecision: Sendable, Equatable {
 /// found to continue when its file was created.
 public enum ContinuationLink: Sendable, Equatable {
     /// Proven: the continued stream's owner is this stream's; its file names the stream it continues.
-    case linked(UUID)
+    /// `fileEnd`: where the continued stream's finished file ends (its index record), which
+    /// HelloAccepted reports so the sender can tell a join without a hole from lost audio; nil when
+    /// the record names no finished file.
+    case linked(UUID, fileEnd: Int64?)
     /// The receiver no longer knows the continued stream, so nothing could be proven: the stream is
     /// recorded as a new one that claims to continue nothing.
     case unverified(UUID)

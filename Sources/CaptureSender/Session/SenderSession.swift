@@ -133,8 +133,8 @@ struct SenderSession {
             event = try state.receive(message)
         } catch {
             let refusal: [Action] = [.send(.error(error.errorFrame)), .flush]
-            if case .cannotResume = error {
-                return refusal + complete(.cannotResume(.protocolViolation(error.description))) + [.close]
+            if case .cannotResume(_, _, let heldUntil) = error {
+                return refusal + complete(.cannotResume(.protocolViolation(error.description), receiverHoldsUntil: heldUntil)) + [.close]
             }
             return refusal + fail(.protocolViolation(error.description), retry: Self.isRetryable(error)) + [.close]
         }
@@ -164,7 +164,8 @@ struct SenderSession {
         case .peerError(let error):
             guard error.fatal else { return [.warn(code: "\(error.code)", message: error.message)] }
             if error.code == .sequenceGap, !streamed {
-                return complete(.cannotResume(.refused(code: "\(error.code)", message: error.message))) + [.close]
+                let heldUntil = error.hasHeldUntilSampleTime ? error.heldUntilSampleTime : nil
+                return complete(.cannotResume(.refused(code: "\(error.code)", message: error.message), receiverHoldsUntil: heldUntil)) + [.close]
             }
             if error.code == .rateLimited {
                 return fail(.rateLimited(message: error.message, retryAfter: Double(error.retryAfterMs) / 1_000), retry: true) + [.close]

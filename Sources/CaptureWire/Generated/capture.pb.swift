@@ -259,9 +259,21 @@ public nonisolated struct Capture_V1_Continuation: Sendable {
   /// the first sequence this stream carries (>= 1)
   public var firstSequence: UInt64 = 0
 
+  /// set when the receiver lost audio of the earlier stream
+  public var lostFromSampleTime: Int64 {
+    get {_lostFromSampleTime ?? 0}
+    set {_lostFromSampleTime = newValue}
+  }
+  /// Returns true if `lostFromSampleTime` has been explicitly set.
+  public var hasLostFromSampleTime: Bool {self._lostFromSampleTime != nil}
+  /// Clears the value of `lostFromSampleTime`. Subsequent reads from it will return its default value.
+  public mutating func clearLostFromSampleTime() {self._lostFromSampleTime = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _lostFromSampleTime: Int64? = nil
 }
 
 /// Receiver -> sender, the answer to Hello when the stream is accepted.
@@ -288,9 +300,21 @@ public nonisolated struct Capture_V1_HelloAccepted: Sendable {
   /// true when this continues an earlier connection's file
   public var resumed: Bool = false
 
+  /// on a stream that continues another
+  public var continuedFileEndSampleTime: Int64 {
+    get {_continuedFileEndSampleTime ?? 0}
+    set {_continuedFileEndSampleTime = newValue}
+  }
+  /// Returns true if `continuedFileEndSampleTime` has been explicitly set.
+  public var hasContinuedFileEndSampleTime: Bool {self._continuedFileEndSampleTime != nil}
+  /// Clears the value of `continuedFileEndSampleTime`. Subsequent reads from it will return its default value.
+  public mutating func clearContinuedFileEndSampleTime() {self._continuedFileEndSampleTime = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _continuedFileEndSampleTime: Int64? = nil
 }
 
 /// Sender -> receiver: audio packets.
@@ -466,6 +490,16 @@ public nonisolated struct Capture_V1_Error: Sendable {
   /// RATE_LIMITED: how long to wait before trying again
   public var retryAfterMs: UInt32 = 0
 
+  /// SEQUENCE_GAP at the handshake, when the receiver holds
+  public var heldUntilSampleTime: Int64 {
+    get {_heldUntilSampleTime ?? 0}
+    set {_heldUntilSampleTime = newValue}
+  }
+  /// Returns true if `heldUntilSampleTime` has been explicitly set.
+  public var hasHeldUntilSampleTime: Bool {self._heldUntilSampleTime != nil}
+  /// Clears the value of `heldUntilSampleTime`. Subsequent reads from it will return its default value.
+  public mutating func clearHeldUntilSampleTime() {self._heldUntilSampleTime = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum Code: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -581,6 +615,8 @@ public nonisolated struct Capture_V1_Error: Sendable {
   }
 
   public init() {}
+
+  fileprivate var _heldUntilSampleTime: Int64? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -868,7 +904,7 @@ nonisolated extension Capture_V1_ChannelLayout: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Capture_V1_Continuation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Continuation"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stream_id\0\u{3}first_sequence\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stream_id\0\u{3}first_sequence\0\u{3}lost_from_sample_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -878,24 +914,33 @@ nonisolated extension Capture_V1_Continuation: SwiftProtobuf.Message, SwiftProto
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularBytesField(value: &self.streamID) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.firstSequence) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self._lostFromSampleTime) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.streamID.isEmpty {
       try visitor.visitSingularBytesField(value: self.streamID, fieldNumber: 1)
     }
     if self.firstSequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.firstSequence, fieldNumber: 2)
     }
+    try { if let v = self._lostFromSampleTime {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Capture_V1_Continuation, rhs: Capture_V1_Continuation) -> Bool {
     if lhs.streamID != rhs.streamID {return false}
     if lhs.firstSequence != rhs.firstSequence {return false}
+    if lhs._lostFromSampleTime != rhs._lostFromSampleTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -903,7 +948,7 @@ nonisolated extension Capture_V1_Continuation: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloAccepted"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}next_sequence\0\u{3}next_sample_time\0\u{3}heartbeat_interval_ms\0\u{3}max_frame_bytes\0\u{3}file_name\0\u{1}resumed\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}next_sequence\0\u{3}next_sample_time\0\u{3}heartbeat_interval_ms\0\u{3}max_frame_bytes\0\u{3}file_name\0\u{1}resumed\0\u{3}continued_file_end_sample_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -917,12 +962,17 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxFrameBytes) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.fileName) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.resumed) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self._continuedFileEndSampleTime) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.nextSequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.nextSequence, fieldNumber: 1)
     }
@@ -941,6 +991,9 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
     if self.resumed != false {
       try visitor.visitSingularBoolField(value: self.resumed, fieldNumber: 6)
     }
+    try { if let v = self._continuedFileEndSampleTime {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -951,6 +1004,7 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
     if lhs.maxFrameBytes != rhs.maxFrameBytes {return false}
     if lhs.fileName != rhs.fileName {return false}
     if lhs.resumed != rhs.resumed {return false}
+    if lhs._continuedFileEndSampleTime != rhs._continuedFileEndSampleTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1262,7 +1316,7 @@ nonisolated extension Capture_V1_EndAccepted: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}fatal\0\u{3}retry_after_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}fatal\0\u{3}retry_after_ms\0\u{3}held_until_sample_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1274,12 +1328,17 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.fatal) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.retryAfterMs) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self._heldUntilSampleTime) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.code != .unspecified {
       try visitor.visitSingularEnumField(value: self.code, fieldNumber: 1)
     }
@@ -1292,6 +1351,9 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.retryAfterMs != 0 {
       try visitor.visitSingularUInt32Field(value: self.retryAfterMs, fieldNumber: 4)
     }
+    try { if let v = self._heldUntilSampleTime {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1300,6 +1362,7 @@ nonisolated extension Capture_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.message != rhs.message {return false}
     if lhs.fatal != rhs.fatal {return false}
     if lhs.retryAfterMs != rhs.retryAfterMs {return false}
+    if lhs._heldUntilSampleTime != rhs._heldUntilSampleTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

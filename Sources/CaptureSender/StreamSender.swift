@@ -198,8 +198,6 @@ public final class StreamSender: Sendable {
         watch?.start()
         defer { watch?.cancel() }
         var generator = SystemRandomNumberGenerator()
-        // Audio the receiver acknowledged and then lost (its storage did not keep it), in samples.
-        var lostAcknowledged: [Range<Int64>] = []
         while true {
             if let stop = control.stopped { return .failure(error(for: stop)) }
             let outcome = connectOnce(tlsContext: tlsContext)
@@ -210,7 +208,7 @@ public final class StreamSender: Sendable {
             switch action {
             case .delivered(let summary):
                 control.link = .finished
-                if let incomplete = incompleteJoins(lostAcknowledged, deliveredIn: summary.fileName) { return .failure(incomplete) }
+                if let incomplete = incompleteJoins(restIn: summary.fileName) { return .failure(incomplete) }
                 return .success(summary)
             case .deliveredUnconfirmed(let refusal):
                 // Every packet and the end were acknowledged; the receiver already finished the
@@ -218,14 +216,15 @@ public final class StreamSender: Sendable {
                 logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal)"])
                 return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.endSampleTime ?? 0, totalPackets: 0))
             case .continueAsNewStream(let refusal, let receiverHoldsUntil):
-                let oldestHeld = oldestHeldSampleTime()
-                let lost = receiverHoldsUntil.flatMap { held in held < oldestHeld ? held..<oldestHeld : nil }
-                if let lost { lostAcknowledged.append(lost) }
-                guard let continuation = continueAsNewStream(lostFrom: lost?.lowerBound) else {
+                guard let continuation = continueAsNewStream(receiverHoldsUntil: receiverHoldsUntil) else {
+                    // Nothing held to continue with: everything was acknowledged.
                     control.link = .finished
-                    return .failure(lost == nil ? refusal : .receiverLostAcknowledgedAudio(receiver: receiver, lost: lostAcknowledged.map(seconds), unconfirmed: [], restIn: nil))
+                    let acknowledgedEnd = log.progress(for: configuration.destination).acknowledgedEndSampleTime
+                    guard let lost = Self.lostRange(receiverHoldsUntil: receiverHoldsUntil, oldestHeld: acknowledgedEnd) else { return .failure(refusal) }
+                    return .failure(incompleteJoins(restIn: nil, alsoLost: lost) ?? refusal)
                 }
-                if let lost {
+                if let lostFrom = continuation.lostFromSampleTime {
+                    let lost = lostFrom..<continuation.firstSampleTime
                     logger.error("the receiver lost audio it had acknowledged (its storage did not keep what it confirmed): those seconds are in no file; the audio from here on is delivered as a new stream that continues the stream", metadata: [
                         "lost-seconds": "\(Self.seconds(lost, rate: description.format.sampleRate))",
                         "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
@@ -409,37 +408,41 @@ public final class StreamSender: Sendable {
         ])
     }
 
-    /// The failure a delivery that went on as new streams ends with unless every join was confirmed:
-    /// the audio the receiver lost after acknowledging it (`lost`, from its refusal, and from a
-    /// continued file it says ends early), and the stretches it could not confirm it holds (it no
-    /// longer knows the stream it acknowledged them in). Nil: every join confirmed without a hole.
-    private func incompleteJoins(_ lost: [Range<Int64>], deliveredIn fileName: String) -> SenderError? {
-        var lost = lost
+    /// The failure a delivery that went on as new streams ends with unless every join was confirmed,
+    /// derived from the continuations made: the audio the receiver lost after acknowledging it (named
+    /// in its refusal, or a continued file it says ends early, or `alsoLost`), and the stretches it
+    /// could not confirm it holds (it no longer knows the stream it acknowledged them in). Nil: every
+    /// join confirmed without a hole.
+    private func incompleteJoins(restIn fileName: String?, alsoLost: Range<Int64>? = nil) -> SenderError? {
+        var lost: [Range<Int64>] = []
         var unconfirmed: [Range<Int64>] = []
         var earlierStart: Int64 = 0
         for join in control.joins {
             let first = join.continuation.firstSampleTime
             defer { earlierStart = first }
-            if join.continuation.lostFromSampleTime != nil { continue }
-            if let end = join.fileEnd {
+            if let lostFrom = join.continuation.lostFromSampleTime {
+                lost.append(lostFrom..<first)
+            } else if let end = join.fileEnd {
                 if end < first { lost.append(end..<first) }
-            } else if earlierStart < first {
+            } else if join.accepted, earlierStart < first {
                 unconfirmed.append(earlierStart..<first)
             }
         }
+        if let alsoLost { lost.append(alsoLost) }
         guard !lost.isEmpty || !unconfirmed.isEmpty else { return nil }
         return .receiverLostAcknowledgedAudio(receiver: receiver, lost: lost.map(seconds), unconfirmed: unconfirmed.map(seconds), restIn: fileName)
     }
 
+    /// The acknowledged audio a receiver lost: from where it says its recording ends (`receiverHoldsUntil`,
+    /// never before sample 0, whatever a lying receiver says) up to the oldest audio this sender
+    /// still holds; nil when it said nothing or holds at least that much.
+    static func lostRange(receiverHoldsUntil: Int64?, oldestHeld: Int64) -> Range<Int64>? {
+        guard let held = receiverHoldsUntil.map({ max($0, 0) }), held < oldestHeld else { return nil }
+        return held..<oldestHeld
+    }
+
     /// "7.500-12.000" for this stream's rate.
     private func seconds(_ range: Range<Int64>) -> String { Self.seconds(range, rate: description.format.sampleRate) }
-
-    /// The sample index of the oldest audio the log still holds; when it holds none, the end of
-    /// what this receiver acknowledged (where held audio would begin).
-    private func oldestHeldSampleTime() -> Int64 {
-        if let entry = try? log.entries(from: log.oldestKeptSequence, maxCount: 1).first { return entry.firstSampleTime }
-        return log.progress(for: configuration.destination).acknowledgedEndSampleTime
-    }
 
     /// "7.500-12.000": a sample range in seconds of the stream.
     static func seconds(_ range: Range<Int64>, rate: Double) -> String {
@@ -449,8 +452,9 @@ public final class StreamSender: Sendable {
 
     /// Switches delivery to a new stream that continues the current one from the oldest entry the
     /// log holds, and records it in the spool; nil when the log holds nothing to continue with.
-    /// `lostFrom`: where the receiver's recording ends when it lost acknowledged audio before it.
-    private func continueAsNewStream(lostFrom: Int64?) -> StreamContinuation? {
+    /// `receiverHoldsUntil`: where the receiver's recording ends, when it named that in its refusal;
+    /// audio between there and the oldest entry held was acknowledged and lost (`lostFromSampleTime`).
+    private func continueAsNewStream(receiverHoldsUntil: Int64?) -> StreamContinuation? {
         let first = log.oldestKeptSequence
         let entry: LoggedPacket
         do throws(SpoolError) {
@@ -462,7 +466,9 @@ public final class StreamSender: Sendable {
         }
         let current = delivery.value?.streamID ?? configuration.streamID
         let continuation = StreamContinuation(
-            streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime, lostFromSampleTime: lostFrom)
+            streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime,
+            lostFromSampleTime: Self.lostRange(receiverHoldsUntil: receiverHoldsUntil, oldestHeld: entry.firstSampleTime)?.lowerBound)
+        control.noteContinuation(continuation)
         // The spool is delivered to the main receiver after a restart: only its continuation is recorded.
         if configuration.destination == .main {
             do throws(SpoolError) {
@@ -562,9 +568,10 @@ final class SenderControl: @unchecked Sendable {
     private var policy: DeliveryPolicy
     private var channel: Channel?
     private var announcedFileName = ""
-    /// Each continuation's first acceptance: where the receiver says the continued stream's file ends
-    /// (`HelloAccepted.continued_file_end_sample_time`; nil: it cannot confirm).
-    private var continuationJoins: [(continuation: StreamContinuation, fileEnd: Int64?)] = []
+    /// Every continuation made, in order, with what the receiver said when it first accepted it:
+    /// where the continued stream's file ends (`HelloAccepted.continued_file_end_sample_time`; nil:
+    /// it cannot confirm, or it has not accepted the continuation).
+    private var continuationJoins: [Join] = []
     private var currentLink = SenderLinkState.connecting
     /// Told every change of `link` (set before any thread runs, then only read).
     private let linkChanged: (@Sendable (SenderLinkState) -> Void)?
@@ -600,16 +607,33 @@ final class SenderControl: @unchecked Sendable {
         set { condition.withLock { announcedFileName = newValue } }
     }
 
+    /// A continuation and what its receiver said of the join.
+    struct Join {
+        var continuation: StreamContinuation
+        var accepted = false
+        var fileEnd: Int64?
+    }
+
+    /// Records a continuation as it is made.
+    func noteContinuation(_ continuation: StreamContinuation) {
+        condition.withLock { continuationJoins.append(Join(continuation: continuation)) }
+    }
+
     /// Records what the receiver said about a continuation's join when it first accepted it.
     func noteJoin(_ continuation: StreamContinuation, fileEnd: Int64?) {
         condition.withLock {
-            if !continuationJoins.contains(where: { $0.continuation.streamID == continuation.streamID }) {
-                continuationJoins.append((continuation, fileEnd))
+            // A continuation restored from the spool was made by an earlier run.
+            guard let index = continuationJoins.firstIndex(where: { $0.continuation.streamID == continuation.streamID }) else {
+                continuationJoins.append(Join(continuation: continuation, accepted: true, fileEnd: fileEnd))
+                return
             }
+            guard !continuationJoins[index].accepted else { return }
+            continuationJoins[index].accepted = true
+            continuationJoins[index].fileEnd = fileEnd
         }
     }
 
-    var joins: [(continuation: StreamContinuation, fileEnd: Int64?)] { condition.withLock { continuationJoins } }
+    var joins: [Join] { condition.withLock { continuationJoins } }
 
     func abandon() {
         end(.abandoned)

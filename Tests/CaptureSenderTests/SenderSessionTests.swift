@@ -48,6 +48,26 @@ final class SenderSessionTests: XCTestCase {
         XCTAssertEqual(StreamSender.unixNanoseconds(9_223_372_036.854_775_807), .max, "2^63 ns rounds up to 2^63 as a Double")
     }
 
+    /// What a receiver says about where its recording ends (`Error.held_until_sample_time`) is
+    /// believed only as far as it can be true: the lost audio never starts before sample 0 (a lying
+    /// receiver's negative value would make the continuation's Hello invalid and the sender retry
+    /// for ever), and a receiver that claims to hold as much as the sender holds, or more, lost nothing.
+    func testTheLostRangeTrustsTheReceiverOnlyAsFarAsItCanBeTrue() {
+        let rows: [(held: Int64?, oldest: Int64, lost: Range<Int64>?)] = [
+            (nil, 96_000, nil),
+            (0, 96_000, 0..<96_000),
+            (48_000, 96_000, 48_000..<96_000),
+            (96_000, 96_000, nil),
+            (Int64.max, 96_000, nil),
+            (-1, 96_000, 0..<96_000),
+            (Int64.min, 96_000, 0..<96_000),
+            (Int64.min, 0, nil),
+        ]
+        for row in rows {
+            XCTAssertEqual(StreamSender.lostRange(receiverHoldsUntil: row.held, oldestHeld: row.oldest), row.lost, "\(String(describing: row.held)) against \(row.oldest)")
+        }
+    }
+
     func testAWholeStreamFromHelloToEndAccepted() {
         var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(3))
         run(&session, [

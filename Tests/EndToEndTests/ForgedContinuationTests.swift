@@ -78,7 +78,8 @@ final class ForgedContinuationTests: XCTestCase {
         }
         XCTAssertEqual(refusal.code, .notStreamOwner, refusal.message)
         XCTAssertTrue(refusal.message.contains("continue"), refusal.message)
-        XCTAssertTrue(receiver.child.standardError.contains("code=notStreamOwner"), receiver.child.standardError)
+        // The refusal reaches the forger before (or while) the receiver writes its log line.
+        XCTAssertTrue(waitFor(20) { receiver.child.standardError.contains("code=notStreamOwner") }, receiver.child.standardError)
 
         link.mode = .pass
         link.resetAll()

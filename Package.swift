@@ -63,6 +63,8 @@ let package = Package(
         .target(name: "CaptureALSA", dependencies: ["CaptureCore", "CALSA"]),
         // Encoders between the queue's callback and the packet log: PCM and Opus.
         .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus", "CSoxr"]),
+        // The receiver's commit log: checksummed batches in recycled segment files, one fdatasync per round, replay.
+        .target(name: "CaptureCommitLog", dependencies: ["CaptureCore"]),
         // Core Audio Format files: writer, reader, crash recovery.
         .target(name: "CAF", dependencies: ["CaptureCore"], swiftSettings: underFuzzing),
         // Frames, messages and protocol state machines; pure, no sockets.
@@ -307,10 +309,14 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["CAF", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport", "capture-send-main", "capture-recv-main", "capture-load"],
+            dependencies: [
+                "CAF", "CaptureCommitLog", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport",
+                "capture-send-main", "capture-recv-main", "capture-load",
+            ],
             // The browser tests' WebDriver scripts and the power-cut file system, run by path with python3.
             exclude: ["Browser", "PowerCut"]
         ),
+        .testTarget(name: "CaptureCommitLogTests", dependencies: ["CaptureCommitLog", "CaptureCore", "TestSupport"]),
         .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),
         .testTarget(name: "CaptureListenTests", dependencies: ["CaptureListen", "CaptureCore", "CaptureCodecs", "TestSupport"]),
         .testTarget(name: "CaptureSecurityTests", dependencies: ["CaptureSecurity", "CaptureReceiver", "CaptureSender"]),

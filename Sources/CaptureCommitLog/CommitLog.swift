@@ -23,8 +23,11 @@ import CaptureCore
 public final class CommitLog {
     /// 64 MiB: a round of 10,000 streams at 16 kB/s and 200 ms is 32 MB.
     public static let defaultSegmentSize: UInt64 = 64 << 20
-    /// Recycled segments kept ready beyond the one being written.
-    public static let spareSegments = 2
+    /// Recycled segments kept ready beyond the one being written, at least: more when the log
+    /// crossed more segments between its last two checkpoints (PostgreSQL likewise recycles as many
+    /// WAL segments as it expects the next checkpoint cycle to fill), so that a busy receiver
+    /// reuses segments instead of zero-filling new ones.
+    public static let minimumSpareSegments = 2
 
     let folder: CommitLogFolder
     private var control: CommitLogControl
@@ -133,11 +136,14 @@ public final class CommitLog {
 
     /// Records that everything before `position` (at most `durableEnd`) is durable in the
     /// recordings, so replay starts there; segments wholly before it are recycled (renamed to the
-    /// numbers the log reaches next, up to `spareSegments` of them) or removed.
+    /// numbers the log reaches next, as many as the log crossed since the previous checkpoint and at
+    /// least `minimumSpareSegments`) or removed.
     public func checkpoint(through position: LogPosition) throws(CommitLogError) {
         if let failure { throw .failedEarlier(failure.description) }
         let position = min(position, durableEnd)
         guard position > control.checkpoint else { return }
+        let crossed = Int(geometry.segment(of: position) - geometry.segment(of: control.checkpoint))
+        let wantedSpares = max(Self.minimumSpareSegments, crossed + 1)
         var updated = control
         updated.checkpoint = position
         // The epoch of the batch that ends at the checkpoint: this opening's when it wrote that batch;
@@ -156,7 +162,7 @@ public final class CommitLog {
         for number in present where number < firstKept && number < current {
             segments[number]?.close()
             segments[number] = nil
-            if spares < Self.spareSegments {
+            if spares < wantedSpares {
                 try folder.renameSegment(number, to: nextNumber)
                 nextNumber += 1
                 spares += 1

@@ -148,8 +148,10 @@ public enum CommitLogBatch {
         let count = Int(get(UInt32.self, bytes, 12))
         let stamp = Stamp(logID: get(UInt64.self, bytes, 24), epoch: get(UInt64.self, bytes, 32), position: LogPosition(get(UInt64.self, bytes, 16)))
         guard flags & ~continuesFlag == 0 else { return .failure(.notABatch) }
-        guard stamp.logID == expected.logID else { return .failure(.foreignLog(stamp.logID)) }
+        // The position first: bytes that only look like a header (audio inside an old batch) almost
+        // never name the exact position they lie at.
         guard stamp.position == expected.position else { return .failure(.stale(stamp.position)) }
+        guard stamp.logID == expected.logID else { return .failure(.foreignLog(stamp.logID)) }
         guard stamp.epoch >= expected.epochs.lowerBound else { return .failure(.olderEpoch(stamp.epoch)) }
         guard stamp.epoch <= expected.epochs.upperBound else { return .failure(.notABatch) }
         guard length >= headerSize, length % Int(LogGeometry.alignment) == 0, UInt64(length) <= expected.room,

@@ -4,19 +4,18 @@ import CaptureCore
 /// short (a crash while it was being written, before the round's sync returned, so nothing in it was
 /// acknowledged).
 public enum CommitLogEnd: Equatable, Sendable {
-    /// The log ends at `position`: past it, nothing was written in this chain (zeros, an older part
-    /// of a recycled segment, or the leftovers of an earlier opening).
+    /// The log ends at `position`: past it lies no batch of this chain (zeros, the old contents of a
+    /// recycled segment, a header torn by a crash, or an earlier opening's leftovers).
     case clean(LogPosition)
-    /// A batch at `position` is cut short or fails its checksum, and nothing valid follows it: a
-    /// write torn by a crash. Its records were never acknowledged and are ignored.
+    /// A batch of this chain begins at `position` but is cut short or fails its checksum, and
+    /// nothing valid follows it: a write torn by a crash. Its records were never acknowledged and
+    /// are ignored.
     case tornTail(LogPosition, CommitLogBatch.Damage)
-    /// The bytes at `position` are not a batch header of this log (a header torn by a crash).
-    case tornHeader(LogPosition)
 
     /// Where the next batch goes.
     public var position: LogPosition {
         switch self {
-        case .clean(let position), .tornTail(let position, _), .tornHeader(let position): return position
+        case .clean(let position), .tornTail(let position, _): return position
         }
     }
 }
@@ -87,11 +86,9 @@ public final class CommitLogReader {
                 header = found
             case .failure(.foreignLog(let logID)):
                 throw .foreignSegment(path: file.path, logID: logID)
-            case .failure(.unwritten), .failure(.stale), .failure(.olderEpoch):
+            case .failure:
+                try refuseDamage(at: position, in: file, reason: "the bytes there are not a batch")
                 end = .clean(position)
-                return nil
-            case .failure(.notABatch), .failure(.impossibleLength):
-                end = .tornHeader(position)
                 return nil
             }
             let bytes = header.length == CommitLogBatch.headerSize ? head : try read(file, count: header.length, at: position)
@@ -107,14 +104,7 @@ public final class CommitLogReader {
                 batchCount += 1
                 return records
             case .failure(let damage):
-                // Batches are synced in log order, a segment before the next, so a valid batch
-                // after this one means this one was synced too: damage, not a torn write.
-                let after = header.continuesInNextSegment
-                    ? geometry.start(ofSegment: geometry.segment(of: position) + 1)
-                    : LogPosition(position.offset + UInt64(header.length))
-                if try validBatch(at: after, epochFloor: header.stamp.epoch) {
-                    throw .damaged(path: file.path, position: position, reason: Self.words(damage))
-                }
+                try refuseDamage(at: position, in: file, reason: Self.words(damage))
                 end = .tornTail(position, damage)
                 return nil
             }
@@ -150,21 +140,35 @@ public final class CommitLogReader {
         }
     }
 
-    /// Whether a whole, valid batch of this chain lies at `position`.
-    private func validBatch(at position: LogPosition, epochFloor: UInt64) throws(CommitLogError) -> Bool {
+    /// Throws `.damaged` when a valid batch of this chain lies past `position` (where reading
+    /// stopped): in the rest of its segment, at any aligned offset, or at the next segment's start.
+    private func refuseDamage(at position: LogPosition, in file: DurableFile, reason: String) throws(CommitLogError) {
         let geometry = control.geometry
-        var position = position
-        if geometry.room(at: position) < UInt64(CommitLogBatch.headerSize) {
-            position = geometry.start(ofSegment: geometry.segment(of: position) + 1)
+        let room = Int(geometry.room(at: position))
+        let rest = try read(file, count: room, at: position)
+        let epochs = min(epochFloor, control.epoch)...control.epoch
+        var offset = Int(LogGeometry.alignment)
+        while offset + CommitLogBatch.headerSize <= rest.count {
+            // "CLB1": only offsets that begin like a header are decoded.
+            if rest[offset] == 0x43, rest[offset + 1] == 0x4C, rest[offset + 2] == 0x42, rest[offset + 3] == 0x31 {
+                let candidate = LogPosition(position.offset + UInt64(offset))
+                let expected = CommitLogBatch.Expectation(logID: control.logID, position: candidate, epochs: epochs, room: UInt64(room - offset))
+                if case .success(let header) = CommitLogBatch.header(rest[offset...], expected: expected),
+                    case .success = CommitLogBatch.records(rest[offset...], header: header)
+                {
+                    throw .damaged(path: file.path, position: position, reason: reason + ", yet a batch written after it follows at \(candidate.offset)")
+                }
+            }
+            offset += Int(LogGeometry.alignment)
         }
-        guard let file = try folder.openSegment(geometry.segment(of: position)) else { return false }
-        let expected = CommitLogBatch.Expectation(
-            logID: control.logID, position: position, epochs: min(epochFloor, control.epoch)...control.epoch, room: geometry.room(at: position))
-        let head = try read(file, count: CommitLogBatch.headerSize, at: position)
-        guard case .success(let header) = CommitLogBatch.header(head[...], expected: expected) else { return false }
-        let bytes = try read(file, count: header.length, at: position)
-        if case .success = CommitLogBatch.records(bytes[...], header: header) { return true }
-        return false
+        let nextStart = geometry.start(ofSegment: geometry.segment(of: position) + 1)
+        guard let next = try folder.openSegment(geometry.segment(of: nextStart)) else { return }
+        let head = try read(next, count: CommitLogBatch.headerSize, at: nextStart)
+        let expected = CommitLogBatch.Expectation(logID: control.logID, position: nextStart, epochs: epochs, room: geometry.segmentSize)
+        guard case .success(let header) = CommitLogBatch.header(head[...], expected: expected) else { return }
+        if case .success = CommitLogBatch.records(try read(next, count: header.length, at: nextStart)[...], header: header) {
+            throw .damaged(path: file.path, position: position, reason: reason + ", yet a batch written after it follows at \(nextStart.offset)")
+        }
     }
 
     private static func words(_ damage: CommitLogBatch.Damage) -> String {

@@ -212,7 +212,7 @@ final class CommitLogTests: XCTestCase {
         try overwrite(segment, at: third.offset + 8, with: Array(repeating: 0xFF, count: 8))
         let (batches, end) = try replay()
         XCTAssertEqual(batches.count, 2)
-        XCTAssertEqual(end, .tornHeader(third))
+        XCTAssertEqual(end, .clean(third), "no batch of the chain there: the log ends")
     }
 
     func testDamageBeforeIntactBatchesStopsTheLogLoudly() throws {
@@ -223,12 +223,27 @@ final class CommitLogTests: XCTestCase {
         let reader = try reader()
         XCTAssertNotNil(try reader.next())
         XCTAssertThrowsError(try reader.next()) { error in
-            XCTAssertEqual(error as? CommitLogError, .damaged(path: segment, position: second, reason: "its checksum does not match"))
+            XCTAssertEqual(
+                error as? CommitLogError,
+                .damaged(path: segment, position: second, reason: "its checksum does not match, yet a batch written after it follows at \(third.offset)"))
             let text = (error as? CommitLogError)?.description ?? ""
             XCTAssertTrue(text.contains("later records are intact"), text)
             XCTAssertTrue(text.contains("Check the disk"), text)
         }
         XCTAssertLessThan(second, third)
+    }
+
+    func testADamagedHeaderBeforeIntactBatchesStopsTheLogLoudlyToo() throws {
+        let (third, _, segment) = try threeRounds()
+        let second = LogPosition(48 + 16 + 1000)
+        // The second batch's length field changed on the disk: where the third begins cannot be
+        // read from it, but the third is found further on.
+        try overwrite(segment, at: second.offset + 8, with: [0x01, 0x00, 0x00, 0x00])
+        XCTAssertThrowsError(try replay()) { error in
+            XCTAssertEqual(
+                error as? CommitLogError,
+                .damaged(path: segment, position: second, reason: "the bytes there are not a batch, yet a batch written after it follows at \(third.offset)"))
+        }
     }
 
     func testAnEarlierOpeningsLeftoversPastTheEndAreNotReplayed() throws {

@@ -216,6 +216,7 @@ let package = Package(
             path: "Examples/StreamToReceiver"
         ),
         .executableTarget(name: "capture-bench", dependencies: ["CaptureCore", "CaptureALSA"], path: "bench/CaptureBench"),
+        .executableTarget(name: "capture-commit-log-bench", dependencies: ["CaptureCommitLog", "CaptureCore"], path: "bench/CommitLogBench"),
         // The receiver's load generator: many simulated senders in one process, and the check of their files (bench/).
         .executableTarget(
             name: "capture-load",

@@ -7,9 +7,11 @@
 //   file, a packet journal and a position log; the round writes the audio and the journal record,
 //   syncfs, writes each position record, syncfs again.
 // - "commit log": each stream has its data file only, written without a sync; the round appends one
-//   record per stream (audio, packet size, position) to the log and commits it (one fdatasync); a
-//   checkpoint (syncfs, then the log's checkpoint) every CHECKPOINT rounds, its time counted in the
-//   round that runs it.
+//   record per stream (audio, packet size, position) to the log and commits it (one fdatasync). Every
+//   CHECKPOINT rounds a checkpoint starts on its own thread (syncfs of the data files' file system),
+//   as in the receiver's design, where checkpoints never hold an Ack back; when it is done, the next
+//   round records it in the log (the control file, segment recycling), and that is counted in the
+//   round. The checkpoints' own durations are reported beside.
 // Rounds start every 200 ms (the default --sync-ms). Two checkpoint intervals of rounds run first,
 // unmeasured (both ways), so that the log is measured recycling its segments as a receiver that has
 // run for a while does, not zero-filling its first ones. Prints one Markdown row per (streams, way).
@@ -32,7 +34,7 @@ let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail("usage: capture-commit-log-bench FOLDER STREAMS[,STREAMS...] [ROUNDS] [AUDIO] [CHECKPOINT]") }
 let folder = arguments[1]
 let counts = arguments[2].split(separator: ",").compactMap { Int($0) }
-let rounds = arguments.count > 3 ? Int(arguments[3]) ?? 25 : 25
+let rounds = arguments.count > 3 ? Int(arguments[3]) ?? 50 : 50
 let audioBytes = arguments.count > 4 ? Int(arguments[4]) ?? 3_250 : 3_250
 let checkpointEvery = arguments.count > 5 ? Int(arguments[5]) ?? 10 : 10
 let warmUp = 2 * checkpointEvery
@@ -77,7 +79,72 @@ func openFile(_ path: String) -> Int32? {
     return descriptor >= 0 ? descriptor : nil
 }
 
+/// Runs checkpoints' syncfs off the round thread: one at a time, each for the log position that was
+/// committed when it was asked for.
+///
+/// Sendability (`@unchecked Sendable`): every field is read and written under `condition`.
+final class Checkpointer: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var requested: LogPosition?
+    private var running = false
+    private var completed: LogPosition?
+    private var stopping = false
+    private(set) var durations: [Double] = []
+    private let folderDescriptor: Int32
+
+    init(folderDescriptor: Int32) {
+        self.folderDescriptor = folderDescriptor
+        Thread.detachNewThread { [self] in run() }
+    }
+
+    /// Asks for a checkpoint through `position` unless one is under way.
+    func request(_ position: LogPosition) {
+        condition.withLock {
+            guard !running, requested == nil else { return }
+            requested = position
+            condition.broadcast()
+        }
+    }
+
+    /// The position the last finished checkpoint made durable, once.
+    func takeCompleted() -> LogPosition? {
+        condition.withLock {
+            defer { completed = nil }
+            return completed
+        }
+    }
+
+    func stop() {
+        condition.withLock {
+            stopping = true
+            condition.broadcast()
+            while running { condition.wait() }
+        }
+    }
+
+    private func run() {
+        condition.lock()
+        while true {
+            while requested == nil && !stopping { condition.wait() }
+            guard let position = requested, !stopping else { break }
+            requested = nil
+            running = true
+            condition.unlock()
+            let started = ContinuousClock.now
+            _ = syncfs(folderDescriptor)
+            let took = milliseconds(ContinuousClock.now - started)
+            condition.lock()
+            durations.append(took)
+            completed = position
+            running = false
+            condition.broadcast()
+        }
+        condition.unlock()
+    }
+}
+
 struct Measured {
+    var checkpointMilliseconds: [Double] = []
     var roundMilliseconds: [Double] = []
     var cpu: Duration = .zero
     var storageBytes: Int64 = 0
@@ -153,6 +220,7 @@ func commitLogRounds(_ count: Int, in path: String) -> Measured? {
     defer { close(folderDescriptor) }
     _ = syncfs(folderDescriptor)
     var measured = Measured(descriptors: count + 2)
+    let checkpointer = Checkpointer(folderDescriptor: folderDescriptor)
     var cpuStart = cpuTime(), bytesStart = storageBytesWritten()
     var next = ContinuousClock.now
     var body = [UInt8](repeating: 0, count: 4 + 24 + audioBytes)
@@ -161,15 +229,13 @@ func commitLogRounds(_ count: Int, in path: String) -> Measured? {
         if round == warmUp { (cpuStart, bytesStart) = (cpuTime(), storageBytesWritten()) }
         let started = ContinuousClock.now
         do {
+            if let done = checkpointer.takeCompleted() { try log.checkpoint(through: done) }
             for (index, descriptor) in data.enumerated() {
                 _ = audio.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(round * audioBytes)) }
                 try log.append(CommitLogRecord(kind: 1, subject: UInt64(index), body: body))
             }
             let end = try log.commit()
-            if round % checkpointEvery == checkpointEvery - 1 {
-                _ = syncfs(folderDescriptor)
-                try log.checkpoint(through: end)
-            }
+            if round % checkpointEvery == checkpointEvery - 1 { checkpointer.request(end) }
         } catch {
             fail("\(error)")
         }
@@ -177,8 +243,10 @@ func commitLogRounds(_ count: Int, in path: String) -> Measured? {
         next += pace
         waitUntil(&next)
     }
+    checkpointer.stop()
     measured.cpu = cpuTime() - cpuStart
     measured.storageBytes = storageBytesWritten() - bytesStart
+    measured.checkpointMilliseconds = checkpointer.durations
     return measured
 }
 
@@ -187,22 +255,24 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
     return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
 }
 
-print("| streams | way | round ms p50 | round ms p99 | round ms max | CPU ms per round | storage bytes per audio byte | descriptors | p99 ratio (log / files) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| streams | way | round ms p50 | round ms p99 | round ms max | checkpoint ms (off the round) | CPU ms per round | storage bytes per audio byte | descriptors | p99 ratio (log / files) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for count in counts {
     let audioTotal = Double(count * rounds * audioBytes)
     var reference: Double?
     for (name, run) in [("files + syncfs", filesAndSyncfs), ("commit log", commitLogRounds)] {
         let path = folder + "/\(count)"
         guard let measured = run(count, path) else {
-            print("| \(count) | \(name) | — | — | — | — | — | \(name == "commit log" ? count + 2 : 3 * count) | does not fit in \(limit.rlim_max) descriptors |")
+            print("| \(count) | \(name) | — | — | — | — | — | — | \(name == "commit log" ? count + 2 : 3 * count) | does not fit in \(limit.rlim_max) descriptors |")
             continue
         }
         let p99 = percentile(measured.roundMilliseconds, 0.99)
         let ratio = reference.map { String(format: "%.2f", p99 / $0) } ?? "1.00"
         if name == "files + syncfs" { reference = p99 }
-        print(String(format: "| %d | %@ | %.1f | %.1f | %.1f | %.1f | %.2f | %d | %@ |",
-            count, name, percentile(measured.roundMilliseconds, 0.5), p99, measured.roundMilliseconds.max() ?? 0,
+        let checkpoints = measured.checkpointMilliseconds.isEmpty
+            ? "—" : String(format: "%.0f to %.0f", measured.checkpointMilliseconds.min() ?? 0, measured.checkpointMilliseconds.max() ?? 0)
+        print(String(format: "| %d | %@ | %.1f | %.1f | %.1f | %@ | %.1f | %.2f | %d | %@ |",
+            count, name, percentile(measured.roundMilliseconds, 0.5), p99, measured.roundMilliseconds.max() ?? 0, checkpoints,
             milliseconds(measured.cpu) / Double(rounds), Double(measured.storageBytes) / audioTotal, measured.descriptors,
             reference == nil && name == "commit log" ? "no reference" : ratio))
         try? FileManager.default.removeItem(atPath: path)

@@ -1,6 +1,7 @@
 import CAF
 import CaptureCore
 import Foundation
+import TestSupport
 import XCTest
 
 /// Malformed and hostile files give typed errors, never a crash or a huge allocation.

@@ -40,7 +40,7 @@ final class CommitLogTests: XCTestCase {
 
     /// A record whose body is `size` bytes that name the round and the record.
     private func record(round: Int, index: Int, size: Int) -> CommitLogRecord {
-        var generator = SplitMix(seed: UInt64(round * 1000 + index))
+        var generator = SplitMix64(seed: UInt64(round * 1000 + index))
         return CommitLogRecord(kind: UInt8(index % 3 + 1), subject: UInt64(index), body: (0..<size).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
     }
 
@@ -352,16 +352,3 @@ func digest(_ records: [CommitLogRecord]) -> [String] {
 
 /// Batches as digests, one list per batch.
 func digest(_ batches: [[CommitLogRecord]]) -> [[String]] { batches.map { digest($0) } }
-
-/// A small deterministic generator for test bytes.
-struct SplitMix {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

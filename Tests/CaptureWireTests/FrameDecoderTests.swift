@@ -1,5 +1,6 @@
 import CaptureWire
 import Foundation
+import TestSupport
 import XCTest
 
 /// The pure incremental decoder: chunking, preamble recognition, every malformed class.
@@ -243,18 +244,5 @@ final class FrameDecoderTests: XCTestCase {
         XCTAssertThrowsError(try decoder.decode(Array("HTTP/1.1 400 Bad Request\r\n".utf8))) { error in
             XCTAssertEqual(error as? WireError, .receiverSpeaksHTTP)
         }
-    }
-}
-
-/// A small deterministic random generator for reproducible chunk sizes.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

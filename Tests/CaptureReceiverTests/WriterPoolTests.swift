@@ -181,7 +181,16 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testStreamsDetachingTogetherShareOneSyncRound() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        // The file system sync of a round that starts while the streams are still detaching waits
+        // until every detach has reached its lane, as on a busy disk. However the threads are
+        // scheduled (under stress-ng a round could start after each of the first few detaches and
+        // the test saw 3 rounds), the detaches that come while a round runs share the next one.
+        let gate = SyncGate()
+        let fileSystems = FileSystemSync()
+        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { directory in
+            gate.wait()
+            return fileSystems.synchronize(directory: directory)
+        }
         let opened = try (0..<20).map { try open(pool, name: "detach-\($0)") }
         let detached = DispatchGroup()
         for stream in opened {
@@ -189,6 +198,15 @@ final class WriterPoolTests: XCTestCase {
             detached.enter()
             stream.writer.detach { detached.leave() }
         }
+        // Each lane runs its jobs in order: once a job queued on each after the detaches has run,
+        // every detach has asked for its round.
+        let lanesPassed = DispatchGroup()
+        for _ in 0..<2 {
+            lanesPassed.enter()
+            pool.submit { lanesPassed.leave() }
+        }
+        XCTAssertEqual(lanesPassed.wait(timeout: .now() + 30), .success)
+        gate.open()
         XCTAssertEqual(detached.wait(timeout: .now() + 30), .success)
         XCTAssertLessThanOrEqual(pool.roundCount, 2, "the detaches share rounds instead of syncing one by one")
         XCTAssertGreaterThanOrEqual(pool.roundCount, 1)
@@ -461,5 +479,26 @@ private final class ResultBox<Value>: @unchecked Sendable {
     var value: Value? {
         get { lock.withLock { stored } }
         set { lock.withLock { stored = newValue } }
+    }
+}
+
+/// Holds a writer pool's file system syncs until opened (then lets every one through).
+///
+/// Sendability (`@unchecked Sendable`): `isOpen` is read and written only under `condition`.
+private final class SyncGate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var isOpen = false
+
+    func wait() {
+        condition.lock()
+        while !isOpen { condition.wait() }
+        condition.unlock()
+    }
+
+    func open() {
+        condition.lock()
+        isOpen = true
+        condition.broadcast()
+        condition.unlock()
     }
 }

@@ -52,20 +52,20 @@ public enum CommitLogBatch {
         var bytes = [UInt8](repeating: 0, count: headerSize + bodySize)
         var offset = headerSize
         for record in records {
-            put(UInt32(record.kind), into: &bytes, at: offset)
-            put(UInt32(record.body.count), into: &bytes, at: offset + 4)
-            put(record.subject, into: &bytes, at: offset + 8)
+            LittleEndianFields.put(UInt32(record.kind), into: &bytes, at: offset)
+            LittleEndianFields.put(UInt32(record.body.count), into: &bytes, at: offset + 4)
+            LittleEndianFields.put(record.subject, into: &bytes, at: offset + 8)
             bytes.replaceSubrange((offset + CommitLogRecord.headerSize)..<(offset + CommitLogRecord.headerSize + record.body.count), with: record.body)
             offset += record.encodedSize
         }
-        put(magic, into: &bytes, at: 0)
-        put(continuesInNextSegment ? continuesFlag : 0, into: &bytes, at: 4)
-        put(UInt32(bytes.count), into: &bytes, at: 8)
-        put(UInt32(records.count), into: &bytes, at: 12)
-        put(stamp.position.offset, into: &bytes, at: 16)
-        put(stamp.logID, into: &bytes, at: 24)
-        put(stamp.epoch, into: &bytes, at: 32)
-        put(checksum(bytes), into: &bytes, at: 40)
+        LittleEndianFields.put(magic, into: &bytes, at: 0)
+        LittleEndianFields.put(continuesInNextSegment ? continuesFlag : 0, into: &bytes, at: 4)
+        LittleEndianFields.put(UInt32(bytes.count), into: &bytes, at: 8)
+        LittleEndianFields.put(UInt32(records.count), into: &bytes, at: 12)
+        LittleEndianFields.put(stamp.position.offset, into: &bytes, at: 16)
+        LittleEndianFields.put(stamp.logID, into: &bytes, at: 24)
+        LittleEndianFields.put(stamp.epoch, into: &bytes, at: 32)
+        LittleEndianFields.put(checksum(bytes), into: &bytes, at: 40)
         return bytes
     }
 
@@ -140,13 +140,13 @@ public enum CommitLogBatch {
     /// than `headerSize` at a file's end).
     public static func header(_ bytes: ArraySlice<UInt8>, expected: Expectation) -> Result<Header, Absence> {
         let head = bytes.prefix(headerSize)
-        guard head.count == headerSize, get(UInt32.self, bytes, 0) == magic else {
+        guard head.count == headerSize, LittleEndianFields.get(UInt32.self, bytes, 0) == magic else {
             return .failure(head.allSatisfy { $0 == 0 } ? .unwritten : .notABatch)
         }
-        let flags = get(UInt32.self, bytes, 4)
-        let length = Int(get(UInt32.self, bytes, 8))
-        let count = Int(get(UInt32.self, bytes, 12))
-        let stamp = Stamp(logID: get(UInt64.self, bytes, 24), epoch: get(UInt64.self, bytes, 32), position: LogPosition(get(UInt64.self, bytes, 16)))
+        let flags = LittleEndianFields.get(UInt32.self, bytes, 4)
+        let length = Int(LittleEndianFields.get(UInt32.self, bytes, 8))
+        let count = Int(LittleEndianFields.get(UInt32.self, bytes, 12))
+        let stamp = Stamp(logID: LittleEndianFields.get(UInt64.self, bytes, 24), epoch: LittleEndianFields.get(UInt64.self, bytes, 32), position: LogPosition(LittleEndianFields.get(UInt64.self, bytes, 16)))
         guard flags & ~continuesFlag == 0 else { return .failure(.notABatch) }
         // The position first: bytes that only look like a header (audio inside an old batch) almost
         // never name the exact position they lie at.
@@ -174,15 +174,15 @@ public enum CommitLogBatch {
     public static func records(_ bytes: ArraySlice<UInt8>, header: Header) -> Result<[CommitLogRecord], Damage> {
         guard bytes.count >= header.length else { return .failure(.cutOff(available: bytes.count)) }
         let batch = Array(bytes.prefix(header.length))
-        guard get(UInt64.self, batch[...], 40) == checksum(batch) else { return .failure(.checksumMismatch) }
+        guard LittleEndianFields.get(UInt64.self, batch[...], 40) == checksum(batch) else { return .failure(.checksumMismatch) }
         var records: [CommitLogRecord] = []
         records.reserveCapacity(header.count)
         var offset = headerSize
         for _ in 0..<header.count {
             guard offset + CommitLogRecord.headerSize <= batch.count else { return .failure(.malformedRecords) }
-            let kind = get(UInt32.self, batch[...], offset)
-            let bodyLength = Int(get(UInt32.self, batch[...], offset + 4))
-            let subject = get(UInt64.self, batch[...], offset + 8)
+            let kind = LittleEndianFields.get(UInt32.self, batch[...], offset)
+            let bodyLength = Int(LittleEndianFields.get(UInt32.self, batch[...], offset + 4))
+            let subject = LittleEndianFields.get(UInt64.self, batch[...], offset + 8)
             let bodyStart = offset + CommitLogRecord.headerSize
             guard kind <= UInt32(UInt8.max), bodyLength <= batch.count - bodyStart else { return .failure(.malformedRecords) }
             records.append(CommitLogRecord(kind: UInt8(kind), subject: subject, body: Array(batch[bodyStart..<(bodyStart + bodyLength)])))
@@ -190,22 +190,5 @@ public enum CommitLogBatch {
         }
         guard offset == batch.count else { return .failure(.malformedRecords) }
         return .success(records)
-    }
-
-    // MARK: - Little-endian fields
-
-    private static func put<Value: FixedWidthInteger>(_ value: Value, into bytes: inout [UInt8], at offset: Int) {
-        withUnsafeBytes(of: value.littleEndian) { raw in
-            for index in 0..<raw.count { bytes[offset + index] = raw[index] }
-        }
-    }
-
-    private static func get<Value: FixedWidthInteger>(_ type: Value.Type, _ bytes: ArraySlice<UInt8>, _ offset: Int) -> Value {
-        var value: Value = 0
-        let start = bytes.startIndex + offset
-        for index in 0..<MemoryLayout<Value>.size {
-            value |= Value(bytes[start + index]) << (8 * index)
-        }
-        return value
     }
 }

@@ -34,28 +34,19 @@ public struct CommitLogControl: Equatable, Sendable {
 
     /// The file's bytes.
     public var encoded: [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.size)
-        func put<Value: FixedWidthInteger>(_ value: Value) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
-        put(Self.magic)
-        put(Self.version)
-        put(geometry.segmentSize)
-        put(logID)
-        put(epoch)
-        put(checkpoint.offset)
-        put(checkpointEpoch)
-        put(RecordChecksum.of(bytes))
+        var bytes = [UInt8](repeating: 0, count: Self.size)
+        let fields: [(UInt64, Int)] = [(geometry.segmentSize, 8), (logID, 16), (epoch, 24), (checkpoint.offset, 32), (checkpointEpoch, 40)]
+        LittleEndianFields.put(Self.magic, into: &bytes, at: 0)
+        LittleEndianFields.put(Self.version, into: &bytes, at: 4)
+        for (value, offset) in fields { LittleEndianFields.put(value, into: &bytes, at: offset) }
+        LittleEndianFields.put(RecordChecksum.of(bytes[0..<48]), into: &bytes, at: 48)
         return bytes
     }
 
     /// Decodes the file's bytes; the reason when they are not a control file of this version.
     public static func decode(_ bytes: [UInt8]) -> Result<CommitLogControl, ControlDamage> {
         guard bytes.count == size else { return .failure(.wrongSize(bytes.count)) }
-        func get<Value: FixedWidthInteger>(_ type: Value.Type, _ offset: Int) -> Value {
-            var value: Value = 0
-            for index in 0..<MemoryLayout<Value>.size { value |= Value(bytes[offset + index]) << (8 * index) }
-            return value
-        }
+        func get<Value: FixedWidthInteger>(_ type: Value.Type, _ offset: Int) -> Value { LittleEndianFields.get(type, bytes[...], offset) }
         guard get(UInt32.self, 0) == magic else { return .failure(.notAControlFile) }
         guard get(UInt64.self, 48) == RecordChecksum.of(bytes[0..<48]) else { return .failure(.checksumMismatch) }
         let version = get(UInt32.self, 4)

@@ -21,6 +21,8 @@ public enum CommitLogError: Error, Equatable, Sendable, CustomStringConvertible 
     case writeFailed(DurableFileError)
     /// A record larger than a segment can hold.
     case recordTooLarge(size: Int, limit: Int)
+    /// A new log was asked for with a segment size the log cannot use.
+    case unusableSegmentSize(UInt64)
     /// The log failed earlier (`writeFailed`) and takes nothing more.
     case failedEarlier(String)
 
@@ -49,6 +51,8 @@ public enum CommitLogError: Error, Equatable, Sendable, CustomStringConvertible 
                 + "(a failed sync cannot be retried safely)"
         case .recordTooLarge(let size, let limit):
             return "a commit log record of \(size) bytes does not fit in a segment (at most \(limit)): use larger segments"
+        case .unusableSegmentSize(let size):
+            return "a commit log segment of \(size) bytes cannot be used: it must be a multiple of \(LogGeometry.alignment) bytes from \(LogGeometry.minimumSegmentSize) to \(LogGeometry.maximumSegmentSize)"
         case .failedEarlier(let reason):
             return "the commit log failed earlier and takes nothing more (\(reason)): restart the receiver"
         }

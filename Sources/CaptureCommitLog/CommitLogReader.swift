@@ -50,9 +50,7 @@ public final class CommitLogReader {
             control = existing
         } else {
             guard try folder.segmentNumbers().isEmpty else { throw .missingControl(directory: directory) }
-            guard let geometry = LogGeometry(segmentSize: segmentSize) else {
-                throw .recordTooLarge(size: Int(clamping: segmentSize), limit: Int(LogGeometry.maximumSegmentSize))
-            }
+            guard let geometry = LogGeometry(segmentSize: segmentSize) else { throw .unusableSegmentSize(segmentSize) }
             control = CommitLogControl(logID: UInt64.random(in: 1...UInt64.max), geometry: geometry, epoch: 0, checkpoint: .start, checkpointEpoch: 0)
             try folder.writeControl(control)
         }

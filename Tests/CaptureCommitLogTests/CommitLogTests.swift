@@ -99,6 +99,16 @@ final class CommitLogTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(try segmentFiles().count, 9)
     }
 
+    func testANewLogOfAnUnusableSegmentSizeIsRefusedSayingWhatSizesWork() throws {
+        for size: UInt64 in [1_000, (64 << 10) + 4, 8 << 30] {
+            XCTAssertThrowsError(try CommitLogReader(directory: folder.path, segmentSize: size)) { error in
+                XCTAssertEqual(error as? CommitLogError, .unusableSegmentSize(size))
+                XCTAssertTrue("\(error)".contains("a multiple of 8 bytes from 65536 to 4294967296"), "\(error)")
+            }
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path), [], "nothing made")
+    }
+
     func testARecordLargerThanASegmentIsRefusedWithTheLimit() throws {
         let log = try reader().startWriting()
         let limit = Int(Self.segmentSize) - 48 - 16

@@ -33,6 +33,8 @@ public final class CAFWriter {
 
     private var file: PosixFile?
     private var journal: CAFJournalWriter?
+    /// Where the journal ends while the writer is suspended (its descriptors closed).
+    private var suspendedJournalLength: Int64?
     private let layout: CAFDataLayout
 
     /// Creates a new CAF file at `path` (never replacing one, never through a symbolic link; mode 0644
@@ -312,6 +314,35 @@ public final class CAFWriter {
         journal?.file.close()
         file = nil
         journal = nil
+    }
+
+    /// Closes the file's and journal's descriptors but keeps the writer's state (counts, markers,
+    /// where the journal ends), so that one process can keep thousands of files open for writing
+    /// without a descriptor each: the receiver's replay of its commit log does. `reattach()` opens
+    /// them again; until then every other call throws `writerClosed`.
+    public func suspend() {
+        guard let file, let journal else { return }
+        suspendedJournalLength = journal.length
+        file.close()
+        journal.file.close()
+        self.file = nil
+        self.journal = nil
+    }
+
+    /// Opens a suspended writer's file and journal again, to go on exactly where it was.
+    public func reattach() throws(CAFError) {
+        guard file == nil, let length = suspendedJournalLength else { return }
+        let file = try PosixFile.openExisting(path: path, writable: true)
+        let journalFile: PosixFile
+        do throws(CAFError) {
+            journalFile = try PosixFile.openExisting(path: journalPath, writable: true)
+        } catch {
+            file.close()
+            throw error
+        }
+        self.file = file
+        journal = CAFJournalWriter(file: journalFile, length: length)
+        suspendedJournalLength = nil
     }
 
     /// Reopens a file to append more: one that was never finalized (after a receiver crash, or after

@@ -114,7 +114,7 @@ let package = Package(
             name: "CaptureReceiver",
             dependencies: [
                 "CaptureListen",
-                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText", "CSpawn",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureCommitLog", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText", "CSpawn",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -276,6 +276,7 @@ let package = Package(
             name: "CaptureReceiverTests",
             dependencies: [
                 "CaptureReceiver",
+                "CaptureCommitLog",
                 "CaptureWire",
                 "CaptureWireNIO",
                 "CaptureCore",

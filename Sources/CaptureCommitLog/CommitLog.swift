@@ -115,7 +115,10 @@ public final class CommitLog {
                 }
                 let file = try segment(number)
                 do {
+                    if CrashPoint.midAppend.isArmed { try file.write(Array(bytes.prefix(bytes.count / 2)), at: geometry.offsetInSegment(first)) }
+                    CrashPoint.midAppend.reached()
                     try file.write(bytes, at: geometry.offsetInSegment(first))
+                    CrashPoint.afterAppendBeforeSync.reached()
                     try file.synchronize()
                 } catch {
                     throw CommitLogError.writeFailed(error)

@@ -17,11 +17,13 @@ public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConverti
     case bindFailed(host: String, port: Int, reason: String)
     /// The TLS certificate, key or client CA cannot be used.
     case tls(String)
+    /// The commit log cannot be opened or replayed.
+    case commitLog(String)
 
     public var description: String {
         switch self {
         case .outputDirectory(let message): return message
-        case .tls(let message): return message
+        case .tls(let message), .commitLog(let message): return message
         case .bindFailed(let host, let port, let reason):
             return "cannot listen on \(host):\(port): \(reason); choose another address with --listen HOST:PORT"
         }
@@ -70,7 +72,9 @@ public final class CaptureReceiverServer: Sendable {
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
         let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit, blockDuration: configuration.authBlockSeconds)
-        let writerPool = WriterPool(policy: configuration.syncPolicy, metrics: configuration.metrics)
+        let writerPool = try WriterPool(
+            policy: configuration.syncPolicy, metrics: configuration.metrics, outputDirectory: configuration.outputDirectory,
+            logRoot: configuration.logDirectory, logger: logger)
         let storage = PooledStreamStorage(pool: writerPool, configuration: configuration)
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()

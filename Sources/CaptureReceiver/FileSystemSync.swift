@@ -43,3 +43,44 @@ final class FileSystemSync: @unchecked Sendable {
         }
     }
 }
+
+/// How the receiver makes its recordings durable at a checkpoint (and a new stream's files before
+/// its first Ack): one `syncfs` of the file system, or an `fdatasync` of each file where `syncfs`
+/// does not reach the storage. docs/DURABILITY.md lists the file systems known to need the latter.
+public enum RecordingSyncMethod: Sendable, Equatable {
+    /// `syncfs(2)` of the file system holding the output folder: one call for every file.
+    case fileSystem
+    /// `fdatasync(2)` of every file written (a FUSE file system: the kernel's `syncfs` sends the
+    /// FUSE server nothing, so GlusterFS, CephFS through ceph-fuse, JuiceFS or MooseFS would keep
+    /// the data in their caches).
+    case eachFile
+
+    /// FUSE's `statfs` magic number (linux/magic.h `FUSE_SUPER_MAGIC`).
+    static let fuseMagic = 0x6573_5546
+
+    /// The method for the file system holding `directory`: `eachFile` on FUSE (or when the file
+    /// system cannot be told), else `fileSystem`.
+    public static func detect(directory: String) -> RecordingSyncMethod {
+        guard let type = fileSystemType(directory) else { return .eachFile }
+        return type == fuseMagic ? .eachFile : .fileSystem
+    }
+
+    private typealias StatFS = @convention(c) (UnsafePointer<CChar>, UnsafeMutableRawPointer) -> Int32
+
+    /// Glibc declares `statfs` in <sys/vfs.h>, which the Swift module does not import: look it up.
+    private static let statfsFunction: StatFS? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "statfs") else { return nil }
+        return unsafeBitCast(symbol, to: StatFS.self)
+    }()
+
+    /// `statfs(2)`'s `f_type` for `directory`: the first field of `struct statfs` on every Linux
+    /// architecture (a word); the buffer is larger than the structure anywhere (120 bytes on x86-64).
+    static func fileSystemType(_ directory: String) -> Int? {
+        guard let function = statfsFunction else { return nil }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 512, alignment: 16)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0, count: 512)
+        guard function(directory, buffer) == 0 else { return nil }
+        return buffer.load(as: Int.self)
+    }
+}

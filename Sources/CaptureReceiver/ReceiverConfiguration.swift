@@ -25,6 +25,9 @@ public struct ReceiverConfiguration: Sendable {
     public var heartbeatInterval: TimeAmount
     /// When written audio is made durable and acknowledged.
     public var syncPolicy: SyncPolicy
+    /// Where the receivers' commit logs are (`--log-dir`): nil for `OUT/.commit-log`. Each receiver
+    /// keeps its log in a folder of its own there.
+    public var logDirectory: String? = nil
     /// Written to each file's `info` chunk as the encoding application.
     public var applicationName: String
     /// Where the receiver counts what it does (served by `--metrics`); nil for none.

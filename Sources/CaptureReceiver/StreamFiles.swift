@@ -70,9 +70,16 @@ enum StreamFiles {
         let index = StreamIndex(outputDirectory: configuration.outputDirectory)
         let stream = hello.streamID
         // A few rounds: another receiver may create or finish the stream between two steps.
+        var waitedForReplays = false
         for _ in 0..<4 {
             switch index.claimExisting(stream) {
             case .success(let claim):
+                // The receiver that wrote the stream last may have died with acknowledged audio of
+                // it in its commit log only: that log is replayed first.
+                if case .failure(let error) = pool.replayAbandonedLogs(stream: stream, claim: claim) {
+                    claim.release(removingEntry: false)
+                    return .failure(error)
+                }
                 let text: String
                 do throws(DurableFileError) {
                     text = try claim.contents()
@@ -111,6 +118,13 @@ enum StreamFiles {
                 return reopen(path: path, claim: claim, hello: hello, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
                     .map { OpenedStream(writer: $0.0, resume: $0.1, resumed: true) }
             case .failure(.held):
+                if !waitedForReplays {
+                    // This receiver may hold it for a moment itself, replaying a dead receiver's
+                    // log for another stream's takeover: wait for that, then look again.
+                    waitedForReplays = true
+                    pool.waitForTakeoverReplays()
+                    continue
+                }
                 return .failure(.streamBusy("stream \(stream) is being recorded on another connection or by another receiver sharing \(configuration.outputDirectory)"))
             case .failure(.missing), .failure(.exists):
                 guard mayCreate else { return .failure(.notResumable) }
@@ -201,12 +215,13 @@ enum StreamFiles {
         let path = caf.path
         let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
         do throws(DurableFileError) {
-            // No fsync here: the pool's next sync round (syncfs) makes the new files and their
-            // folder entries durable before anything written to them is acknowledged.
+            // No fsync here: the stream's first round makes the new files and their folder entries
+            // durable (one syncfs for every new stream) before anything written to them is
+            // acknowledged.
             let positionLog = try StreamPositionLog.createForNewFile(cafPath: path, initial: origin)
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
             return .success((StreamWriter(
-                writer: caf, positionLog: positionLog, claim: claim,
+                writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
                 start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
                 segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
@@ -279,7 +294,7 @@ enum StreamFiles {
             let positionLog = try StreamPositionLog.create(cafPath: path, initial: record)
             let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
             let writer = StreamWriter(
-                writer: caf, positionLog: positionLog, claim: claim,
+                writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: firstSample(of: path, hello: hello),
                 segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics

@@ -5,23 +5,44 @@ import Dispatch
 import Foundation
 
 /// When the receiver makes written audio durable and so can acknowledge it: the `WriterPool` runs
-/// one sync round for every stream with unsynced audio (see docs/DURABILITY.md, "Group commit").
+/// one round for every stream with new audio, committing it to the receiver's commit log, and now
+/// and then a checkpoint that makes the recordings themselves durable (docs/DURABILITY.md, "The
+/// commit log").
 public struct SyncPolicy: Sendable, Equatable {
-    /// Longest time written audio waits before a sync round starts.
+    /// Longest time written audio waits before a round starts (`--sync-ms`).
     public var interval: Duration
-    /// Unsynced bytes in one stream that start a sync round at once.
+    /// Bytes in one stream not yet in a round that start a round at once.
     public var bytes: Int
+    /// Longest time between checkpoints while audio arrives.
+    public var checkpointInterval: Duration
+    /// Commit log bytes since the last checkpoint that start a checkpoint at once.
+    public var checkpointBytes: UInt64
 
-    public init(interval: Duration = .milliseconds(200), bytes: Int = 2 << 20) {
+    public init(interval: Duration = .milliseconds(200), bytes: Int = 2 << 20, checkpointInterval: Duration = .seconds(30), checkpointBytes: UInt64 = 256 << 20) {
         self.interval = interval
         self.bytes = bytes
+        self.checkpointInterval = checkpointInterval
+        self.checkpointBytes = checkpointBytes
     }
 }
 
+/// What one round takes from a stream: its number in the log, the file, what it wrote there since
+/// its last round, and whether the file is new (its creation not yet durable).
+struct RoundTake {
+    var subject: UInt64
+    var file: LoggedFile
+    /// The file's absolute path.
+    var path: String
+    var round: LoggedRound
+    var needsCreationSync: Bool
+}
+
 /// Writes one stream's CAF file on its `WriterPool` lane (one of the pool's few threads), so the
-/// network's event loop never waits on the disk. Audio is appended as it arrives; the pool's sync
-/// rounds make it durable and only then is `StreamWriterEvents.durable` told, and only then does the
-/// receiver acknowledge. Linear PCM gaps are filled with silence (so the timeline stays true) and
+/// network's event loop never waits on the disk. Audio is appended as it arrives and kept as the
+/// operations of the stream's next round; the pool's round commits them to the receiver's commit
+/// log, and only then is `StreamWriterEvents.durable` told, and only then does the receiver
+/// acknowledge. The file itself is made durable by the pool's checkpoints, and whenever the stream
+/// lets go of it (detach, finish, segment cut). Linear PCM gaps are filled with silence (so the timeline stays true) and
 /// marked with a CAF marker; a gap in a VBR stream is marked only.
 ///
 /// With segments (`--segment`), the writer cuts the stream into files at the boundaries of a
@@ -39,6 +60,18 @@ public final class StreamWriter: @unchecked Sendable {
 
     /// The pool thread every operation of this stream runs on, in order.
     let lane: WriterLane
+    /// The stream's number in the commit log (its records' subject).
+    let subject: UInt64
+    /// The stream's id (named in the log, so replay can claim it).
+    let stream: UUID
+    /// The output folder: the log names files relative to it.
+    private let outputDirectory: String
+    /// What the file received since the stream's last round, and the packets it held before.
+    private var pendingOperations: [FileOperation] = []
+    private var packetsBeforePending: Int64
+    /// The file's packets once everything up to `written` was appended (before a message being
+    /// cut at a segment boundary).
+    private var packetsAtWritten: Int64
     private let pool: WriterPool
     private let events: StreamWriterEvents
     private let metrics: ReceiverMetrics?
@@ -52,15 +85,15 @@ public final class StreamWriter: @unchecked Sendable {
     private var claim: StreamClaim?
     private var written: DurablePosition
     private var durable: DurablePosition
-    /// The position the last sync round took (recorded, or being recorded, in the position log).
+    /// The position the last round took (committed, or being committed, to the log).
     private var submitted: DurablePosition
     private var unsyncedBytes = 0
     private var awaitingRound = false
     private var gapCount = 0
     private var failure: StorageError?
-    /// The files' folder entries are durable. A new stream's files are created without fsync; the
-    /// first sync round (syncfs) makes them durable, or, when this stream syncs alone, an fsync of
-    /// the folder does.
+    /// The files and their folder entries are durable. A new stream's files are created without
+    /// fsync; its first round makes them durable (with every other new stream's: one syncfs), or,
+    /// when this stream syncs alone, an fsync of each does.
     private var entriesDurable: Bool
     /// A detach waiting for the sync round that makes everything written durable.
     private var pendingDetach: (finalizing: Bool, completion: @Sendable () -> Void)?
@@ -74,10 +107,6 @@ public final class StreamWriter: @unchecked Sendable {
     private var segmenting: SegmentState?
     /// Told of every file finished (`--on-finalize`).
     private let handOff: FinishedFileHandOff?
-    /// Counts the files written; a sync round's position taken from an earlier file is not recorded
-    /// in a later one's position log.
-    private var fileGeneration = 0
-    private var roundGeneration = 0
 
     /// How to cut a stream into segments: their length, and how to make each next file.
     struct Segments: Sendable {
@@ -98,11 +127,16 @@ public final class StreamWriter: @unchecked Sendable {
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
-        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, originSampleTime: Int64 = 0,
+        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, stream: UUID, start: DurablePosition, originSampleTime: Int64 = 0,
         segments: Segments? = nil, handOff: FinishedFileHandOff? = nil, lane: WriterLane, pool: WriterPool, events: StreamWriterEvents,
         metrics: ReceiverMetrics?, entriesDurable: Bool = true
     ) {
         self.handOff = handOff
+        self.stream = stream
+        subject = pool.takeSubject()
+        outputDirectory = pool.outputDirectory
+        packetsBeforePending = writer.packetCount
+        packetsAtWritten = writer.packetCount
         currentPath = writer.path
         // Right after a segment cut the file holds pre-roll and audio past the durable position.
         // A resumed file's counts come from the file: added without overflow.
@@ -163,6 +197,7 @@ public final class StreamWriter: @unchecked Sendable {
                 guard append(rest) else { return }
             }
             written = DurablePosition(sequence: sequence, sampleTime: endSampleTime)
+            packetsAtWritten = self.writer?.packetCount ?? packetsAtWritten
             askForRound()
         }
     }
@@ -181,6 +216,7 @@ public final class StreamWriter: @unchecked Sendable {
             return false
         }
         segmenting?.preroll?.remember(audio)
+        pendingOperations.append(.audio(payload: [UInt8](audio.payload), packetSizes: audio.packetSizes, frameCount: audio.frameCount))
         fileEnd = audio.end
         unsyncedBytes += audio.payload.count
         return true
@@ -202,10 +238,20 @@ public final class StreamWriter: @unchecked Sendable {
             return false
         }
         self.writer = nil
+        // The finished file holds every message before the one being cut, durably: its position
+        // log says so (the rounds since its last checkpoint are only in the commit log), so that a
+        // crash before the entry names the next file resumes this one exactly there.
+        do throws(DurableFileError) {
+            try positionLog?.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: packetsAtWritten))
+        } catch {
+            fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description), file: finished)
+            return false
+        }
         positionLog = nil
         // Journaled before the entry names the next file: a crash in between resumes this one,
         // cuts it again and journals it again.
         journalHandOff(finished, frames: writer.frameCount, complete: true)
+        CrashPoint.midSegmentCut.reached()
         let preroll = state.preroll?.preroll(endingAt: nextAudioStart)
         let firstFrame = preroll?.first ?? min(nextAudioStart, firstValid)
         let created: RecordingFile
@@ -242,8 +288,11 @@ public final class StreamWriter: @unchecked Sendable {
         originSampleTime = firstFrame
         fileEnd = nextAudioStart
         gapCount = 0
-        fileGeneration += 1
-        // The finalized file holds everything written so far; the new file's log records it.
+        // The finalized file holds everything written so far, durably; the new file's position log
+        // records it, and the log's rounds continue in the new file.
+        pendingOperations.removeAll()
+        packetsBeforePending = next.packetCount
+        packetsAtWritten = next.packetCount
         submitted = written
         unsyncedBytes = 0
         if durable != written {
@@ -264,16 +313,19 @@ public final class StreamWriter: @unchecked Sendable {
                 // The marker goes in the file where the gap begins (it may have begun in the one before).
                 let start = max(sampleTime, fileEnd)
                 guard let writer else { return }
+                let name = "gap: \(length) frames not captured (\(reason))"
                 do throws(CAFError) {
-                    try writer.addMarker(framePosition: start - originSampleTime, name: "gap: \(length) frames not captured (\(reason))")
+                    try writer.addMarker(framePosition: start - originSampleTime, name: name)
                 } catch {
                     fail(.writeFailed(error.description))
                     return
                 }
+                pendingOperations.append(.marker(framePosition: start - originSampleTime, name: name))
                 gapCount += 1
                 guard fillGap(from: start, to: end) else { return }
             }
             written = DurablePosition(sequence: sequence, sampleTime: end)
+            packetsAtWritten = self.writer?.packetCount ?? packetsAtWritten
             askForRound()
         }
     }
@@ -296,6 +348,7 @@ public final class StreamWriter: @unchecked Sendable {
                     fail(.writeFailed(error.description))
                     return false
                 }
+                pendingOperations.append(.silence(frames: stop - position))
                 unsyncedBytes += 1
             } else {
                 segmenting?.preroll?.forget()
@@ -351,12 +404,13 @@ public final class StreamWriter: @unchecked Sendable {
         }
     }
 
-    /// Makes what was written durable (when the disk allows), then closes the file, leaving it
-    /// resumable: the stream's connection is gone but its sender may come back. With `finalizing`
-    /// (a receiver shutting down) the file is also finalized, so every reader opens it complete; its
-    /// position log stays, and a resume reopens it where it ended. The audio is made durable by a sync
-    /// round started at once (many streams detaching together share it), or, once the pool no longer
-    /// runs rounds (shut down), by syncing this stream's files alone.
+    /// Waits until what was written is committed to the log, then makes the file durable by itself
+    /// and closes it, leaving it resumable: the stream's connection is gone but its sender may come
+    /// back, here or (shared storage) at another receiver, which then finds everything acknowledged
+    /// in the file. With `finalizing` (a receiver shutting down) the file is also finalized, so every
+    /// reader opens it complete; its position log stays, and a resume reopens it where it ended. The
+    /// audio is committed by a round started at once (many streams detaching together share it), or,
+    /// once the pool no longer runs rounds (shut down), by syncing this stream's files alone.
     public func detach(finalizing: Bool = false, completion: @escaping @Sendable () -> Void) {
         lane.submit { [self] in
             guard failure == nil, writer != nil, written != durable else { return close(finalizing: finalizing, completion: completion) }
@@ -373,17 +427,35 @@ public final class StreamWriter: @unchecked Sendable {
         }
     }
 
-    /// Closes the file (finalizing it when asked and still healthy), leaving it resumable.
+    /// Makes the file durable by itself and records its position (finalizing it when asked and
+    /// still healthy), closes it, and lets the stream go, leaving it resumable. Whoever continues
+    /// the stream next (this receiver or another sharing the folder) finds in the file everything
+    /// this receiver acknowledged, without its commit log.
     private func close(finalizing: Bool, completion: @escaping @Sendable () -> Void) {
-        if finalizing, failure == nil, let writer {
-            do throws(CAFError) {
-                try writer.finalize(remainderFrames: 0)
-            } catch {
-                // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
+        if let writer {
+            var synced = false
+            if finalizing, failure == nil {
+                do throws(CAFError) {
+                    try writer.finalize(remainderFrames: 0)
+                    synced = true
+                } catch {
+                    // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
+                    synchronizeAlone()
+                    synced = failure == nil
+                    writer.close()
+                }
+            } else {
+                synchronizeAlone()
+                synced = failure == nil
                 writer.close()
             }
+            // Everything written is durable: the position log records where a resume continues
+            // (a failed stream's stays where its last checkpoint left it, and the commit log keeps
+            // what it acknowledged since, for the replay at the receiver's next start).
+            if synced, let positionLog {
+                try? positionLog.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount))
+            }
         }
-        writer?.close()
         writer = nil
         positionLog = nil
         // Resumable: the entry stays, and any receiver sharing the folder may now claim the stream.
@@ -392,22 +464,38 @@ public final class StreamWriter: @unchecked Sendable {
         completion()
     }
 
-    // MARK: - Sync rounds (called on `lane` by the pool)
+    // MARK: - Rounds and checkpoints (called on `lane` by the pool)
 
-    /// The position this round makes durable, or nil when there is nothing new (or the file is
-    /// closed or failed). What was written up to here is covered by the round's data sync.
-    func takeRoundPosition() -> StreamPositionRecord? {
+    /// What the round commits for this stream: what it wrote since its last round and the position
+    /// that reaches; nil when there is nothing new (or the file is closed or failed).
+    func takeRound() -> RoundTake? {
         awaitingRound = false
-        guard failure == nil, let writer, positionLog != nil, written != submitted else { return nil }
-        roundGeneration = fileGeneration
+        guard failure == nil, let writer, written != submitted else { return nil }
+        let round = LoggedRound(
+            packetsBefore: packetsBeforePending,
+            position: StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount),
+            operations: pendingOperations)
+        pendingOperations.removeAll(keepingCapacity: true)
+        packetsBeforePending = writer.packetCount
         unsyncedBytes = 0
         submitted = written
-        return StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount)
+        return RoundTake(
+            subject: subject, file: LoggedFile(stream: stream, relativePath: relativePath(of: currentPath)), path: currentPath, round: round,
+            needsCreationSync: !entriesDurable)
     }
 
-    /// Makes this file's audio and journal durable by itself (when a file system sync failed and the
-    /// round must find out which files are affected). False when it failed (and the stream with it).
-    func synchronizeDataAlone() -> Bool {
+    /// The file's path relative to the output folder (as the stream index names it).
+    private func relativePath(of path: String) -> String {
+        let prefix = outputDirectory.hasSuffix("/") ? outputDirectory : outputDirectory + "/"
+        return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
+    }
+
+    /// The round's file system sync made this new stream's files and entries durable.
+    func creationMadeDurable() { entriesDurable = true }
+
+    /// Makes this new stream's files, position log, index entry and their folders durable by
+    /// themselves (FUSE, or a failed file system sync). False when it failed (and the stream with it).
+    func makeCreationDurable() -> Bool {
         guard failure == nil, let writer else { return false }
         do throws(CAFError) {
             try writer.synchronize()
@@ -415,10 +503,46 @@ public final class StreamWriter: @unchecked Sendable {
             fail(.writeFailed(error.description))
             return false
         }
+        do throws(DurableFileError) {
+            try positionLog?.synchronize()
+            try claim?.synchronize()
+        } catch {
+            fail(.writeFailed(CAFError.io(operation: "making durable the new files of", path: path, errno: error.code).description))
+            return false
+        }
         return synchronizeEntries()
     }
 
-    /// Makes the files' folder entries durable if no sync round has yet (this stream syncing alone).
+    /// Makes this file's audio and journal durable by itself (a checkpoint on FUSE, or after the
+    /// file system sync failed), when the stream still writes the file the checkpoint covers: a file
+    /// it let go of was made durable then. False when it failed.
+    func synchronizeForCheckpoint(path: String) -> Bool {
+        guard let writer, currentPath == path else { return true }
+        do throws(CAFError) {
+            try writer.synchronize()
+            return true
+        } catch {
+            fail(.writeFailed(error.description))
+            return false
+        }
+    }
+
+    /// Records the checkpoint's position in the file's position log (its audio is durable by now),
+    /// synced when asked (else the checkpoint's second syncfs makes it durable), when the stream
+    /// still writes that file. False when it failed.
+    func recordCheckpoint(path: String, position: StreamPositionRecord, synchronizing: Bool) -> Bool {
+        guard writer != nil, currentPath == path, let positionLog else { return true }
+        do throws(DurableFileError) {
+            try positionLog.write(position)
+            if synchronizing { try positionLog.synchronize() }
+            return true
+        } catch {
+            fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description))
+            return false
+        }
+    }
+
+    /// Makes the files' folder entries durable if no round has yet (this stream syncing alone).
     private func synchronizeEntries() -> Bool {
         guard !entriesDurable else { return true }
         do throws(DurableFileError) {
@@ -432,35 +556,8 @@ public final class StreamWriter: @unchecked Sendable {
         return true
     }
 
-    /// Writes the round's position record (made durable by the round's second sync). False when the
-    /// stream failed or closed meanwhile.
-    func writePositionRecord(_ record: StreamPositionRecord) -> Bool {
-        guard failure == nil, writer != nil, let positionLog else { return false }
-        // Taken from a file since finalized by a segment cut, which made it durable: nothing to record.
-        guard roundGeneration == fileGeneration else { return true }
-        do throws(DurableFileError) {
-            try positionLog.write(record)
-            return true
-        } catch {
-            fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description))
-            return false
-        }
-    }
-
-    /// Makes the position log durable by itself (after a file system sync failed). False when it failed.
-    func synchronizePositionAlone() -> Bool {
-        guard failure == nil, let positionLog else { return false }
-        do throws(DurableFileError) {
-            try positionLog.synchronize()
-            return true
-        } catch {
-            fail(.writeFailed(CAFError.io(operation: "making durable the stream position in", path: error.path, errno: error.code).description))
-            return false
-        }
-    }
-
-    /// The round made `record` durable: tell the session layer (unless the stream ended meanwhile;
-    /// finishing and detaching report on their own).
+    /// The round committed `position` to the log: tell the session layer (unless the stream ended
+    /// meanwhile; finishing and detaching report on their own).
     func roundMadeDurable(_ record: StreamPositionRecord) {
         guard failure == nil, writer != nil else { return }
         entriesDurable = true
@@ -495,9 +592,10 @@ public final class StreamWriter: @unchecked Sendable {
         if unsyncedBytes >= pool.policy.bytes { pool.startRoundEarly() }
     }
 
-    /// Syncs this stream's files by themselves and records its position (one stream detaching).
+    /// Syncs this stream's files by themselves (one stream letting go of its file, or detaching
+    /// once the pool runs no more rounds): everything written becomes durable, and so acknowledged.
     private func synchronizeAlone() {
-        guard failure == nil, let writer, let positionLog, written != durable else { return }
+        guard failure == nil, let writer else { return }
         let started = ContinuousClock.now
         defer { metrics?.diskWrite(duration: ContinuousClock.now - started) }
         do throws(CAFError) {
@@ -507,17 +605,14 @@ public final class StreamWriter: @unchecked Sendable {
             return
         }
         guard synchronizeEntries() else { return }
-        // Audio first, then the position record that describes it.
-        do throws(DurableFileError) {
-            try positionLog.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount))
-        } catch {
-            fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description))
-            return
-        }
         unsyncedBytes = 0
         submitted = written
-        durable = written
-        events.durable(durable)
+        pendingOperations.removeAll()
+        packetsBeforePending = writer.packetCount
+        if durable != written {
+            durable = written
+            events.durable(durable)
+        }
     }
 
     /// Fails the stream; `file` is the file it failed on (default: the one being written).

@@ -1,3 +1,4 @@
+import CaptureCommitLog
 import CaptureCore
 import CaptureWire
 import CaptureMetrics
@@ -6,35 +7,53 @@ import Logging
 
 /// The receiver's storage threads, shared by every stream: a few lanes (threads) that run each
 /// stream's disk operations in the order they were submitted (create or reopen its file, append audio
-/// and gaps, finish, detach, finalize abandoned files), and one commit thread that makes every stream
-/// with unsynced audio durable in one sync round (group commit) instead of a sync per stream.
+/// and gaps, finish, detach, finalize abandoned files); one commit thread that makes every stream's
+/// new audio durable in one round (group commit) by appending it to the receiver's commit log and
+/// syncing that one file; and one checkpoint thread that makes the recordings themselves durable now
+/// and then, so the log before it can be reused (docs/DURABILITY.md, "The commit log").
 ///
-/// A round starts `SyncPolicy.interval` after the first unsynced write since the last round, or at
-/// once when one stream has `SyncPolicy.bytes` unsynced. It runs in an order that never lets a
-/// position record become durable before the audio it describes:
-/// 1. each dirty stream, on its lane, takes the position written so far;
-/// 2. `syncfs` on the file system of the output folder makes that audio and the packet journals
-///    durable;
-/// 3. each stream, on its lane, writes its position record (not yet durable);
-/// 4. `syncfs` again makes the records durable;
-/// 5. each stream reports its new `DurablePosition` (and the session acknowledges it).
-/// When a `syncfs` fails, the round syncs each of its files alone (fdatasync) to find out which
-/// streams are affected; only those fail.
+/// A round starts `SyncPolicy.interval` after the first write since the last round, or at once when
+/// one stream has `SyncPolicy.bytes` not yet in a round:
+/// 1. each stream with new audio, on its lane, hands over what it wrote to its file since its last
+///    round (the audio, packet sizes, gaps and markers, and the stream position they reach);
+/// 2. a new stream's files and entries, created without a sync, are made durable (one `syncfs`, or
+///    an fdatasync of each on FUSE);
+/// 3. the round is appended to the commit log and made durable with one `fdatasync`;
+/// 4. each stream reports its new `DurablePosition` (and the session acknowledges it).
+/// The recordings are written without a sync per round. A checkpoint (every
+/// `SyncPolicy.checkpointInterval`, or once the log has grown `SyncPolicy.checkpointBytes`) makes
+/// them durable (`syncfs`, or an fdatasync of each file on FUSE), records each stream's position in
+/// its position log, makes those durable, and only then moves the log's replay point; rounds go on
+/// meanwhile, so a checkpoint never holds an Ack back. After a crash the log is replayed from its
+/// last checkpoint into the files (`LogRecovery`).
 ///
 /// Created by `CaptureReceiverServer.start`; `shutDown()` drains it. Nothing here blocks the caller:
 /// every operation is queued and reports through a completion or `StreamWriterEvents`, called on a
 /// pool thread.
 ///
-/// Sendability (`@unchecked Sendable`): the round state is read and written only under `condition`, the lanes are thread-safe, the rest is immutable after `init`.
+/// Sendability (`@unchecked Sendable`): the round and checkpoint state is read and written only
+/// under `condition`, the log only on the commit thread, the lanes are thread-safe, the rest is
+/// immutable after `init`.
 public final class WriterPool: @unchecked Sendable {
-    /// When rounds run.
+    /// When rounds and checkpoints run.
     let policy: SyncPolicy
     /// Where disk latency is recorded.
     let metrics: ReceiverMetrics?
+    /// The folder the recordings are in.
+    let outputDirectory: String
+    /// The folder of the receivers' commit logs, and this receiver's own log's folder in it.
+    let logRoot: String
+    var logDirectory: String { log.directory }
+    /// How checkpoints and new files are made durable.
+    let syncMethod: RecordingSyncMethod
+    let logger: Logger
     private let lanes: [WriterLane]
+    private let log: ReceiverLog
     /// Syncs the file system holding a directory; the errno when it failed.
     private let synchronizeFileSystem: @Sendable (String) -> Int32?
     private let condition = NSCondition()
+    /// Serializes takeover replays (`replayAbandonedLogs`).
+    private let takeoverLock = NSLock()
     // Guarded by `condition`.
     private var dirty: [StreamWriter] = []
     private var firstDirtyAt: ContinuousClock.Instant?
@@ -43,25 +62,63 @@ public final class WriterPool: @unchecked Sendable {
     private var committerStopped = false
     private var lastRoundStarted = false
     private var nextLane = 0
+    private var nextSubject: UInt64 = 1
     private var rounds = 0
+    private var checkpoints = 0
     private var fileSystemSyncs = 0
     private var isShutDown = false
+    /// Streams with rounds since the checkpoint being prepared, and what their last round reached.
+    private var sinceCheckpoint: [ObjectIdentifier: CheckpointEntry] = [:]
+    private var lastCheckpointAt = ContinuousClock.now
+    private var checkpointRequest: (position: LogPosition, entries: [CheckpointEntry])?
+    private var checkpointRunning = false
+    /// A checkpoint whose recordings are durable: the commit thread moves the log's replay point.
+    private var checkpointCompleted: LogPosition?
+    private var checkpointerStopped = false
 
-    /// A pool of `threads` lanes (at least one) plus its commit thread.
-    public convenience init(threads: Int = 2, policy: SyncPolicy, metrics: ReceiverMetrics?) {
+    /// Opens the receiver's commit log under `logRoot` (replaying every abandoned log there into the
+    /// recordings under `outputDirectory` first) and starts `threads` lanes (at least one), the
+    /// commit thread and the checkpoint thread.
+    public convenience init(
+        threads: Int = 2, policy: SyncPolicy, metrics: ReceiverMetrics?, outputDirectory: String, logRoot: String? = nil,
+        segmentSize: UInt64 = WriterPool.defaultSegmentSize, logger: Logger = Logger(label: "capture-recv.storage")
+    ) throws(ReceiverStartError) {
         let fileSystems = FileSystemSync()
-        self.init(threads: threads, policy: policy, metrics: metrics) { fileSystems.synchronize(directory: $0) }
+        try self.init(
+            threads: threads, policy: policy, metrics: metrics, outputDirectory: outputDirectory, logRoot: logRoot, segmentSize: segmentSize,
+            syncMethod: RecordingSyncMethod.detect(directory: outputDirectory), logger: logger
+        ) { fileSystems.synchronize(directory: $0) }
     }
 
-    /// A pool whose rounds sync file systems with `synchronizeFileSystem` (tests observe or fail it).
-    init(threads: Int, policy: SyncPolicy, metrics: ReceiverMetrics?, synchronizeFileSystem: @escaping @Sendable (String) -> Int32?) {
+    /// 16 MiB, as PostgreSQL's WAL segments: a round larger than a segment continues in the next.
+    public static let defaultSegmentSize: UInt64 = 16 << 20
+
+    /// A pool whose rounds sync file systems with `synchronizeFileSystem` (tests observe or fail it)
+    /// and make checkpoints durable by `syncMethod`.
+    init(
+        threads: Int, policy: SyncPolicy, metrics: ReceiverMetrics?, outputDirectory: String, logRoot: String?, segmentSize: UInt64,
+        syncMethod: RecordingSyncMethod, logger: Logger, synchronizeFileSystem: @escaping @Sendable (String) -> Int32?
+    ) throws(ReceiverStartError) {
         self.policy = policy
         self.metrics = metrics
+        self.outputDirectory = outputDirectory
+        let root = logRoot ?? (outputDirectory as NSString).appendingPathComponent(LogRecovery.defaultFolderName)
+        self.logRoot = root
+        self.syncMethod = syncMethod
+        self.logger = logger
         self.synchronizeFileSystem = synchronizeFileSystem
+        do throws(LogRecovery.OpenFailure) {
+            log = try LogRecovery.openReceiverLog(root: root, outputDirectory: outputDirectory, segmentSize: segmentSize, logger: logger)
+        } catch {
+            throw .commitLog(error.description)
+        }
         lanes = (0..<max(1, threads)).map { WriterLane(name: "writer-pool \($0)") }
         let committer = Thread { [self] in commitLoop() }
         committer.name = "writer-pool commit"
         committer.start()
+        let checkpointer = Thread { [self] in checkpointLoop() }
+        checkpointer.name = "writer-pool checkpoint"
+        checkpointer.start()
     }
 
     // MARK: - Operations
@@ -84,8 +141,31 @@ public final class WriterPool: @unchecked Sendable {
         takeLane().submit(work)
     }
 
-    /// Drains every queued operation, runs a last sync round, stops the threads. Operations submitted
-    /// afterwards run at once on the caller's thread.
+    /// Before continuing a stream another receiver may have written last: replays the commit logs
+    /// of receivers that are gone (`LogRecovery.replayAbandonedLogs`), while `claim` is held. One
+    /// lane at a time: streams of one dead receiver taken over together wait for each other here
+    /// instead of finding its log locked by this very receiver.
+    func replayAbandonedLogs(stream: UUID, claim: StreamClaim) -> Result<Void, StorageError> {
+        takeoverLock.withLock {
+            LogRecovery.replayAbandonedLogs(root: logRoot, own: log.directory, outputDirectory: outputDirectory, holding: (stream, claim), logger: logger)
+        }
+    }
+
+    /// Returns once no takeover replay of this pool runs (one that began before the call has ended).
+    func waitForTakeoverReplays() {
+        takeoverLock.withLock {}
+    }
+
+    /// A number for a new stream writer, unique in this pool: its records' subject in the log.
+    func takeSubject() -> UInt64 {
+        condition.withLock {
+            defer { nextSubject += 1 }
+            return nextSubject
+        }
+    }
+
+    /// Drains every queued operation, runs a last round, stops the threads and closes the log.
+    /// Operations submitted afterwards run at once on the caller's thread.
     public func shutDown() {
         let first = condition.withLock {
             defer { isShutDown = true }
@@ -96,22 +176,28 @@ public final class WriterPool: @unchecked Sendable {
         condition.lock()
         stopping = true
         condition.broadcast()
-        while !committerStopped { condition.wait() }
+        while !committerStopped || !checkpointerStopped { condition.wait() }
         condition.unlock()
         for lane in lanes { lane.stop() }
+        log.close()
     }
 
     // MARK: - Counters (tests and metrics)
 
-    /// Sync rounds run so far.
+    /// Rounds committed so far.
     var roundCount: Int { condition.withLock { rounds } }
-    /// `syncfs` calls made so far (two per round).
+    /// Checkpoints completed so far.
+    var checkpointCount: Int { condition.withLock { checkpoints } }
+    /// `syncfs` calls made so far (new streams' files, checkpoints).
     var fileSystemSyncCount: Int { condition.withLock { fileSystemSyncs } }
+    /// Where replay would begin now (tests).
+    var logCheckpoint: LogPosition { condition.withLock { checkpointCompletedPosition } }
+    private var checkpointCompletedPosition = LogPosition.start
 
     // MARK: - Called by writers on their lane
 
-    /// `writer` has unsynced audio: the next round covers it. False when no round will come any more
-    /// (the pool's last round has started).
+    /// `writer` has audio not yet in a round: the next round covers it. False when no round will
+    /// come any more (the pool's last round has started).
     func needsRound(_ writer: StreamWriter) -> Bool {
         condition.withLock {
             guard !lastRoundStarted else { return false }
@@ -124,7 +210,7 @@ public final class WriterPool: @unchecked Sendable {
         }
     }
 
-    /// A stream reached `SyncPolicy.bytes` unsynced: start a round now.
+    /// A stream reached `SyncPolicy.bytes` not yet in a round: start a round now.
     func startRoundEarly() {
         condition.withLock {
             earlyRound = true
@@ -144,7 +230,7 @@ public final class WriterPool: @unchecked Sendable {
     private func commitLoop() {
         while true {
             condition.lock()
-            while !stopping, !earlyRound, firstDirtyAt.map({ ContinuousClock.now < $0 + policy.interval }) ?? true {
+            while !stopping, !earlyRound, checkpointCompleted == nil, firstDirtyAt.map({ ContinuousClock.now < $0 + policy.interval }) ?? true {
                 if let firstDirtyAt {
                     let wait = (firstDirtyAt + policy.interval) - ContinuousClock.now
                     _ = condition.wait(until: Date().addingTimeInterval(Self.seconds(wait)))
@@ -152,13 +238,19 @@ public final class WriterPool: @unchecked Sendable {
                     condition.wait()
                 }
             }
-            let writers = dirty
+            let roundDue = stopping || earlyRound || firstDirtyAt.map { ContinuousClock.now >= $0 + policy.interval } ?? false
+            let writers = roundDue ? dirty : []
             let last = stopping
-            lastRoundStarted = last
-            dirty.removeAll(keepingCapacity: true)
-            firstDirtyAt = nil
-            earlyRound = false
+            if roundDue {
+                lastRoundStarted = last
+                dirty.removeAll(keepingCapacity: true)
+                firstDirtyAt = nil
+                earlyRound = false
+            }
+            let completed = checkpointCompleted
+            checkpointCompleted = nil
             condition.unlock()
+            if let completed { completeCheckpoint(completed) }
             if !writers.isEmpty { runRound(writers) }
             if last { break }
         }
@@ -170,36 +262,150 @@ public final class WriterPool: @unchecked Sendable {
 
     private func runRound(_ writers: [StreamWriter]) {
         let started = ContinuousClock.now
-        // 1. What each stream has written so far (its lane has run every write before this).
-        let taken = onLanes(writers, lane: \.lane) { writer in writer.takeRoundPosition().map { RoundEntry(writer: writer, record: $0) } }
+        // 1. What each stream wrote since its last round (its lane has run every write before this).
+        let taken = onLanes(writers, lane: \.lane) { writer in writer.takeRound().map { RoundEntry(writer: writer, take: $0) } }
         guard !taken.isEmpty else { return }
-        // 2. The audio and journals become durable.
-        let synced = synchronize(taken) { $0.writer.synchronizeDataAlone() }
-        // 3. Only then the position records are written, 4. and made durable.
-        let recorded = onLanes(synced, lane: \.writer.lane) { $0.writer.writePositionRecord($0.record) ? $0 : nil }
-        let durable = synchronize(recorded) { $0.writer.synchronizePositionAlone() }
-        // The round is counted before anything is acknowledged: whoever saw an Ack of this round
-        // sees the round counted (a test reading the count after an Ack raced with it under load).
+        // 2. New streams' files and index entries become durable.
+        let creating = taken.filter(\.take.needsCreationSync)
+        let failed = creating.isEmpty ? [] : makeCreationsDurable(creating)
+        let logged = taken.filter { !failed.contains(ObjectIdentifier($0.writer)) }
+        // 3. The round goes into the log, durably.
+        do throws(CommitLogError) {
+            for entry in logged { try log.append(subject: entry.take.subject, file: entry.take.file, round: entry.take.round) }
+            try log.commit()
+        } catch {
+            logger.error("the receiver cannot acknowledge audio: \(error.description)")
+            for entry in logged { entry.writer.lane.submit { entry.writer.failSync(.writeFailed(error.description)) } }
+            return
+        }
         metrics?.diskWrite(duration: ContinuousClock.now - started)
-        condition.withLock { rounds += 1 }
-        // 5. The session layer may acknowledge.
-        for entry in durable { entry.writer.lane.submit { entry.writer.roundMadeDurable(entry.record) } }
+        // The round is counted before anything is acknowledged: whoever saw an Ack of this round
+        // sees the round counted.
+        let checkpoint: (LogPosition, [CheckpointEntry])? = condition.withLock {
+            rounds += 1
+            for entry in logged {
+                sinceCheckpoint[ObjectIdentifier(entry.writer)] = CheckpointEntry(writer: entry.writer, path: entry.take.path, position: entry.take.round.position)
+            }
+            guard !checkpointRunning, !stopping, checkpointDue() else { return nil }
+            checkpointRunning = true
+            let entries = Array(sinceCheckpoint.values)
+            sinceCheckpoint.removeAll(keepingCapacity: true)
+            return (log.beginCheckpoint(), entries)
+        }
+        // 4. The session layer may acknowledge.
+        for entry in logged { entry.writer.lane.submit { entry.writer.roundMadeDurable(entry.take.round.position) } }
+        if let checkpoint {
+            condition.withLock {
+                checkpointRequest = checkpoint
+                condition.broadcast()
+            }
+        }
     }
 
-    /// Syncs the file systems holding `entries`; where that fails, each entry alone with `alone`
-    /// (on its lane). The entries whose files are durable.
-    private func synchronize(_ entries: [RoundEntry], alone: @escaping (RoundEntry) -> Bool) -> [RoundEntry] {
-        var failedDirectories = Set<String>()
-        for directory in Set(entries.map { $0.writer.directory }) {
-            let error = synchronizeFileSystem(directory)
+    /// Whether a checkpoint is due (under `condition`).
+    private func checkpointDue() -> Bool {
+        guard !sinceCheckpoint.isEmpty else { return false }
+        if ContinuousClock.now >= lastCheckpointAt + policy.checkpointInterval { return true }
+        return log.durableEnd.offset - log.checkpoint.offset >= policy.checkpointBytes
+    }
+
+    /// Makes new streams' files and index entries durable: one `syncfs` (each file alone where that
+    /// fails or cannot reach the storage). The streams that failed.
+    private func makeCreationsDurable(_ entries: [RoundEntry]) -> Set<ObjectIdentifier> {
+        if syncMethod == .fileSystem {
+            let error = synchronizeFileSystem(outputDirectory)
             condition.withLock { fileSystemSyncs += 1 }
-            if error != nil { failedDirectories.insert(directory) }
+            if error == nil {
+                for entry in entries { entry.writer.lane.submit { entry.writer.creationMadeDurable() } }
+                return []
+            }
         }
-        guard !failedDirectories.isEmpty else { return entries }
-        return onLanes(entries, lane: \.writer.lane) { entry in
-            !failedDirectories.contains(entry.writer.directory) || alone(entry) ? entry : nil
+        let durable = onLanes(entries, lane: \.writer.lane) { $0.writer.makeCreationDurable() ? ObjectIdentifier($0.writer) : nil }
+        return Set(entries.map { ObjectIdentifier($0.writer) }).subtracting(durable)
+    }
+
+    // MARK: - Checkpoints
+
+    private func checkpointLoop() {
+        while true {
+            condition.lock()
+            while checkpointRequest == nil, !(stopping && committerStopped) { condition.wait() }
+            let request = checkpointRequest
+            checkpointRequest = nil
+            condition.unlock()
+            guard let request else { break }
+            runCheckpoint(through: request.position, request.entries)
+        }
+        condition.withLock {
+            checkpointerStopped = true
+            condition.broadcast()
         }
     }
+
+    /// Makes the recordings durable up to what the log holds before `position`, then records each
+    /// stream's position in its position log, makes those durable, and hands the checkpoint to the
+    /// commit thread. On failure nothing moves: the streams are covered again by the next one.
+    private func runCheckpoint(through position: LogPosition, _ entries: [CheckpointEntry]) {
+        let started = ContinuousClock.now
+        var succeeded = synchronizeRecordings(entries)
+        if succeeded {
+            let recorded = onLanes(entries, lane: \.writer.lane) { entry in
+                entry.writer.recordCheckpoint(path: entry.path, position: entry.position, synchronizing: self.syncMethod == .eachFile) ? true : nil
+            }
+            succeeded = recorded.count == entries.count
+        }
+        if succeeded { CrashPoint.midCheckpoint.reached() }
+        if succeeded, syncMethod == .fileSystem {
+            let error = synchronizeFileSystem(outputDirectory)
+            condition.withLock { fileSystemSyncs += 1 }
+            succeeded = error == nil
+        }
+        metrics?.diskWrite(duration: ContinuousClock.now - started)
+        condition.withLock {
+            checkpointRunning = false
+            lastCheckpointAt = .now
+            if succeeded {
+                checkpointCompleted = position
+            } else {
+                // The next checkpoint covers these streams again (with their newer positions when
+                // they wrote more since).
+                for entry in entries where sinceCheckpoint[ObjectIdentifier(entry.writer)] == nil {
+                    sinceCheckpoint[ObjectIdentifier(entry.writer)] = entry
+                }
+            }
+            condition.broadcast()
+        }
+        if !succeeded {
+            logger.error("a checkpoint could not make the recordings durable: the commit log keeps everything since the last one, and the next checkpoint tries again")
+        }
+    }
+
+    /// The recordings' audio durable: `syncfs`, or each stream's files where that fails or cannot
+    /// reach the storage. False when any failed.
+    private func synchronizeRecordings(_ entries: [CheckpointEntry]) -> Bool {
+        if syncMethod == .fileSystem {
+            let error = synchronizeFileSystem(outputDirectory)
+            condition.withLock { fileSystemSyncs += 1 }
+            if error == nil { return true }
+        }
+        let synced = onLanes(entries, lane: \.writer.lane) { $0.writer.synchronizeForCheckpoint(path: $0.path) ? true : nil }
+        return synced.count == entries.count
+    }
+
+    /// On the commit thread: moves the log's replay point.
+    private func completeCheckpoint(_ position: LogPosition) {
+        do throws(CommitLogError) {
+            try log.completeCheckpoint(through: position)
+            condition.withLock {
+                checkpoints += 1
+                checkpointCompletedPosition = position
+            }
+        } catch {
+            logger.error("cannot record the checkpoint in the commit log: \(error.description)")
+        }
+    }
+
+    // MARK: - Helpers
 
     /// Runs `body` for each item on its writer's lane and waits for all; the non-nil results.
     private func onLanes<Item, Result>(_ items: [Item], lane: KeyPath<Item, WriterLane>, _ body: @escaping (Item) -> Result?) -> [Result] {
@@ -222,10 +428,17 @@ public final class WriterPool: @unchecked Sendable {
     }
 }
 
-/// A stream and the position one round makes durable for it.
+/// A stream and what one round takes from it.
 struct RoundEntry {
     var writer: StreamWriter
-    var record: StreamPositionRecord
+    var take: RoundTake
+}
+
+/// A stream's last round before a checkpoint: the file it wrote and the position it reached.
+struct CheckpointEntry {
+    var writer: StreamWriter
+    var path: String
+    var position: StreamPositionRecord
 }
 
 /// Results gathered from several lanes.

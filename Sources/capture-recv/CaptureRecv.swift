@@ -68,9 +68,10 @@ struct Serve: AsyncParsableCommand {
             Files are named STREAM-NAME_YYYYMMDDTHHMMSSZ.caf after the sanitized stream name and the \
             stream's UTC start time, and are only ever created inside --out. While a stream records, its \
             file is readable (the data chunk size is -1); at end of stream the sizes are set and the path \
-            is logged. Audio is acknowledged to the sender only once it is durable: one sync round for every \
-            stream at most --sync-ms milliseconds after the audio was written, or at once when a stream \
-            has 2 MiB unsynced. A stream whose connection is lost stays \
+            is logged. Audio is acknowledged to the sender only once it is durable: one round for every \
+            stream at most --sync-ms milliseconds after the audio was written (or at once when a stream \
+            has 2 MiB waiting) appends it to the receiver's commit log and syncs that one file; \
+            checkpoints make the recordings durable every 30 s, and a restart replays the log. A stream whose connection is lost stays \
             open (unfinalized) for its sender to resume, also across a restart of capture-recv, for \
             --resume-window seconds. SIGINT or SIGTERM tells connected senders, finalizes every open \
             file (a sender that comes back after a restart still continues its file) and exits 0. \
@@ -101,7 +102,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ReceiveRanges.syncMs.help(
-            "Milliseconds written audio may wait for a sync round, which makes every stream durable at once (and so for its acknowledgement).", default: "200"),
+            "Milliseconds written audio may wait for a round, which commits every stream's new audio to the commit log at once (and so for its acknowledgement).", default: "200"),
         transform: ReceiveRanges.syncMs.integer)
     var syncMs = 200
 
@@ -257,15 +258,37 @@ extension Serve {
 struct Recover: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Finish CAF files left open by a receiver that crashed (sets sizes, rebuilds the packet table).",
-        discussion: "Safe to run on finished files: they are left as they are."
+        discussion: """
+            Safe to run on finished files: they are left as they are. First the commit logs of receivers \
+            that are not running are replayed into the recordings, so that every acknowledged sample is \
+            in a file before it is finished: the logs under --log-dir, else under the .commit-log folder \
+            of --out, else of the nearest folder above each file that has one.
+            """
     )
 
     @Argument(help: ArgumentHelp("CAF files to recover.", valueName: "PATH"))
     var paths: [String]
 
+    @Option(name: .long, help: ArgumentHelp("The receiver's output folder the files are in. (default: the nearest folder above each file with a .commit-log folder)", valueName: "DIR"))
+    var out: String?
+
+    @Option(name: .long, help: ArgumentHelp("The receiver's --log-dir, when it had one. (default: OUT/.commit-log)", valueName: "DIR"))
+    var logDir: String?
+
     func run() throws {
         var failed = false
+        var replayed = Set<String>()
+        let logger = Logger(label: "capture-recv.recover")
         for path in paths {
+            if let outputDirectory = out ?? Self.outputDirectory(containing: path), replayed.insert(outputDirectory).inserted {
+                do throws(ReceiverStartError) {
+                    let count = try CommitLogReplay.replayAbandonedLogs(outputDirectory: outputDirectory, logDirectory: logDir, logger: logger)
+                    if count > 0 { print("replayed \(count) commit log\(count == 1 ? "" : "s") into the recordings of \(outputDirectory)") }
+                } catch {
+                    StandardStreams.writeError("capture-recv: \(error.description)\n")
+                    throw ExitCode.failure
+                }
+            }
             do {
                 let report = try CAFRecovery.recover(path: path)
                 print(report.description)
@@ -275,5 +298,17 @@ struct Recover: ParsableCommand {
             }
         }
         if failed { throw ExitCode.failure }
+    }
+
+    /// The nearest folder above `path` that holds a commit log folder.
+    static func outputDirectory(containing path: String) -> String? {
+        var folder = ((path as NSString).standardizingPath as NSString).deletingLastPathComponent
+        if !folder.hasPrefix("/") { folder = (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(folder) }
+        while !folder.isEmpty {
+            if FileManager.default.fileExists(atPath: CommitLogReplay.defaultLogDirectory(outputDirectory: folder)) { return folder }
+            guard folder != "/" else { return nil }
+            folder = (folder as NSString).deletingLastPathComponent
+        }
+        return nil
     }
 }

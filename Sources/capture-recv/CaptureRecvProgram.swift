@@ -63,6 +63,7 @@ enum ReceiveRanges {
     static let authBlockSeconds = NumericOption("auth-block-seconds", .real, 0.001...86_400, unit: "seconds")
     static let resumeWindow = NumericOption("resume-window", .real, 0...2_592_000, unit: "seconds", minimumMeaning: "finalize at once")
     static let maxWaitingStreams = NumericOption("max-waiting-streams", .integer, 0...1_000_000)
+    static let checkpointSeconds = NumericOption("checkpoint-s", .integer, 1...3_600, unit: "seconds")
     /// Checked by RecordingOptions with DurationText (1 second to 24 hours).
     static let segment = NumericOption("segment", .duration, 1...86_400)
     /// Checked by RecordingOptions with DurationText (1 second to 24 hours).
@@ -72,6 +73,6 @@ enum ReceiveRanges {
 
     static let all = [
         maxStreams, maxFrameBytes, syncMs, handshakeTimeout, idleTimeout, authFailureLimit, authBlockSeconds, resumeWindow,
-        maxWaitingStreams, segment, onFinalizeTimeout, days,
+        maxWaitingStreams, checkpointSeconds, segment, onFinalizeTimeout, days,
     ]
 }

@@ -20,8 +20,25 @@ struct DurabilityOptions: ParsableArguments {
         transform: ReceiveRanges.maxWaitingStreams.integer)
     var maxWaitingStreams = 10_000
 
+    @Option(
+        name: .long,
+        help: ReceiveRanges.checkpointSeconds.help(
+            "Seconds between checkpoints while audio arrives (and at once when the commit log has grown 256 MiB): a checkpoint makes the recordings durable and lets the log before it be reused; a restart replays at most what came since.",
+            valueName: "SECONDS", default: "30"),
+        transform: ReceiveRanges.checkpointSeconds.integer)
+    var checkpointS = 30
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Folder for the commit log (created if missing), which makes every acknowledged round durable with one sync of one file: put it on a fast local volume when --out is a network share. Each receiver keeps its log in a folder of its own inside; a receiver that takes over a stream from a dead one replays that one's log only where it can see it. (default: OUT/.commit-log)",
+            valueName: "DIR"))
+    var logDir: String?
+
     /// Applies the options to the receiver's configuration.
     func apply(to configuration: inout ReceiverConfiguration) {
+        configuration.logDirectory = logDir
+        configuration.syncPolicy.checkpointInterval = .seconds(checkpointS)
         configuration.resumeWindow = resumeWindow
         configuration.maximumWaitingStreams = maxWaitingStreams
     }

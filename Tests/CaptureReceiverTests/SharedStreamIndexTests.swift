@@ -29,8 +29,8 @@ final class SharedStreamIndexTests: XCTestCase {
     func testOfTwoReceiversOfferedOneNewStreamAtOnceExactlyOneWritesIt() throws {
         for _ in 0..<20 {
             let hello = try Self.hello()
-            let first = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
-            let second = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+            let first = try makePool()
+            let second = try makePool()
             let results = ResultBox<[Result<OpenedStream, StorageError>]>()
             results.value = []
             let group = DispatchGroup()
@@ -57,8 +57,8 @@ final class SharedStreamIndexTests: XCTestCase {
 
     func testAStreamHeldByOneReceiverIsBusyForAnotherUntilItLetsGoThenContinuesInTheSameFile() throws {
         let hello = try Self.hello()
-        let first = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
-        let second = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let first = try makePool()
+        let second = try makePool()
         let stream = try open(first, hello).get()
         XCTAssertFalse(stream.resumed)
         stream.writer.write(sequence: 1, payload: Data(repeating: 7, count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
@@ -81,8 +81,8 @@ final class SharedStreamIndexTests: XCTestCase {
     /// stores nothing twice; after the window the sweep removes it from the index.
     func testAFinishedStreamIsKnownAsFinishedForItsResumeWindowThenLeavesTheIndex() throws {
         let hello = try Self.hello()
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
-        let other = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
+        let other = try makePool()
         let stream = try open(pool, hello).get()
         let index = StreamIndex(outputDirectory: folder)
         XCTAssertEqual(index.streams(), [hello.streamID])
@@ -122,7 +122,7 @@ final class SharedStreamIndexTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: outside + ".pakt-journal") }
         let claim = try index.claimNew(hello.streamID, relativePath: "../" + (outside as NSString).lastPathComponent).get()
         claim.release(removingEntry: false)
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
         let opened = try open(pool, hello).get()
         XCTAssertFalse(opened.resumed, "a forged entry is dropped, and the stream starts anew inside the folder")
         XCTAssertTrue(opened.writer.path.hasPrefix(folder + "/"), opened.writer.path)
@@ -137,7 +137,7 @@ final class SharedStreamIndexTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data("../../etc/passwd".utf8)))
         defer { try? FileManager.default.removeItem(atPath: target) }
         try FileManager.default.createSymbolicLink(atPath: index.entryPath(hello.streamID), withDestinationPath: target)
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
         guard case .failure(.cannotCreate(let message)) = try open(pool, hello) else {
             return XCTFail("a planted link is neither followed nor replaced")
         }
@@ -147,7 +147,7 @@ final class SharedStreamIndexTests: XCTestCase {
     }
 
     func testSweepsLeaveHeldStreamsAloneAndFinalizeAbandonedOnes() throws {
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
         let held = try open(pool, try Self.hello()).get()
         let abandonedHello = try Self.hello()
         let abandoned = try open(pool, abandonedHello).get()
@@ -183,7 +183,7 @@ final class SharedStreamIndexTests: XCTestCase {
     /// it. A continuation of a stream the index no longer knows cannot be proven: it is recorded as a
     /// new stream that claims nothing.
     func testAContinuationMustProveItOwnsTheStreamItContinues() throws {
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
         defer { pool.shutDown() }
         let victim = try Self.hello()
         let stream = try open(pool, victim, identity: "token:unit-a").get()
@@ -225,7 +225,7 @@ final class SharedStreamIndexTests: XCTestCase {
     }
 
     func testBeyondTheCapTheStreamsWaitingLongestAreFinalizedEarly() throws {
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
         var detached: [OpenedStream] = []
         for index in 0..<4 {
             let stream = try open(pool, try Self.hello()).get()
@@ -262,7 +262,7 @@ final class SharedStreamIndexTests: XCTestCase {
 
     func testUnfinishedFilesWithoutAnEntryAreEnteredAtStartUp() throws {
         let hello = try Self.hello()
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool()
         let stream = try open(pool, hello).get()
         stream.writer.write(sequence: 1, payload: Data(repeating: 3, count: 8), packetSizes: [], frameCount: 4, endSampleTime: 4)
         let detached = expectation(description: "detached")
@@ -283,7 +283,44 @@ final class SharedStreamIndexTests: XCTestCase {
         pool.shutDown()
     }
 
+    /// A receiver that dies leaves acknowledged audio in its commit log that its file may lack (the
+    /// file system lost what no checkpoint synced). The receiver that takes the stream over replays
+    /// the dead one's log first, and continues after everything acknowledged.
+    func testAReceiverTakingOverAStreamReplaysTheDeadReceiversCommitLogFirst() throws {
+        let hello = try Self.hello()
+        let first = try makePool(policy: SyncPolicy(interval: .milliseconds(20)))
+        let second = try makePool()
+        defer { second.shutDown() }
+        let recorded = DurableEvents()
+        let stream = try open(first, hello, events: recorded.events).get()
+        let path = stream.writer.path
+        let audio = (0..<40).map { UInt8($0) }
+        for sequence in 1...5 {
+            stream.writer.write(sequence: UInt64(sequence), payload: Data(audio[(sequence - 1) * 8..<sequence * 8]), packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        XCTAssertEqual(recorded.wait(forSequence: 5), 5)
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        // The first receiver dies (its log's lock goes with it), and its file system loses what no
+        // checkpoint covered: the audio and its position record.
+        first.shutDown()
+        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        try CAFWriter.resume(path: path, keepingPackets: 0).close()
+
+        let taken = try open(second, hello, mayCreate: false).get()
+        XCTAssertEqual(taken.writer.path, path)
+        XCTAssertEqual(taken.resume, ResumePoint(nextSequence: 6, nextSampleTime: 20), "after everything the dead receiver acknowledged")
+        XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), audio)
+        taken.writer.detach {}
+    }
+
     // MARK: - Helpers
+
+    /// A writer pool (a receiver) on the shared folder, with a commit log of its own there.
+    private func makePool(policy: SyncPolicy = noTimer) throws -> WriterPool {
+        try WriterPool(threads: 1, policy: policy, metrics: nil, outputDirectory: folder, segmentSize: 1 << 20, logger: Self.logger)
+    }
 
     private static let events = StreamWriterEvents(durable: { _ in }, failed: { _, _ in })
 
@@ -291,10 +328,12 @@ final class SharedStreamIndexTests: XCTestCase {
         ReceiverConfiguration(outputDirectory: folder)
     }
 
-    private func open(_ pool: WriterPool, _ hello: ValidatedHello, mayCreate: Bool = true, identity: String? = nil) throws -> Result<OpenedStream, StorageError> {
+    private func open(
+        _ pool: WriterPool, _ hello: ValidatedHello, mayCreate: Bool = true, identity: String? = nil, events: StreamWriterEvents = events
+    ) throws -> Result<OpenedStream, StorageError> {
         let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: identity), start: Date(), peer: "127.0.0.1", configuration: configuration(), events: Self.events) {
+        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: identity), start: Date(), peer: "127.0.0.1", configuration: configuration(), events: events) {
             opened.value = $0
             done.signal()
         }
@@ -348,5 +387,26 @@ private extension StreamWriter {
     /// The stream id the file's `info` chunk records.
     var streamIDForTests: UUID? {
         (try? CAFFile.read(path: path))?.info.first { $0.key == "stream id" }.flatMap { UUID(uuidString: $0.value) }
+    }
+}
+
+/// The durable positions a writer reports, waited for.
+///
+/// Sendability (`@unchecked Sendable`): `sequence` is read and written only under `condition`.
+private final class DurableEvents: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var sequence: UInt64 = 0
+
+    var events: StreamWriterEvents {
+        StreamWriterEvents(durable: { position in self.condition.withLock { self.sequence = position.sequence; self.condition.broadcast() } }, failed: { _, _ in })
+    }
+
+    /// Waits (at most 30 s) for a durable position at `target` or beyond; the last reported.
+    func wait(forSequence target: UInt64) -> UInt64 {
+        let deadline = Date().addingTimeInterval(30)
+        return condition.withLock {
+            while sequence < target, condition.wait(until: deadline) {}
+            return sequence
+        }
     }
 }

@@ -1,4 +1,5 @@
 import CAF
+import CaptureCommitLog
 import CaptureCore
 @testable import CaptureReceiver
 import CaptureWire
@@ -24,7 +25,7 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testEachStreamKeepsItsOrderAmongManyConcurrentStreams() throws {
-        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)), metrics: nil)
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)))
         let streams = 40, writes = 50
         let opened = try (0..<streams).map { try open(pool, name: "order-\($0)") }
         DispatchQueue.concurrentPerform(iterations: streams) { index in
@@ -45,24 +46,129 @@ final class WriterPoolTests: XCTestCase {
         pool.shutDown()
     }
 
-    func testAReportedDurablePositionIsInTheFileAndItsPositionLog() throws {
-        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)), metrics: nil)
-        let stream = try open(pool, name: "durable")
+    func testAReportedDurablePositionIsInTheCommitLogAndTheNextStartReplaysItIntoTheFile() throws {
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)))
+        let hello = try Self.hello(name: "durable")
+        let stream = try open(pool, name: "durable", hello: hello)
+        let path = stream.writer.path
         for sequence in 1...10 {
             stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 1, sequence: sequence),
                                 packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
         }
         let reported = try XCTUnwrap(stream.events.waitForDurable(sequence: 10))
         XCTAssertEqual(reported, DurablePosition(sequence: 10, sampleTime: 40))
-        // Read back while the stream is still open, as a restarted receiver would after a crash.
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 10, sampleTime: 40, packets: 40))
-        let audio = try CAFFile.read(path: stream.writer.path).readAudioData()
-        XCTAssertEqual(audio, (1...10).flatMap { Array(Self.samples(stream: 1, sequence: $0)) })
+        // A round syncs the commit log only: the file's position log still says where it began.
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
         pool.shutDown()
+        // The file then loses everything no checkpoint covered, as in a power cut: its audio and its
+        // position record.
+        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        try CAFWriter.resume(path: path, keepingPackets: 0).close()
+        XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), [])
+
+        // The next start replays the log into the file, and the stream resumes after sequence 10.
+        let restarted = try makePool(threads: 1, policy: Self.noTimer)
+        defer { restarted.shutDown() }
+        XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), (1...10).flatMap { Array(Self.samples(stream: 1, sequence: $0)) })
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(sequence: 10, sampleTime: 40, packets: 40))
+        let reopened = try openStream(restarted, hello: hello, mayCreate: false).get()
+        XCTAssertEqual(reopened.writer.path, path)
+        XCTAssertEqual(reopened.resume, ResumePoint(nextSequence: 11, nextSampleTime: 40))
     }
 
-    func testOneSyncRoundCoversEveryDirtyStream() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+    /// Records `count` rounds of one stream, lets it go, shuts the pool down (its log unlocked, as a
+    /// dead receiver's), and returns the file and the audio written.
+    private func recordAndLetGo(name: String, count: Int) throws -> (path: String, hello: ValidatedHello, audio: [UInt8]) {
+        let pool = try makePool(threads: 1, policy: SyncPolicy(interval: .milliseconds(5)))
+        let hello = try Self.hello(name: name)
+        let stream = try open(pool, name: name, hello: hello)
+        for sequence in 1...count {
+            stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 12, sequence: sequence), packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
+            // One round each: every round a record of its own in the log.
+            XCTAssertEqual(stream.events.waitForDurable(sequence: UInt64(sequence))?.sequence, UInt64(sequence))
+        }
+        let detached = expectation(description: "detached")
+        stream.writer.detach { detached.fulfill() }
+        wait(for: [detached], timeout: 30)
+        pool.shutDown()
+        return (stream.writer.path, hello, (1...count).flatMap { Array(Self.samples(stream: 12, sequence: $0)) })
+    }
+
+    /// The one receiver log in the folder.
+    private func logFolder() throws -> String {
+        let root = folder + "/.commit-log"
+        let logs = try FileManager.default.contentsOfDirectory(atPath: root)
+        XCTAssertEqual(logs.count, 1, "\(logs)")
+        return root + "/" + (try XCTUnwrap(logs.first))
+    }
+
+    func testReplayingTwiceGivesTheSameFileAsReplayingOnce() throws {
+        let recorded = try recordAndLetGo(name: "twice", count: 6)
+        let log = try logFolder()
+        for attempt in 1...2 {
+            // As if the file lost its audio and the replay before was cut off before its last step.
+            _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+            if attempt == 1 { try CAFWriter.resume(path: recorded.path, keepingPackets: 0).close() }
+            let replay = LogReplay(outputDirectory: folder)
+            try replay.replay(try CommitLogReader(directory: log))
+            XCTAssertEqual(replay.summary.failures, [])
+            XCTAssertEqual(replay.summary.files, 1)
+            XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), recorded.audio, "replay \(attempt)")
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path), StreamPositionRecord(sequence: 6, sampleTime: 24, packets: 24))
+        }
+    }
+
+    func testReplayNeverCutsBackAFileThatAnotherReceiverMovedOn() throws {
+        let recorded = try recordAndLetGo(name: "moved-on", count: 4)
+        // Another receiver took the stream over and recorded two more messages (its position log says so).
+        let writer = try CAFWriter.resume(path: recorded.path, keepingPackets: 16)
+        let later = Array(Self.samples(stream: 13, sequence: 5)) + Array(Self.samples(stream: 13, sequence: 6))
+        try writer.append(later, frameCount: 8)
+        try writer.synchronize()
+        writer.close()
+        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 6, sampleTime: 24, packets: 24))
+
+        let restarted = try makePool(threads: 1, policy: Self.noTimer)
+        restarted.shutDown()
+        XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), recorded.audio + later, "the log's rounds are in the file already: nothing replayed over it")
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path)?.sequence, 6)
+    }
+
+    func testAFileShorterThanTheLogsFirstRoundIsReportedNotPatched() throws {
+        let recorded = try recordAndLetGo(name: "damaged", count: 3)
+        let log = try logFolder()
+        // A checkpoint had made the first two messages durable (the log replays from its third round);
+        // the file then lost them anyway: damage, which replay reports instead of writing a hole.
+        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        try CAFWriter.resume(path: recorded.path, keepingPackets: 0).close()
+        let replay = LogReplay(outputDirectory: folder)
+        let reader = try CommitLogReader(directory: log)
+        var records: [CommitLogRecord] = []
+        while let batch = try reader.next() { records += batch }
+        let file = try XCTUnwrap(records.first { $0.kind == 1 })
+        let lastRound = try XCTUnwrap(records.last { $0.kind == 2 })
+        try replayRecords([file, lastRound], with: replay)
+        XCTAssertEqual(replay.summary.failures.count, 1, "\(replay.summary.failures)")
+        XCTAssertTrue(replay.summary.failures.first?.contains("cannot reopen it at packet 8") ?? false, "\(replay.summary.failures)")
+        XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), [], "no audio written after a hole")
+    }
+
+    /// Replays `records` as a log holding only them would be.
+    private func replayRecords(_ records: [CommitLogRecord], with replay: LogReplay) throws {
+        let directory = folder + "/.other-log"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let log = try CommitLogReader(directory: directory, segmentSize: 1 << 20).startWriting()
+        for record in records { try log.append(record) }
+        try log.commit()
+        log.close()
+        try replay.replay(try CommitLogReader(directory: directory))
+    }
+
+    func testOneRoundCommitsEveryStreamWithOneSyncOfTheLog() throws {
+        let pool = try makePool(threads: 2, policy: Self.noTimer)
         let opened = try (0..<30).map { try open(pool, name: "round-\($0)") }
         for stream in opened {
             stream.writer.write(sequence: 1, payload: Self.samples(stream: 0, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
@@ -71,45 +177,65 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertTrue(opened.allSatisfy { $0.events.lastDurable == nil })
         pool.shutDown()
         XCTAssertEqual(pool.roundCount, 1)
-        XCTAssertEqual(pool.fileSystemSyncCount, 2, "one sync for the audio, one for the position records")
+        XCTAssertEqual(pool.fileSystemSyncCount, 1, "one syncfs makes the 30 new streams' files durable; the round syncs only the log")
         for stream in opened {
             XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "no position record per round")
+        }
+    }
+
+    func testACheckpointRecordsPositionsOnlyAfterTheAudioIsSyncedAndThenMovesTheReplayPoint() throws {
+        let observed = SyncObserver()
+        let fileSystems = FileSystemSync()
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20), checkpointInterval: .zero)) { directory in
+            observed.sync()
+            return fileSystems.synchronize(directory: directory)
+        }
+        defer { pool.shutDown() }
+        let stream = try open(pool, name: "ordered")
+        observed.watch(stream.writer.path)
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 7, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 }, "a checkpoint follows the round")
+        XCTAssertEqual(observed.recordsAtEachSync, [0, 0, 1], "the new file, then the checkpoint's audio with no new record, then the record")
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 1, sampleTime: 4, packets: 4))
+        XCTAssertGreaterThan(pool.logCheckpoint.offset, 0, "replay begins after the round now")
+    }
+
+    func testOnFUSEACheckpointSyncsEachFileInsteadOfTheFileSystem() throws {
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20), checkpointInterval: .zero), syncMethod: .eachFile) { _ in
+            XCTFail("syncfs reaches no FUSE server: it must not be relied on")
+            return nil
+        }
+        defer { pool.shutDown() }
+        let opened = try (0..<3).map { try open(pool, name: "fuse-\($0)") }
+        for stream in opened {
+            stream.writer.write(sequence: 1, payload: Self.samples(stream: 11, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        }
+        for stream in opened { XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4)) }
+        XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 })
+        XCTAssertEqual(pool.fileSystemSyncCount, 0)
+        for stream in opened {
             XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
         }
     }
 
-    func testAPositionRecordIsWrittenOnlyAfterTheAudioItDescribesIsSynced() throws {
-        let observed = SyncObserver()
-        let fileSystems = FileSystemSync()
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { directory in
-            observed.sync()
-            return fileSystems.synchronize(directory: directory)
-        }
-        let stream = try open(pool, name: "ordered")
-        observed.watch(stream.writer.path)
-        stream.writer.write(sequence: 1, payload: Self.samples(stream: 7, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
-        pool.shutDown()
-        XCTAssertEqual(observed.recordsAtEachSync, [0, 1], "the audio sync sees no new record; the second sync makes it durable")
-        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
-    }
-
-    func testAFailedFileSystemSyncFallsBackToSyncingEachFile() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { _ in EIO }
+    func testAFailedFileSystemSyncFallsBackToSyncingEachNewFile() throws {
+        let pool = try makePool(threads: 2, policy: Self.noTimer) { _ in EIO }
         let opened = try (0..<3).map { try open(pool, name: "fallback-\($0)") }
         for stream in opened {
             stream.writer.write(sequence: 1, payload: Self.samples(stream: 8, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
         }
         pool.shutDown()
-        XCTAssertEqual(pool.fileSystemSyncCount, 2)
+        XCTAssertEqual(pool.fileSystemSyncCount, 1)
         for stream in opened {
             XCTAssertNil(stream.events.failure, "each file synced alone")
             XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
         }
     }
 
     func testUnsyncedBytesStartARoundEarly() throws {
-        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .seconds(3_600), bytes: 4_096), metrics: nil)
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .seconds(3_600), bytes: 4_096))
         let stream = try open(pool, name: "early")
         let frames = 2_048
         stream.writer.write(sequence: 1, payload: Data(count: frames * 2), packetSizes: [], frameCount: frames, endSampleTime: Int64(frames))
@@ -125,7 +251,7 @@ final class WriterPoolTests: XCTestCase {
             throw XCTSkip("cannot mount a small tmpfs here (needs root)")
         }
         defer { _ = run("/bin/umount", small) }
-        let pool = WriterPool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)), metrics: nil)
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)))
         let full = try open(pool, name: "full", folder: small)
         let healthy = try open(pool, name: "healthy")
         let frames = 256 << 10
@@ -145,7 +271,7 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testFinishComesAfterEveryPendingWrite() throws {
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 1, policy: Self.noTimer)
         let stream = try open(pool, name: "finish")
         for sequence in 1...20 {
             stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 3, sequence: sequence), packetSizes: [],
@@ -160,7 +286,7 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testDetachAfterPendingWritesLeavesTheStreamResumableWhereItEnded() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 2, policy: Self.noTimer)
         let hello = try Self.hello(name: "detach")
         let stream = try open(pool, name: "detach", hello: hello)
         for sequence in 1...5 {
@@ -187,7 +313,7 @@ final class WriterPoolTests: XCTestCase {
         // the test saw 3 rounds), the detaches that come while a round runs share the next one.
         let gate = SyncGate()
         let fileSystems = FileSystemSync()
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil) { directory in
+        let pool = try makePool(threads: 2, policy: Self.noTimer) { directory in
             gate.wait()
             return fileSystems.synchronize(directory: directory)
         }
@@ -218,7 +344,7 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testADetachAfterShutDownSyncsItsStreamAlone() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 2, policy: Self.noTimer)
         let stream = try open(pool, name: "late-detach")
         pool.shutDown()
         stream.writer.write(sequence: 1, payload: Self.samples(stream: 10, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
@@ -231,7 +357,7 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testShutDownRunsQueuedOperationsAndALastRound() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 2, policy: Self.noTimer)
         let stream = try open(pool, name: "drain")
         for sequence in 1...100 {
             stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 5, sequence: sequence), packetSizes: [],
@@ -239,13 +365,13 @@ final class WriterPoolTests: XCTestCase {
         }
         pool.shutDown()
         XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 100, sampleTime: 400))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 100)
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "the commit log holds the rounds, not the position log")
         // After shutdown an operation still completes (on the caller's thread).
         XCTAssertEqual(try finish(stream.writer).frames, 400)
     }
 
     func testAnAbandonedFileIsFinalizedOnThePool() throws {
-        let pool = WriterPool(threads: 2, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 2, policy: Self.noTimer)
         let stream = try open(pool, name: "abandoned")
         stream.writer.write(sequence: 1, payload: Self.samples(stream: 6, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
         let detached = expectation(description: "detached")
@@ -281,7 +407,7 @@ final class WriterPoolTests: XCTestCase {
         let id = hello.streamID.uuidString.lowercased()
         let taken = ["clash_000001.caf"] + (2...9).map { "clash_000001-\($0).caf" } + ["clash_000001+\(id).caf"]
         for name in taken { XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/" + name, contents: Data())) }
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 1, policy: Self.noTimer)
         defer { pool.shutDown() }
         let stream = try open(pool, name: "clash", hello: hello)
         XCTAssertEqual((stream.writer.path as NSString).lastPathComponent, "clash_000000.caf")
@@ -326,7 +452,7 @@ final class WriterPoolTests: XCTestCase {
         nameTemplate = try FileNameTemplate("{stream}/%S/{stream}")
         try FileManager.default.createDirectory(atPath: folder + "/blocked", withIntermediateDirectories: true)
         XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/blocked/01", contents: Data()))
-        let pool = WriterPool(threads: 1, policy: Self.noTimer, metrics: nil)
+        let pool = try makePool(threads: 1, policy: Self.noTimer)
         defer { pool.shutDown() }
         let stream = try open(pool, name: "blocked")
         XCTAssertEqual(stream.writer.path, folder + "/blocked/00/blocked.caf")
@@ -334,6 +460,28 @@ final class WriterPoolTests: XCTestCase {
         let failure = try XCTUnwrap(stream.events.waitForFailure())
         XCTAssertEqual(stream.events.failedFile, folder + "/blocked/01/blocked.caf")
         XCTAssertTrue(failure.description.hasPrefix("cannot create \(folder)/blocked/01/blocked.caf: "), failure.description)
+    }
+
+    /// A pool recording into `folder`, its commit log in `folder/.commit-log`; its file system
+    /// syncs go through `synchronizeFileSystem` when given, and checkpoints by `syncMethod`.
+    /// Waits (at most 30 s) until `condition` holds, checking as the pool's threads report.
+    private func waitUntil(_ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(30)
+        while !condition() {
+            guard Date() < deadline else { return false }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return true
+    }
+
+    private func makePool(
+        threads: Int, policy: SyncPolicy, syncMethod: RecordingSyncMethod = .fileSystem,
+        synchronizeFileSystem: (@Sendable (String) -> Int32?)? = nil
+    ) throws -> WriterPool {
+        let fileSystems = FileSystemSync()
+        return try WriterPool(
+            threads: threads, policy: policy, metrics: nil, outputDirectory: folder, logRoot: nil, segmentSize: 1 << 20, syncMethod: syncMethod,
+            logger: Logger(label: "test"), synchronizeFileSystem: synchronizeFileSystem ?? { fileSystems.synchronize(directory: $0) })
     }
 
     private struct OpenStream {

@@ -59,6 +59,14 @@ enum Resilience {
         return (path, bytes)
     }
 
+    /// The largest `acked_s=` of a sender's status lines (`--status-interval`): how much audio its
+    /// receiver acknowledged, and so the sender released.
+    static func acknowledgedSeconds(_ log: String) -> Double {
+        log.split(separator: "\n").compactMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("acked_s=") }.flatMap { Double($0.dropFirst("acked_s=".count)) }
+        }.max() ?? 0
+    }
+
     /// The interleaved 16-bit little-endian bytes of capture-send's default tone (440 Hz, -12 dBFS).
     static func toneBytes(frames: Int, rate: Int = 48_000, channels: Int = 2) throws -> [UInt8] {
         let tone = try ToneSource(settings: .init(

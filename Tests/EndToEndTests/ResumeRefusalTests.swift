@@ -25,7 +25,8 @@ final class ResumeRefusalTests: XCTestCase {
             XCTAssertEqual(error.code, .sequenceGap, "attempt \(attempt): \(error.message)")
         }
         let out = receiver.directory.path
-        let names = try FileManager.default.contentsOfDirectory(atPath: out).filter { $0 != ".streams" }
+        // The stream index and the receiver's own commit log are there from the start.
+        let names = try FileManager.default.contentsOfDirectory(atPath: out).filter { $0 != ".streams" && $0 != ".commit-log" }
         XCTAssertEqual(names, [], "nothing created for refused resumes")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out + "/.streams"), [], "and nothing in the stream index")
         XCTAssertEqual(receiver.stop(), 0)

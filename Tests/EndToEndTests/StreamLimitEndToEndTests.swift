@@ -39,19 +39,25 @@ final class StreamLimitEndToEndTests: XCTestCase {
         let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "6", "--stream-name", "fds", "--buffer-seconds", "0.1"])
         let descriptors = "/proc/\(receiver.child.process.processIdentifier)/fd"
         var open: [String] = []
-        // Once the position log has had records written (a few sync rounds), list what is open in --out.
+        var logFiles: [String] = []
+        // Once a second of audio is in the file (five rounds), list what is open in --out.
         XCTAssertTrue(waitFor(20) {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
-            open = names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(descriptors)/\($0)") }
+            let paths = names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(descriptors)/\($0)") }
                 .filter { $0.hasPrefix(receiver.directory.path + "/") }
+            // The receiver's commit log (its lock and segments) is the receiver's, not the stream's.
+            logFiles = paths.filter { $0.hasPrefix(receiver.directory.path + "/.commit-log/") }
+            open = paths.filter { !$0.hasPrefix(receiver.directory.path + "/.commit-log/") }
                 // The claim was opened under a temporary name in the index, then linked into place.
                 .map { $0.hasPrefix(receiver.directory.path + "/.streams/") ? "claim" : ($0 as NSString).lastPathComponent }
-            let log = ((try? FileManager.default.contentsOfDirectory(atPath: receiver.directory.path)) ?? []).first { $0.hasSuffix(".caf.position") }
-            let records = log.flatMap { try? FileManager.default.attributesOfItem(atPath: receiver.directory.appendingPathComponent($0).path)[.size] as? Int } ?? 0
-            return records >= 8 + 3 * 32 && !open.isEmpty
+            let file = ((try? FileManager.default.contentsOfDirectory(atPath: receiver.directory.path)) ?? []).first { $0.hasSuffix(".caf") }
+            let size = file.flatMap { try? FileManager.default.attributesOfItem(atPath: receiver.directory.appendingPathComponent($0).path)[.size] as? Int } ?? 0
+            return size >= 192_000 && !open.isEmpty
         }, "the stream records: \(receiver.child.standardError)")
         XCTAssertEqual(open.map { $0.hasSuffix(".caf") ? "caf" : $0.hasSuffix(".pakt-journal") ? "journal" : $0 }.sorted(), ["caf", "claim", "journal"],
                        "the position log is not held open (the folder itself is, for syncfs): \(open)")
+        XCTAssertTrue(logFiles.contains { $0.hasSuffix("/lock") }, "\(logFiles)")
+        XCTAssertTrue(logFiles.contains { ($0 as NSString).lastPathComponent.hasPrefix("segment-") }, "\(logFiles)")
         XCTAssertEqual(sender.wait(seconds: 30), 0, sender.standardError)
     }
 

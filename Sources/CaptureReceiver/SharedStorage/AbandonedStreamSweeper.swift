@@ -37,7 +37,9 @@ enum AbandonedStreamSweeper {
         let metrics = configuration.metrics
         let sweepNow: @Sendable () -> Void = {
             writerPool.submit {
-                let result = sweep(index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), handOff: configuration.handOff, logger: logger)
+                let result = sweep(
+                    index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), handOff: configuration.handOff,
+                    logger: logger, replayingLogs: { stream, claim in writerPool.replayAbandonedLogs(stream: stream, claim: claim) })
                 metrics?.waitingStreams(result.waiting)
             }
         }
@@ -102,9 +104,14 @@ enum AbandonedStreamSweeper {
     }
 
     /// Goes through the index once: every stream nobody holds is claimed for a moment and dealt with
-    /// as `mode` says; entries whose file is finished or missing are removed.
+    /// as `mode` says; entries whose file is finished or missing are removed. `replayingLogs` runs
+    /// before a file is finalized, under its claim: the commit logs of receivers that died may hold
+    /// acknowledged audio the file lacks (`WriterPool.replayAbandonedLogs`).
     @discardableResult
-    static func sweep(index: StreamIndex, mode: Mode, handOff: FinishedFileHandOff? = nil, logger: Logger) -> SweepResult {
+    static func sweep(
+        index: StreamIndex, mode: Mode, handOff: FinishedFileHandOff? = nil, logger: Logger,
+        replayingLogs: ((UUID, StreamClaim) -> Result<Void, StorageError>)? = nil
+    ) -> SweepResult {
         var finalized = 0
         var waiting: [(stream: UUID, since: Date)] = []
         for stream in index.streams() {
@@ -127,6 +134,11 @@ enum AbandonedStreamSweeper {
                 let since = ResumableFiles.lastDurable(path) ?? .distantPast
                 guard since < cutoff else {
                     waiting.append((stream, since))
+                    claim.release(removingEntry: false)
+                    continue
+                }
+                if case .failure(let error)? = replayingLogs?(stream, claim) {
+                    logger.warning("not finalizing an abandoned stream's file yet: \(error.description)", metadata: ["path": "\(path)"])
                     claim.release(removingEntry: false)
                     continue
                 }
@@ -158,6 +170,11 @@ enum AbandonedStreamSweeper {
         for candidate in excess {
             guard case .success(let claim) = index.claimExisting(candidate.stream) else { continue }
             guard let path = index.unfinishedFile(of: claim) else {
+                claim.release(removingEntry: false)
+                continue
+            }
+            if case .failure(let error)? = replayingLogs?(candidate.stream, claim) {
+                logger.warning("not finalizing an abandoned stream's file yet: \(error.description)", metadata: ["path": "\(path)"])
                 claim.release(removingEntry: false)
                 continue
             }

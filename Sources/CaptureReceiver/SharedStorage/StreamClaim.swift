@@ -102,6 +102,12 @@ final class StreamClaim: @unchecked Sendable {
         if synchronizing, fdatasync(descriptor) != 0 { throw DurableFileError(operation: "syncing", path: entryPath, code: errno) }
     }
 
+    /// Makes the entry's contents durable (fdatasync), for a file system where the commit log's
+    /// creation sync cannot use syncfs.
+    func synchronize() throws(DurableFileError) {
+        if fdatasync(descriptor) != 0 { throw DurableFileError(operation: "syncing", path: entryPath, code: errno) }
+    }
+
     /// Replaces the entry with the record of the finished stream, durably (written and synced)
     /// before the sender is told EndAccepted: after a crash the stream must still be known as
     /// finished, or a resume would store its audio again.

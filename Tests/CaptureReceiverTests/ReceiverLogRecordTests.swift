@@ -1,0 +1,70 @@
+import CaptureCommitLog
+import CaptureCore
+@testable import CaptureReceiver
+import Foundation
+import XCTest
+
+/// The receiver's records in its commit log: what a round and a file record hold comes back exactly,
+/// byte for byte as the format documents, and bodies that are not the receiver's are refused.
+final class ReceiverLogRecordTests: XCTestCase {
+    private static let stream = UUID(uuidString: "01234567-89AB-CDEF-0123-456789ABCDEF")!
+
+    func testEachKindComesBackExactly() {
+        let records: [(String, ReceiverLogRecord)] = [
+            ("file", .file(LoggedFile(stream: Self.stream, relativePath: "studio/take_20260101T000000Z.caf"))),
+            ("empty round (a position only)", .round(LoggedRound(packetsBefore: 7, position: StreamPositionRecord(sequence: 9, sampleTime: 480, packets: 7), operations: []))),
+            ("PCM audio, silence and a marker", .round(LoggedRound(
+                packetsBefore: 0, position: StreamPositionRecord(sequence: 3, sampleTime: 1_004, packets: 1_004),
+                operations: [
+                    .audio(payload: [1, 2, 3, 4], packetSizes: [], frameCount: 2),
+                    .marker(framePosition: 2, name: "gap: 1000 frames not captured (overrun, é)"),
+                    .silence(frames: 1_000),
+                    .audio(payload: [5, 6, 7, 8], packetSizes: [], frameCount: 2),
+                ]))),
+            ("Opus packets", .round(LoggedRound(
+                packetsBefore: 12, position: StreamPositionRecord(sequence: 40, sampleTime: 96_000, packets: 15),
+                operations: [.audio(payload: Array(repeating: 0xA5, count: 300), packetSizes: [100, 120, 80], frameCount: 2_880)]))),
+        ]
+        for (name, record) in records {
+            let encoded = record.encoded(subject: 42)
+            XCTAssertEqual(encoded.subject, 42, name)
+            XCTAssertEqual(ReceiverLogRecord(encoded), record, name)
+        }
+    }
+
+    func testTheRoundBodyIsLaidOutAsDocumented() {
+        let round = ReceiverLogRecord.round(LoggedRound(
+            packetsBefore: 1, position: StreamPositionRecord(sequence: 2, sampleTime: 3, packets: 4),
+            operations: [.audio(payload: [0xAA, 0xBB], packetSizes: [2], frameCount: 960), .silence(frames: 5), .marker(framePosition: 6, name: "m")]))
+        let encoded = round.encoded(subject: 1)
+        XCTAssertEqual(encoded.kind, 2)
+        let expected: [UInt8] =
+            [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 3] + [0, 0, 0, 0, 0, 0, 0, 4] + [0, 0, 0, 3]
+            + [0x41] + [0, 0, 3, 0xC0] + [0, 0, 0, 1] + [0, 0, 0, 2] + [0, 0, 0, 2] + [0xAA, 0xBB]
+            + [0x53] + [0, 0, 0, 0, 0, 0, 0, 5]
+            + [0x4D] + [0, 0, 0, 0, 0, 0, 0, 6] + [0, 0, 0, 1] + [0x6D]
+        XCTAssertEqual(encoded.body, expected)
+        let file = ReceiverLogRecord.file(LoggedFile(stream: Self.stream, relativePath: "a.caf")).encoded(subject: 1)
+        XCTAssertEqual(file.kind, 1)
+        XCTAssertEqual(file.body, Array(Self.stream.wireBytes) + Array("a.caf".utf8))
+    }
+
+    func testBodiesThatAreNotTheReceiversAreRefused() {
+        let good = ReceiverLogRecord.round(LoggedRound(
+            packetsBefore: 0, position: StreamPositionRecord(sequence: 1, sampleTime: 2, packets: 2),
+            operations: [.audio(payload: [1, 2, 3, 4], packetSizes: [], frameCount: 2)])).encoded(subject: 1)
+        let cases: [(String, CommitLogRecord)] = [
+            ("unknown kind", CommitLogRecord(kind: 9, subject: 1, body: good.body)),
+            ("round cut short", CommitLogRecord(kind: 2, subject: 1, body: Array(good.body.dropLast()))),
+            ("round with bytes after its operations", CommitLogRecord(kind: 2, subject: 1, body: good.body + [0])),
+            ("unknown operation", CommitLogRecord(kind: 2, subject: 1, body: Array(good.body.prefix(36)) + [0x58])),
+            ("fewer packets after than before", CommitLogRecord(kind: 2, subject: 1, body: [0, 0, 0, 0, 0, 0, 0, 9] + Array(good.body.dropFirst(8)))),
+            ("file without a path", CommitLogRecord(kind: 1, subject: 1, body: Array(Self.stream.wireBytes))),
+            ("file with a short id", CommitLogRecord(kind: 1, subject: 1, body: [1, 2, 3])),
+            ("file path not UTF-8", CommitLogRecord(kind: 1, subject: 1, body: Array(Self.stream.wireBytes) + [0xFF, 0xFE])),
+        ]
+        for (name, record) in cases {
+            XCTAssertNil(ReceiverLogRecord(record), name)
+        }
+    }
+}

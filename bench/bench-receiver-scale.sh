@@ -1,27 +1,34 @@
 #!/usr/bin/env bash
-# One capture-recv under many field units (issue 15): for each stream count, plaintext then TLS,
-# capture-load plays paced Opus-shaped streams (~130 kb/s, 0.5 s AudioData) for BENCH_SCALE_SECONDS
-# against one release capture-recv (--sync-ms 200), then checks every file packet by packet.
+# One capture-recv under many field units (issues 15 and 28): for each stream count, plaintext then
+# TLS, capture-load plays paced Opus-shaped streams (~130 kb/s, 0.5 s AudioData) for
+# BENCH_SCALE_SECONDS against one release capture-recv (--sync-ms 200, its commit log in the output
+# folder), then checks every file packet by packet.
 # Measured over the steady part (all streams running): the receiver's CPU in cores (utime+stime
-# from /proc/PID/stat) beside the generator's, the receiver's RSS per stream, ack latency p50/p99
-# (AudioData written → first Ack covering it), and files complete and verified.
-# Goals (plaintext, 2 cores): 5,000 streams with 0 loss, ack p99 <= 1 s, receiver <= 0.5 core,
-# <= 50 KB RSS per stream. Needs BENCH_BIN and BENCH_WORK (bench/run.sh sets them); runs as root.
+# from /proc/PID/stat) and in ms per stream-second, beside the generator's; the receiver's RSS and
+# open descriptors per stream; the bytes the receiver wrote to storage (/proc/PID/io write_bytes)
+# per audio byte received; ack latency p50/p99 (AudioData written → first Ack covering it); files
+# complete and verified. The reference in the same invocation is the disk's sequential write rate
+# (dd of 1 GiB with conv=fdatasync), beside the audio rate the streams need.
+# Goals (issue 28, 2 cores): 5,000 streams ack p99 <= 500 ms; 10,000 streams all complete and
+# verified, ack p99 <= 1 s; <= 0.12 ms receiver CPU per stream-second; <= 32 KB RSS per stream;
+# <= 2.2 bytes written per audio byte. Needs BENCH_BIN and BENCH_WORK (bench/run.sh sets them);
+# runs as root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 
-counts=${BENCH_SCALE_COUNTS:-500 1000 2000 5000 10000}
+counts=${BENCH_SCALE_COUNTS:-2000 5000 10000}
 seconds=${BENCH_SCALE_SECONDS:-60}
 largest=$(maximum $counts)
 
-# Open files: each stream costs the receiver 3 descriptors (its socket, the CAF file and the
-# packet-table journal; the position log is opened only to write a record) and the generator one
+# Open files: each stream costs the receiver 4 descriptors (its socket, the CAF file, the
+# packet-table journal and its claim in the stream index; the position log is opened only to
+# write a record; the commit log's few are the receiver's) and the generator one
 # socket, and both processes inherit this shell's limits. 10,000 streams need ~31,000 at the receiver, above the usual hard
 # limit, so raise the hard limit first (root may; fs.nr_open caps it) and the soft one to match.
 # A count that still does not fit (no CAP_SYS_RESOURCE, e.g. in a container) is skipped with a row
 # that says so, rather than measured against a receiver that runs out of descriptors.
-files_for() { echo $(($1 * 3 + 1024)); }
+files_for() { echo $(($1 * 4 + 1024)); }
 needed=$(files_for "$largest")
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt "$needed" ]; then
@@ -37,6 +44,10 @@ ticks=$(getconf CLK_TCK)
 
 # cpu_ticks PID: utime + stime of the process, in clock ticks.
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# write_bytes PID: bytes the process caused to be written to storage.
+write_bytes() { awk '/^write_bytes:/ { print $2 }' "/proc/$1/io" 2>/dev/null || echo 0; }
+# descriptors PID: open file descriptors.
+descriptors() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 # rss_kib PID: resident set size in KiB.
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 # json_field FILE NAME: one field of capture-load's JSON report ("n/a" when absent).
@@ -83,11 +94,12 @@ run_scale() {
   start_at=$(awk -v r="$ramp" 'BEGIN { printf "%.1f", r + 2 }')
   end_at=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s - 2 }')
   sleep "$start_at"
-  local recv0 load0 t0 recv1 load1 t1 rss_steady
-  recv0=$(cpu_ticks "$recv_pid"); load0=$(cpu_ticks "$load_pid"); t0=$(date +%s.%N)
+  local recv0 load0 t0 recv1 load1 t1 rss_steady written0 written1 fds
+  recv0=$(cpu_ticks "$recv_pid"); load0=$(cpu_ticks "$load_pid"); written0=$(write_bytes "$recv_pid"); t0=$(date +%s.%N)
   sleep "$(awk -v a="$start_at" -v b="$end_at" 'BEGIN { d = b - a; if (d < 1) d = 1; print d }')"
-  recv1=$(cpu_ticks "$recv_pid"); load1=$(cpu_ticks "$load_pid"); t1=$(date +%s.%N)
+  recv1=$(cpu_ticks "$recv_pid"); load1=$(cpu_ticks "$load_pid"); written1=$(write_bytes "$recv_pid"); t1=$(date +%s.%N)
   rss_steady=$(rss_kib "$recv_pid")
+  fds=$(descriptors "$recv_pid")
   local load_status=0
   wait "$load_pid" || load_status=$?
   kill -TERM "$recv_pid" 2>/dev/null || true
@@ -96,6 +108,11 @@ run_scale() {
   recv_cores=$(awk -v a="$recv0" -v b="$recv1" -v t="$ticks" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / t / (e - s) }')
   load_cores=$(awk -v a="$load0" -v b="$load1" -v t="$ticks" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / t / (e - s) }')
   rss_per_stream=$(awk -v a="$rss_before" -v b="$rss_steady" -v n="$count" 'BEGIN { printf "%.1f", (b - a) / n }')
+  local cpu_ms_per_stream_second fds_per_stream bytes_per_audio_byte
+  cpu_ms_per_stream_second=$(awk -v c="$recv_cores" -v n="$count" 'BEGIN { printf "%.3f", c * 1000 / n }')
+  fds_per_stream=$(awk -v f="$fds" -v n="$count" 'BEGIN { printf "%.2f", f / n }')
+  # Audio received in the window: the streams' payload rate (16,250 bytes/s each) over its length.
+  bytes_per_audio_byte=$(awk -v a="$written0" -v b="$written1" -v n="$count" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / (n * 16250 * (e - s)) }')
   local completed verified p50 p99
   completed=$(json_field "$report" completed)
   verified=$(json_field "$report" verified)
@@ -104,23 +121,28 @@ run_scale() {
   if [ "$load_status" -ne 0 ]; then
     echo "bench-receiver-scale: $count streams ($mode): $(tail -1 "$BENCH_WORK/scale-load-$count-$mode.log")" >&2
   fi
-  rows+=("| $count | $mode | $completed | $verified | $recv_cores | $load_cores | $rss_per_stream | $p50 | $p99 |")
+  rows+=("| $count | $mode | $completed | $verified | $recv_cores | $cpu_ms_per_stream_second | $load_cores | $rss_per_stream | $fds_per_stream | $bytes_per_audio_byte | $p50 | $p99 |")
   rm -rf "$out"
 }
 
 for count in $counts; do
   if [ "$limit" != unlimited ] && [ "$limit" -lt "$(files_for "$count")" ]; then
-    rows+=("| $count | skipped: needs $(files_for "$count") open files, the limit is $limit | | | | | | | |")
+    rows+=("| $count | skipped: needs $(files_for "$count") open files, the limit is $limit | | | | | | | | | | |")
     continue
   fi
   run_scale "$count" plaintext
   run_scale "$count" TLS
 done
 
+# The reference: the disk's sequential write rate where the recordings go.
+sequential=$(dd if=/dev/zero of="$BENCH_WORK/scale-dd" bs=1M count=1024 conv=fdatasync 2>&1 | awk '/copied/ { print $(NF-1), $NF }')
+rm -f "$BENCH_WORK/scale-dd"
+
 echo "Paced Opus-shaped streams (130 kb/s, 20 ms packets, 0.5 s AudioData) for ${seconds} s each, one capture-recv --sync-ms 200, loopback; $(nproc) cores"
+echo "Disk sequential write (dd 1 GiB, conv=fdatasync): $sequential; 10,000 such streams need 163 MB/s of audio."
 echo
-echo "| streams | mode | completed | verified | receiver CPU (cores) | generator CPU (cores) | receiver RSS per stream (KiB) | ack p50 (ms) | ack p99 (ms) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| streams | mode | completed | verified | receiver CPU (cores) | receiver CPU ms per stream-second | generator CPU (cores) | receiver RSS per stream (KiB) | descriptors per stream | bytes written per audio byte | ack p50 (ms) | ack p99 (ms) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Goals (plaintext): 5,000 streams complete and verified, ack p99 <= 1000 ms, receiver <= 0.5 core, <= 50 KB RSS per stream."
+echo "Goals (issue 28): 5,000 streams ack p99 <= 500 ms; 10,000 streams complete and verified with ack p99 <= 1000 ms; <= 0.12 ms CPU per stream-second; <= 32 KiB RSS per stream; <= 2.2 bytes written per audio byte."

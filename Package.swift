@@ -316,7 +316,7 @@ let package = Package(
                 "capture-send-main", "capture-recv-main", "capture-load",
             ],
             // The browser tests' WebDriver scripts and the power-cut file system, run by path with python3.
-            exclude: ["Browser", "PowerCut"]
+            exclude: ["Browser", "GlusterFS", "PowerCut"]
         ),
         .testTarget(name: "CaptureCommitLogTests", dependencies: ["CaptureCommitLog", "CaptureCore", "TestSupport"]),
         .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),

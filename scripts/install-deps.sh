@@ -23,6 +23,7 @@ test_packages=(
   pulseaudio pulseaudio-utils libasound2-plugins          # a real-time paced capture device for the ALSA tests (PulseAudio's null sink via ALSA's pulse PCM)
   lintian                                                 # checks the Debian package (scripts/test-package.sh, CI)
   python3-fusepy                                          # the power-cut file system of the durability tests (FUSE, Debian's python3)
+  glusterfs-server glusterfs-client                       # a real GlusterFS volume mounted twice, for the shared-storage tests (Tests/EndToEndTests/GlusterFS)
 )
 python_packages=(
   selenium                                                # the WebDriver client the console's browser test uses

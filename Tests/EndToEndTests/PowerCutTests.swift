@@ -19,32 +19,8 @@ import Glibc
 /// must exit non-zero, never "stream delivered".
 final class PowerCutTests: XCTestCase {
     func testEveryAcknowledgedSampleSurvivesAPowerCutAndTheStreamCompletesBitExact() throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("powercut-log-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        chmod(work.path, 0o755)
-        defer { try? FileManager.default.removeItem(at: work) }
-        let backing = work.appendingPathComponent("disk")
-        let mountpoint = work.appendingPathComponent("mnt")
-        var fileSystem: PowerCutFileSystem? = try PowerCutFileSystem(backing: backing, mountpoint: mountpoint)
-        defer { fileSystem?.cut() }
-        let out = mountpoint.appendingPathComponent("out")
-        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: false)
-
-        let first = try ReceiverUnderTest(outputDirectory: out)
-        let port = first.port
-        let sender = try ChildProcess(Products.send, [
-            "127.0.0.1:\(port)", "--source", "tone", "--duration", "4", "--stream-name", "powercut", "--buffer-seconds", "0.1",
-            "--reconnect-min", "0.05", "--reconnect-max", "0.3", "--status-interval", "0.05", "--log-level", "info",
-        ])
-        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
-        Resilience.waitUntil("the receiver acknowledged a second of audio") { Resilience.acknowledgedSeconds(sender.standardError) >= 1 }
-        first.child.signal(SIGKILL)
-        _ = first.child.wait(seconds: 10)
-        let acknowledged = Resilience.acknowledgedSeconds(sender.standardError)
-        fileSystem?.cut()
-        fileSystem = try PowerCutFileSystem(backing: backing, mountpoint: mountpoint)
-        let second = try ReceiverUnderTest(outputDirectory: out, port: port)
-
+        let run = try PowerCutRun(losingTheLog: false)
+        let (sender, second, acknowledged) = (run.sender, run.second, run.acknowledged)
         XCTAssertEqual(Resilience.finish(sender, seconds: 60), 0, "the stream is delivered: \(sender.standardError)")
         XCTAssertEqual(second.stop(), 0, second.child.standardError)
         XCTAssertTrue(sender.standardError.contains("stream delivered"), sender.standardError)
@@ -64,37 +40,10 @@ final class PowerCutTests: XCTestCase {
         XCTAssertEqual(probe["duration_ts"] as? Int, 4 * 48_000)
     }
 
-
     func testAcknowledgedAudioLostWithItsCommitLogIsNamedByBothSidesAndTheSenderFails() throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("powercut-stream-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        chmod(work.path, 0o755)
-        defer { try? FileManager.default.removeItem(at: work) }
-        let backing = work.appendingPathComponent("disk")
-        let mountpoint = work.appendingPathComponent("mnt")
-        var fileSystem: PowerCutFileSystem? = try PowerCutFileSystem(backing: backing, mountpoint: mountpoint)
-        defer { fileSystem?.cut() }
-        let out = mountpoint.appendingPathComponent("out")
-        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: false)
-
-        let first = try ReceiverUnderTest(outputDirectory: out)
-        let port = first.port
-        let sender = try ChildProcess(Products.send, [
-            "127.0.0.1:\(port)", "--source", "tone", "--duration", "4", "--stream-name", "powercut", "--buffer-seconds", "0.1",
-            "--reconnect-min", "0.05", "--reconnect-max", "0.3", "--status-interval", "0.05", "--log-level", "info",
-        ])
-        defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
-        // Acknowledged, and so released by the sender: at least a second.
-        Resilience.waitUntil("the receiver acknowledged a second of audio") { Resilience.acknowledgedSeconds(sender.standardError) >= 1 }
-        // The power cut: the receiver and its file system die together; only fsynced bytes survive.
         // The commit log is lost too (the output folder is restored from a backup without it).
-        first.child.signal(SIGKILL)
-        _ = first.child.wait(seconds: 10)
-        fileSystem?.cut()
-        try FileManager.default.removeItem(at: backing.appendingPathComponent("out/.commit-log"))
-        fileSystem = try PowerCutFileSystem(backing: backing, mountpoint: mountpoint)
-        let second = try ReceiverUnderTest(outputDirectory: out, port: port)
-
+        let run = try PowerCutRun(losingTheLog: true)
+        let (sender, second, port) = (run.sender, run.second, run.port)
         XCTAssertEqual(Resilience.finish(sender, seconds: 60), 1, "the sender fails: \(sender.standardError)")
         XCTAssertEqual(second.stop(), 0, second.child.standardError)
         let senderLines = sender.standardError.split(separator: "\n").map(String.init)
@@ -142,5 +91,53 @@ final class PowerCutTests: XCTestCase {
         }
         let probe = try ffprobeStream(continuationPath)
         XCTAssertEqual(probe["duration_ts"] as? Int, 4 * 48_000 - lostFrames, "the rest of the stream, whole")
+    }
+}
+
+/// A paced 4 s tone recorded onto the power-cut file system, the power cut once the receiver has
+/// acknowledged at least a second (the receiver and its file system die together; only fsynced
+/// bytes survive), and a receiver restarted on the same port over the surviving bytes, with the
+/// commit log lost as well when asked. Everything goes when the run does.
+private final class PowerCutRun {
+    let work: URL
+    let sender: ChildProcess
+    let second: ReceiverUnderTest
+    let port: Int
+    /// The seconds the sender had acknowledged, and so released, at the cut.
+    let acknowledged: Double
+    private var fileSystem: PowerCutFileSystem?
+    /// Killed at the cut, kept: a ReceiverUnderTest removes its output folder when it goes.
+    private let first: ReceiverUnderTest
+
+    init(losingTheLog: Bool) throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("powercut-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        chmod(work.path, 0o755)
+        let backing = work.appendingPathComponent("disk")
+        let mountpoint = work.appendingPathComponent("mnt")
+        fileSystem = try PowerCutFileSystem(backing: backing, mountpoint: mountpoint)
+        let out = mountpoint.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: false)
+        first = try ReceiverUnderTest(outputDirectory: out)
+        port = first.port
+        sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(port)", "--source", "tone", "--duration", "4", "--stream-name", "powercut", "--buffer-seconds", "0.1",
+            "--reconnect-min", "0.05", "--reconnect-max", "0.3", "--status-interval", "0.05", "--log-level", "info",
+        ])
+        let sender = self.sender
+        Resilience.waitUntil("the receiver acknowledged a second of audio") { Resilience.acknowledgedSeconds(sender.standardError) >= 1 }
+        first.child.signal(SIGKILL)
+        _ = first.child.wait(seconds: 10)
+        acknowledged = Resilience.acknowledgedSeconds(sender.standardError)
+        fileSystem?.cut()
+        if losingTheLog { try FileManager.default.removeItem(at: backing.appendingPathComponent("out/.commit-log")) }
+        fileSystem = try PowerCutFileSystem(backing: backing, mountpoint: mountpoint)
+        second = try ReceiverUnderTest(outputDirectory: out, port: port)
+    }
+
+    deinit {
+        if sender.process.isRunning { sender.signal(SIGKILL) }
+        fileSystem?.cut()
+        try? FileManager.default.removeItem(at: work)
     }
 }

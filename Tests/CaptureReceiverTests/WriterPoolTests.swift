@@ -137,6 +137,37 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path)?.sequence, 6)
     }
 
+    /// Migration: a recording the version before the commit log left behind after a crash (a
+    /// position record per round, audio written past the last one, and no commit log) is resumed at
+    /// its last record and finished, as that version would have.
+    func testARecordingLeftByTheVersionBeforeTheCommitLogIsResumedAndFinished() throws {
+        let recorded = try recordAndLetGo(name: "before-the-log", count: 8)
+        try FileManager.default.removeItem(atPath: folder + "/.commit-log")
+        let positions = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        for sequence in 1...6 {
+            try positions.append(StreamPositionRecord(sequence: UInt64(sequence), sampleTime: Int64(sequence * 4), packets: Int64(sequence * 4)))
+        }
+        // Messages 7 and 8 are in the file but were never acknowledged: their sender sends them again.
+        let pool = try makePool(threads: 1, policy: SyncPolicy(interval: .milliseconds(5)))
+        defer { pool.shutDown() }
+        let events = EventLog()
+        let reopened = try openStream(pool, hello: recorded.hello, mayCreate: false, events: events).get()
+        XCTAssertTrue(reopened.resumed)
+        XCTAssertEqual(reopened.writer.path, recorded.path)
+        XCTAssertEqual(reopened.resume, ResumePoint(nextSequence: 7, nextSampleTime: 24))
+        for sequence in 7...10 {
+            reopened.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 14, sequence: sequence), packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
+        }
+        XCTAssertEqual(events.waitForDurable(sequence: 10)?.sequence, 10)
+        let finished = try finish(reopened.writer)
+        XCTAssertEqual(finished.frames, 40)
+        let expected = Array(recorded.audio.prefix(6 * 8)) + (7...10).flatMap { Array(Self.samples(stream: 14, sequence: $0)) }
+        XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), expected)
+        let file = try CAFFile.read(path: recorded.path)
+        XCTAssertTrue(file.isFinalized)
+        XCTAssertEqual(file.totalFrames, 40)
+    }
+
     func testAFileShorterThanTheLogsFirstRoundIsReportedNotPatched() throws {
         let recorded = try recordAndLetGo(name: "damaged", count: 3)
         let log = try logFolder()

@@ -8,9 +8,10 @@ import Logging
 import XCTest
 
 /// Receivers sharing one output folder: a stream is found by id through the index, claimed by one
-/// receiver at a time (an OFD lock on its entry), taken over once its holder lets go, and left alone
-/// by sweeps while held. Two writer pools on one folder stand in for two receivers: OFD locks
-/// belong to open file descriptions, so they exclude each other within one process as across hosts.
+/// receiver at a time (an OFD lock on its byte in the folder's lock file), taken over once its holder
+/// lets go, and left alone by sweeps while held. Two writer pools on one folder stand in for two
+/// receivers: within one process the lock table's set of held streams excludes them, as the kernel
+/// does across processes and hosts (`StreamLockTableTests`).
 final class SharedStreamIndexTests: XCTestCase {
     private var folder = ""
     private static let noTimer = SyncPolicy(interval: .seconds(3_600), bytes: 1 << 30)

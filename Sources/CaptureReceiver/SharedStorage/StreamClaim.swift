@@ -2,28 +2,35 @@
 import Glibc
 #endif
 import CaptureCore
+import Foundation
 
-/// A receiver's exclusive hold on one stream: an open-file-description lock (`F_OFD_SETLK`) on the
-/// stream's entry in the `StreamIndex`. While a claim is held no other receiver on the shared volume
-/// (and no other connection in this one) can write the stream; the kernel releases it when the
-/// claim is released, and when the process dies, even by SIGKILL, so another receiver can take the
-/// stream over. OFD locks belong to the open file description, not the process: closing another
-/// descriptor of the same file does not drop them, and NFSv4 (and CephFS) honour them across hosts.
+/// A receiver's exclusive hold on one stream: its byte in the index folder's lock file
+/// (`StreamLockTable`). While a claim is held no other receiver on the shared volume (and no other
+/// connection in this one) can write the stream; it is released with `release`, and by the kernel
+/// when the process dies, even by SIGKILL, so another receiver can take the stream over.
+///
+/// A claim holds no descriptor of its own: the stream's index entry (`OUT/.streams/<id>`) is opened
+/// for each read or write of it, which happen when the stream starts, cuts a segment and ends.
 ///
 /// Used on a `WriterPool` lane only.
 ///
 /// Sendability (`@unchecked Sendable`): used on one `WriterPool` lane at a time (handed over with its stream, never shared).
 final class StreamClaim: @unchecked Sendable {
-    /// The index entry the claim locks.
+    /// The index entry the claim covers.
     let entryPath: String
-    private var descriptor: Int32
+    /// The stream claimed.
+    let stream: UUID
+    /// The index folder whose lock file holds the claim.
+    private let indexDirectory: String
+    private var held = true
 
-    init(entryPath: String, descriptor: Int32) {
+    private init(stream: UUID, entryPath: String, indexDirectory: String) {
+        self.stream = stream
         self.entryPath = entryPath
-        self.descriptor = descriptor
+        self.indexDirectory = indexDirectory
     }
 
-    deinit { closeDescriptor() }
+    deinit { unlock() }
 
     /// Why a claim could not be taken.
     enum Failure: Error, Equatable {
@@ -37,24 +44,10 @@ final class StreamClaim: @unchecked Sendable {
         case failed(DurableFileError)
     }
 
-    /// Locks the open `descriptor` of `entryPath` for writing without waiting, then checks the
-    /// entry is still the file at that path (a holder that finished the stream removes the entry
-    /// while it holds the lock; a claim taken on the removed file would claim nothing).
-    static func lock(descriptor: Int32, entryPath: String) -> Result<StreamClaim, Failure> {
-        if let code = lockForWriting(descriptor) {
-            _ = close(descriptor)
-            if code == EAGAIN || code == EACCES { return .failure(.held) }
-            return .failure(.failed(DurableFileError(operation: "locking", path: entryPath, code: code)))
-        }
-        var held = stat()
-        var named = stat()
-        guard fstat(descriptor, &held) == 0, held.st_nlink > 0, stat(entryPath, &named) == 0,
-            named.st_ino == held.st_ino, named.st_dev == held.st_dev
-        else {
-            _ = close(descriptor)
-            return .failure(.missing)
-        }
-        return .success(StreamClaim(entryPath: entryPath, descriptor: descriptor))
+    /// Claims `stream`, whose entry is `entryPath` in `indexDirectory`, without waiting. The entry
+    /// itself is not looked at.
+    static func take(_ stream: UUID, entryPath: String, indexDirectory: String) -> Result<StreamClaim, Failure> {
+        StreamLockTable.lock(stream, in: indexDirectory).map { StreamClaim(stream: stream, entryPath: entryPath, indexDirectory: indexDirectory) }
     }
 
     /// Takes the exclusive OFD lock on the whole of `descriptor`'s file without waiting; the errno
@@ -76,10 +69,20 @@ final class StreamClaim: @unchecked Sendable {
     /// What the entry holds (the stream file's path relative to the output folder); empty when the
     /// claim was taken before the file was named.
     func contents() throws(DurableFileError) -> String {
+        let descriptor = try openEntry(flags: O_RDONLY)
+        defer { _ = close(descriptor) }
         var bytes = [UInt8](repeating: 0, count: 4_096)
         let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
         guard count >= 0 else { throw DurableFileError(operation: "reading", path: entryPath, code: errno) }
         return String(decoding: bytes[0..<count], as: UTF8.self)
+    }
+
+    /// Opens the entry (never through a symbolic link); the caller closes it.
+    private func openEntry(flags: Int32) throws(DurableFileError) -> Int32 {
+        var descriptor: Int32
+        repeat { descriptor = open(entryPath, flags | O_NOFOLLOW | O_CLOEXEC) } while descriptor < 0 && errno == EINTR
+        guard descriptor >= 0 else { throw DurableFileError(operation: "opening", path: entryPath, code: errno) }
+        return descriptor
     }
 
     /// Writes the entry: the stream file's path (relative to the output folder) and its owner. Not
@@ -89,6 +92,8 @@ final class StreamClaim: @unchecked Sendable {
     /// overwritten in place, padded with empty lines (which a reader skips) to cover the old text,
     /// and synced, so a crash at any moment leaves either the old entry or the new one.
     func record(_ entry: StreamIndexEntry, synchronizing: Bool = false) throws(DurableFileError) {
+        let descriptor = try openEntry(flags: O_RDWR)
+        defer { _ = close(descriptor) }
         var bytes = Array(entry.text.utf8)
         if synchronizing {
             var status = stat()
@@ -105,6 +110,8 @@ final class StreamClaim: @unchecked Sendable {
     /// Makes the entry's contents durable (fdatasync), for a file system where the commit log's
     /// creation sync cannot use syncfs.
     func synchronize() throws(DurableFileError) {
+        let descriptor = try openEntry(flags: O_RDWR)
+        defer { _ = close(descriptor) }
         if fdatasync(descriptor) != 0 { throw DurableFileError(operation: "syncing", path: entryPath, code: errno) }
     }
 
@@ -112,6 +119,8 @@ final class StreamClaim: @unchecked Sendable {
     /// before the sender is told EndAccepted: after a crash the stream must still be known as
     /// finished, or a resume would store its audio again.
     func recordFinished(_ record: FinishedStreamRecord, owner: StreamOwner?) throws(DurableFileError) {
+        let descriptor = try openEntry(flags: O_RDWR)
+        defer { _ = close(descriptor) }
         let bytes = Array(StreamIndexEntry(stream: .finished(record), owner: owner).text.utf8)
         guard ftruncate(descriptor, 0) == 0 else { throw DurableFileError(operation: "writing", path: entryPath, code: errno) }
         let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
@@ -122,14 +131,14 @@ final class StreamClaim: @unchecked Sendable {
     /// Lets go of the stream; with `removingEntry` (the stream is finished, or was never made) the
     /// entry is removed first, while the claim still excludes everyone else.
     func release(removingEntry: Bool) {
-        if removingEntry, descriptor >= 0 { _ = unlink(entryPath) }
-        closeDescriptor()
+        if removingEntry, held { _ = unlink(entryPath) }
+        unlock()
     }
 
-    private func closeDescriptor() {
-        if descriptor >= 0 {
-            _ = close(descriptor)
-            descriptor = -1
+    private func unlock() {
+        if held {
+            StreamLockTable.unlock(stream, in: indexDirectory)
+            held = false
         }
     }
 }

@@ -7,14 +7,14 @@ import Foundation
 /// The index of unfinished and recently finished streams on the output volume: `OUT/.streams/<stream id>` names the
 /// stream's CAF file by its path relative to `OUT`. Every receiver writing to the same folder (one
 /// server, or several behind a load balancer on shared storage) finds any stream it is asked to
-/// resume through it, without scanning, and claims the stream by locking its entry (`StreamClaim`).
+/// resume through it, without scanning, and claims the stream by locking its byte in the folder's
+/// lock file (`StreamClaim`, `StreamLockTable`).
 ///
 /// An entry exists from the moment a stream is accepted until its resume window has passed after
 /// it finished (then it holds a `FinishedStreamRecord`), or until its file is finalized after its
 /// resume window; a stream without an entry is unknown. Entries appear atomically:
-/// created under a temporary name, locked, then linked into place (`link(2)` fails if the name is
-/// taken, so of two receivers offered one new stream at once exactly one gets it, and the entry is
-/// locked the instant it is visible). Its contents are read only under the claim.
+/// the stream is claimed first, then its entry is written under a temporary name and linked into
+/// place (`link(2)` fails if the name is taken). Its contents are read only under the claim.
 public struct StreamIndex: Sendable {
     /// The index's folder name inside the output folder.
     public static let folderName = ".streams"
@@ -58,44 +58,56 @@ public struct StreamIndex: Sendable {
     /// (empty: named later with `StreamClaim.record`). `.exists` when the stream has an entry.
     func claimNew(_ stream: UUID, relativePath: String = "") -> Result<StreamClaim, StreamClaim.Failure> {
         let entry = entryPath(stream)
+        let claim: StreamClaim
+        switch StreamClaim.take(stream, entryPath: entry, indexDirectory: directory) {
+        case .success(let taken): claim = taken
+        case .failure(let failure): return .failure(failure)
+        }
+        // Written under a temporary name and linked into place, so a reader never sees it half written.
         let temporary = (directory as NSString).appendingPathComponent(".new-\(stream.uuidString.lowercased())-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-        var descriptor = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o644))
-        if descriptor < 0, errno == ENOENT, (try? prepare()) != nil {
-            // The index folder was removed (or never made, for an output folder prepared by hand).
-            descriptor = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o644))
+        let descriptor = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(0o644))
+        guard descriptor >= 0 else {
+            let code = errno
+            claim.release(removingEntry: false)
+            return .failure(.failed(DurableFileError(operation: "creating", path: temporary, code: code)))
         }
-        guard descriptor >= 0 else { return .failure(.failed(DurableFileError(operation: "creating", path: temporary, code: errno))) }
         defer { _ = unlink(temporary) }
-        if !relativePath.isEmpty {
-            let bytes = Array(relativePath.utf8)
-            guard bytes.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, $0.count, 0) }) == bytes.count else {
-                let code = errno
-                _ = close(descriptor)
-                return .failure(.failed(DurableFileError(operation: "writing", path: temporary, code: code)))
-            }
-        }
-        // Locked under the temporary name, so the entry is claimed the moment it appears.
-        if let code = StreamClaim.lockForWriting(descriptor) {
-            _ = close(descriptor)
-            return .failure(.failed(DurableFileError(operation: "locking", path: temporary, code: code)))
+        let bytes = Array(relativePath.utf8)
+        let written = bytes.isEmpty ? 0 : bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        let code = errno
+        _ = close(descriptor)
+        guard written == bytes.count else {
+            claim.release(removingEntry: false)
+            return .failure(.failed(DurableFileError(operation: "writing", path: temporary, code: code)))
         }
         guard link(temporary, entry) == 0 else {
             let code = errno
-            _ = close(descriptor)
+            claim.release(removingEntry: false)
             return .failure(code == EEXIST ? .exists : .failed(DurableFileError(operation: "creating", path: entry, code: code)))
         }
-        return .success(StreamClaim(entryPath: entry, descriptor: descriptor))
+        return .success(claim)
     }
 
     /// Claims a stream that has an entry. `.missing` when it has none (or it went away while being
     /// claimed: the stream finished), `.held` when another receiver or connection holds it.
     func claimExisting(_ stream: UUID) -> Result<StreamClaim, StreamClaim.Failure> {
         let entry = entryPath(stream)
-        let descriptor = open(entry, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            return errno == ENOENT ? .failure(.missing) : .failure(.failed(DurableFileError(operation: "opening", path: entry, code: errno)))
+        var status = stat()
+        guard lstat(entry, &status) == 0 else {
+            return errno == ENOENT ? .failure(.missing) : .failure(.failed(DurableFileError(operation: "examining", path: entry, code: errno)))
         }
-        return StreamClaim.lock(descriptor: descriptor, entryPath: entry)
+        switch StreamClaim.take(stream, entryPath: entry, indexDirectory: directory) {
+        case .success(let claim):
+            // A holder that finished the stream removes the entry while it holds the claim.
+            guard lstat(entry, &status) == 0 else {
+                let code = errno
+                claim.release(removingEntry: false)
+                return code == ENOENT ? .failure(.missing) : .failure(.failed(DurableFileError(operation: "examining", path: entry, code: code)))
+            }
+            return .success(claim)
+        case .failure(let failure):
+            return .failure(failure)
+        }
     }
 
     /// The file a claimed entry names, when it names one inside the output folder that can still be

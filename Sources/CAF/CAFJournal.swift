@@ -137,7 +137,7 @@ enum CAFJournal {
 
     /// Writes a fresh journal holding `contents` and makes it durable, replacing any journal there
     /// through a temporary file and a rename, so a crash leaves either the old or the new journal.
-    static func rewrite(cafPath: String, contents: Contents) throws(CAFError) -> CAFJournalWriter {
+    static func rewrite(cafPath: String, contents: Contents) throws(CAFError) -> Int64 {
         let journalPath = path(for: cafPath)
         let temporaryPath = journalPath + ".tmp"
         try PosixFile.remove(path: temporaryPath)
@@ -150,36 +150,22 @@ enum CAFJournal {
         guard rename(temporaryPath, journalPath) == 0 else {
             throw CAFError.system(errno, operation: "renaming the journal into place", path: journalPath)
         }
-        file.path = journalPath
+        file.close()
         try PosixFile.synchronizeDirectory(containing: journalPath)
-        return CAFJournalWriter(file: file, length: Int64(bytes.count))
+        return Int64(bytes.count)
     }
 
-    /// Creates the journal for a new CAF file. A journal already there cannot belong to any file (the CAF
-    /// file was just created, so it did not exist): it is an orphan and is replaced.
-    static func create(cafPath: String, primingFrames: Int32) throws(CAFError) -> CAFJournalWriter {
+    /// Creates the journal for a new CAF file (synced with `synchronizing`); its length. A journal
+    /// already there cannot belong to any file (the CAF file was just created, so it did not exist):
+    /// it is an orphan and is replaced.
+    static func create(cafPath: String, primingFrames: Int32, synchronizing: Bool) throws(CAFError) -> Int64 {
         let journalPath = path(for: cafPath)
         try PosixFile.remove(path: journalPath)
         let file = try PosixFile.createNew(path: journalPath)
+        defer { file.close() }
         let bytes = header(primingFrames: primingFrames)
         try file.write(bytes, at: 0)
-        return CAFJournalWriter(file: file, length: Int64(bytes.count))
-    }
-}
-
-/// Appends records to an open journal at its known end, so that a record torn by a failed write is
-/// overwritten by the next attempt instead of being left in the middle.
-final class CAFJournalWriter {
-    let file: PosixFile
-    private(set) var length: Int64
-
-    init(file: PosixFile, length: Int64) {
-        self.file = file
-        self.length = length
-    }
-
-    func append(_ record: [UInt8]) throws(CAFError) {
-        try file.write(record, at: length)
-        length += Int64(record.count)
+        if synchronizing { try file.synchronizeAll() }
+        return Int64(bytes.count)
     }
 }

@@ -9,8 +9,19 @@ import CaptureCore
 /// chunks after the audio. A file left unfinalized by a crash can be continued with `resume(path:)` or
 /// finished with `CAFRecovery.recover(path:)`.
 ///
-/// Writes go straight to the file descriptor at explicit offsets (no buffering); `synchronize()` makes
-/// them durable. A writer is not thread-safe: use it from one thread (or one actor / event loop) at a time.
+/// Writes go to the file at explicit offsets; `synchronize()` makes them durable. With `writeBehind`
+/// (bytes), audio is gathered in memory and written once that much has come (and by `flush()`,
+/// `synchronize()` and anything that reads the file back), so a stream of small packets costs one
+/// write per `writeBehind` bytes instead of one per packet. Packet sizes and markers are gathered
+/// too and written to the journal at `flush()`, `synchronize()`, or once as much as `writeBehind`
+/// (at most 4 KiB) of them has come. What is gathered is lost in a crash, as unsynced writes are.
+///
+/// Descriptors: the journal is opened only to write it. The CAF file's descriptor is held between
+/// writes while `holdsDescriptor` (the default); otherwise the file is opened for each write and
+/// closed after it, so a process can write to thousands of files without a descriptor each (the
+/// receiver, when its streams' sockets leave no descriptors to spare, and its commit log's replay).
+///
+/// A writer is not thread-safe: use it from one thread (or one actor / event loop) at a time.
 public final class CAFWriter {
     /// The CAF file's path.
     public let path: String
@@ -22,7 +33,7 @@ public final class CAFWriter {
     public private(set) var packetCount: Int64
     /// Frames appended, priming frames included.
     public private(set) var frameCount: Int64
-    /// Audio bytes appended.
+    /// Audio bytes appended (written to the file or still gathered in memory).
     public private(set) var dataByteCount: Int64
     /// Packets that `synchronize()` has made durable: they survive a crash or power loss.
     public private(set) var durablePacketCount: Int64
@@ -30,12 +41,35 @@ public final class CAFWriter {
     public private(set) var markers: [CAFMarker]
     /// The journal file beside the CAF file.
     public var journalPath: String { CAFJournal.path(for: path) }
+    /// The journal file beside the CAF file at `cafPath` (an unfinished file has one).
+    public static func journalPath(for cafPath: String) -> String { CAFJournal.path(for: cafPath) }
+    /// Audio gathered before it is written: see the type's description.
+    public let writeBehind: Int
+    /// Whether appended audio, packet sizes or markers are still gathered in memory, not yet written.
+    public var hasGatheredData: Bool { !pendingAudio.isEmpty || !pendingPacketSizes.isEmpty || !pendingMarkers.isEmpty }
+    /// Whether the file's descriptor is kept open between writes.
+    public private(set) var holdsDescriptor: Bool
 
+    /// The file's descriptor, while held.
     private var file: PosixFile?
-    private var journal: CAFJournalWriter?
-    /// Where the journal ends while the writer is suspended (its descriptors closed).
-    private var suspendedJournalLength: Int64?
+    /// False once finalized or closed.
+    private var isOpen = true
+    /// Audio appended but not yet written, and where it goes.
+    private var pendingAudio: [UInt8] = []
+    /// Packet sizes and markers appended but not yet in the journal.
+    private var pendingPacketSizes: [UInt32] = []
+    private var pendingMarkers: [CAFMarker] = []
+    /// Audio bytes in the file (`dataByteCount` less what is gathered).
+    private var writtenDataBytes: Int64
+    /// Where the journal ends.
+    private var journalLength: Int64
+    /// The journal has writes that no sync covered.
+    private var journalUnsynchronized = false
     private let layout: CAFDataLayout
+
+    /// Packet sizes and markers gathered before they are written to the journal: as much as
+    /// `writeBehind`, and at most 4 KiB.
+    private var journalWriteBehind: Int { min(writeBehind, 4_096) }
 
     /// Creates a new CAF file at `path` (never replacing one, never through a symbolic link; mode 0644
     /// less the umask) and its journal, and makes both durable.
@@ -52,10 +86,12 @@ public final class CAFWriter {
     ///   - synchronizing: make the file, its journal and their folder entries durable before returning
     ///     (fsync each). A caller that makes the whole file system durable later (the receiver's sync
     ///     round, before anything written to the file is acknowledged) passes false.
+    ///   - writeBehind: audio bytes gathered before they are written (0: each append is written at once).
+    ///   - holdingDescriptor: keep the file's descriptor open between writes.
     public init(
         path: String, format: StreamFormat, channelLayoutTag: UInt32? = nil, channelBitmap: UInt32 = 0,
         info: [(key: String, value: String)], magicCookie: [UInt8] = [], primingFrames: Int = 0,
-        synchronizing: Bool = true
+        synchronizing: Bool = true, writeBehind: Int = 0, holdingDescriptor: Bool = true
     ) throws(CAFError) {
         do throws(StreamFormatError) {
             try format.validate()
@@ -94,54 +130,66 @@ public final class CAFWriter {
         header.append(UInt32(0))  // mEditCount
 
         let file = try PosixFile.createNew(path: path)
-        var journal: CAFJournalWriter?
+        var journalLength: Int64?
         do throws(CAFError) {
             try file.write(header.bytes, at: 0)
-            journal = try CAFJournal.create(cafPath: path, primingFrames: Int32(primingFrames))
+            journalLength = try CAFJournal.create(cafPath: path, primingFrames: Int32(primingFrames), synchronizing: synchronizing)
             if synchronizing {
                 try file.synchronizeAll()
-                try journal?.file.synchronizeAll()
                 try PosixFile.synchronizeDirectory(containing: path)
             }
         } catch {
             // Both files were created here (exclusively), so removing them harms nobody's data.
             file.close()
-            journal?.file.close()
             try? PosixFile.remove(path: path)
-            if journal != nil { try? PosixFile.remove(path: CAFJournal.path(for: path)) }
+            if journalLength != nil { try? PosixFile.remove(path: CAFJournal.path(for: path)) }
             throw error
         }
         self.path = path
         self.format = format
         self.primingFrames = primingFrames
-        self.file = file
-        self.journal = journal
+        self.writeBehind = max(0, writeBehind)
+        self.holdsDescriptor = holdingDescriptor
+        if holdingDescriptor {
+            self.file = file
+        } else {
+            file.close()
+        }
+        self.journalLength = journalLength ?? 0
+        self.journalUnsynchronized = !synchronizing
         self.layout = CAFDataLayout(
             dataChunkHeaderOffset: dataChunkHeaderOffset, dataOffset: Int64(header.bytes.count))
         self.packetCount = 0
         self.frameCount = 0
         self.dataByteCount = 0
+        self.writtenDataBytes = 0
         self.durablePacketCount = 0
         self.markers = []
     }
 
-    private init(resuming salvage: CAFSalvage, file: PosixFile, journal: CAFJournalWriter) {
+    private init(resuming salvage: CAFSalvage, file: PosixFile, journalLength: Int64, writeBehind: Int, holdingDescriptor: Bool) {
         path = salvage.parsed.path
         format = salvage.format
         primingFrames = Int(salvage.primingFrames)
-        self.file = file
-        self.journal = journal
+        self.writeBehind = max(0, writeBehind)
+        self.holdsDescriptor = holdingDescriptor
+        if holdingDescriptor {
+            self.file = file
+        } else {
+            file.close()
+        }
+        self.journalLength = journalLength
         layout = salvage.layout
         packetCount = salvage.packetCount
         frameCount = salvage.frameCount
         dataByteCount = salvage.keptDataBytes
+        writtenDataBytes = salvage.keptDataBytes
         durablePacketCount = salvage.packetCount
         markers = salvage.markers
     }
 
     deinit {
         file?.close()
-        journal?.file.close()
     }
 
     /// Appends audio. Linear PCM: `bytes` holds whole frames and `packetSizes` is empty. Variable bit
@@ -150,7 +198,7 @@ public final class CAFWriter {
     ///
     /// If it throws (a full disk, say), nothing is counted as appended and the call can be repeated.
     public func append(_ bytes: UnsafeRawBufferPointer, packetSizes: [UInt32], frameCount: Int) throws(CAFError) {
-        guard let file, let journal else { throw .writerClosed(path: path) }
+        guard isOpen else { throw .writerClosed(path: path) }
         let packets: Int64
         if format.isVariableBitRate {
             let total = packetSizes.reduce(0) { $0 + Int($1) }
@@ -176,13 +224,81 @@ public final class CAFWriter {
             packets = Int64(frameCount)
         }
         guard !bytes.isEmpty else { return }
-        try file.write(bytes, at: layout.dataOffset + dataByteCount)
-        if format.isVariableBitRate {
-            try journal.append(CAFJournal.packetSizes(packetSizes))
+        let gathered = pendingAudio.count
+        let gatheredSizes = pendingPacketSizes.count
+        pendingAudio.append(contentsOf: bytes)
+        pendingPacketSizes.append(contentsOf: packetSizes)
+        do throws(CAFError) {
+            if pendingAudio.count > writeBehind { try writeAudio() }
+            if pendingPacketSizes.count * 4 > journalWriteBehind { try writeJournal() }
+        } catch {
+            // Nothing of this append counts: what is left of it is taken back (a write that failed
+            // halfway is overwritten by the next, which starts at the same offset).
+            if pendingAudio.count >= gathered + bytes.count { pendingAudio.removeSubrange(gathered...) }
+            if pendingPacketSizes.count >= gatheredSizes + packetSizes.count { pendingPacketSizes.removeSubrange(gatheredSizes...) }
+            throw error
         }
         dataByteCount += Int64(bytes.count)
         packetCount += packets
         self.frameCount += Int64(frameCount)
+    }
+
+    /// Writes the gathered audio to the file and the gathered packet sizes and markers to the
+    /// journal (not synced). If it throws, what was not written stays gathered.
+    public func flush() throws(CAFError) {
+        guard isOpen else { throw .writerClosed(path: path) }
+        try writeAudio()
+        try writeJournal()
+    }
+
+    /// Writes the gathered audio at the end of what the file holds.
+    private func writeAudio() throws(CAFError) {
+        guard !pendingAudio.isEmpty else { return }
+        let pending = pendingAudio
+        let at = layout.dataOffset + writtenDataBytes
+        try withFile { file throws(CAFError) in try file.write(pending, at: at) }
+        writtenDataBytes += Int64(pending.count)
+        pendingAudio = []
+    }
+
+    /// Appends the gathered packet sizes and markers to the journal, in one write.
+    private func writeJournal() throws(CAFError) {
+        guard !pendingPacketSizes.isEmpty || !pendingMarkers.isEmpty else { return }
+        var records: [UInt8] = []
+        if !pendingPacketSizes.isEmpty { records += CAFJournal.packetSizes(pendingPacketSizes) }
+        for marker in pendingMarkers { records += CAFJournal.marker(marker) }
+        let journal = try PosixFile.openExisting(path: journalPath, writable: true)
+        defer { journal.close() }
+        try journal.write(records, at: journalLength)
+        journalLength += Int64(records.count)
+        journalUnsynchronized = true
+        pendingPacketSizes = []
+        pendingMarkers = []
+    }
+
+    /// Runs `body` with the file open: its held descriptor, or one opened for the call.
+    private func withFile<Result>(_ body: (PosixFile) throws(CAFError) -> Result) throws(CAFError) -> Result {
+        if let file { return try body(file) }
+        let opened = try PosixFile.openExisting(path: path, writable: true)
+        if holdsDescriptor {
+            file = opened
+            return try body(opened)
+        }
+        defer { opened.close() }
+        return try body(opened)
+    }
+
+    /// Closes the file's descriptor: from now on it is opened for each write (see the type's
+    /// description). Nothing gathered is lost.
+    public func releaseDescriptor() {
+        holdsDescriptor = false
+        file?.close()
+        file = nil
+    }
+
+    /// Keeps the file's descriptor open between writes again (it is opened at the next write).
+    public func holdDescriptor() {
+        holdsDescriptor = true
     }
 
     /// Appends `frameCount` frames of silence to linear PCM audio without writing them: the file is
@@ -192,7 +308,7 @@ public final class CAFWriter {
     ///
     /// If it throws (the file would exceed the file system's largest file), nothing is appended.
     public func appendSilence(frameCount: Int64) throws(CAFError) {
-        guard let file else { throw .writerClosed(path: path) }
+        guard isOpen else { throw .writerClosed(path: path) }
         guard !format.isVariableBitRate else {
             throw .invalidArgument("silence can only be appended to linear PCM; a variable bit rate stream marks gaps instead")
         }
@@ -202,16 +318,20 @@ public final class CAFWriter {
         guard !overflow, bytes <= Int64.max - end else {
             throw .invalidArgument("\(frameCount) frames of silence are beyond any file's size")
         }
+        try writeAudio()
         // First cut off whatever a failed write may have left past the audio, so the hole holds
         // only zeros, then extend the file over the silence.
-        try file.truncate(to: end)
-        do throws(CAFError) {
-            try file.truncate(to: end + bytes)
-        } catch {
-            try? file.truncate(to: end)
-            throw error
+        try withFile { file throws(CAFError) in
+            try file.truncate(to: end)
+            do throws(CAFError) {
+                try file.truncate(to: end + bytes)
+            } catch {
+                try? file.truncate(to: end)
+                throw error
+            }
         }
         dataByteCount += bytes
+        writtenDataBytes += bytes
         packetCount += frameCount
         self.frameCount += frameCount
     }
@@ -232,10 +352,15 @@ public final class CAFWriter {
     /// Makes everything appended so far durable (audio, packet sizes and markers); afterwards
     /// `durablePacketCount` equals `packetCount`.
     public func synchronize() throws(CAFError) {
-        guard let file, let journal else { throw .writerClosed(path: path) }
         let packets = packetCount
-        try file.synchronizeData()
-        try journal.file.synchronizeData()
+        try flush()
+        try withFile { file throws(CAFError) in try file.synchronizeData() }
+        if journalUnsynchronized {
+            let journal = try PosixFile.openExisting(path: journalPath, writable: true)
+            defer { journal.close() }
+            try journal.synchronizeData()
+            journalUnsynchronized = false
+        }
         durablePacketCount = packets
     }
 
@@ -243,30 +368,42 @@ public final class CAFWriter {
     /// rate formats only (their sizes come from the journal). A segmented stream that resumes in this
     /// file reads them back for the next file's pre-roll.
     public func lastPackets(_ count: Int) throws(CAFError) -> [[UInt8]] {
-        guard let file, format.isVariableBitRate, count > 0, packetCount > 0 else { return [] }
+        guard isOpen, format.isVariableBitRate, count > 0, packetCount > 0 else { return [] }
+        try flush()
         let sizes = Array((try CAFJournal.read(cafPath: path)?.packetSizes ?? []).prefix(Int(packetCount)))
         guard Int64(sizes.count) == packetCount else {
             throw .journalCorrupt(path: journalPath, reason: "it lists \(sizes.count) packet sizes but the file holds \(packetCount) packets")
         }
         let kept = sizes.suffix(count)
         var offset = dataByteCount - Int64(kept.reduce(0) { $0 + Int($1) })
-        var packets: [[UInt8]] = []
-        for size in kept {
-            packets.append(try file.read(count: Int(size), at: layout.dataOffset + offset))
-            offset += Int64(size)
+        let dataOffset = layout.dataOffset
+        return try withFile { file throws(CAFError) in
+            var packets: [[UInt8]] = []
+            for size in kept {
+                packets.append(try file.read(count: Int(size), at: dataOffset + offset))
+                offset += Int64(size)
+            }
+            return packets
         }
-        return packets
     }
 
     /// Records a marker at `framePosition` (for example a capture gap or overrun). It is journaled at
-    /// once (durable with the next `synchronize()`) and written to the `mark` and `strg` chunks at
-    /// `finalize()`. If it throws, the marker is not recorded.
+    /// the next `flush()` (durable with the next `synchronize()`) and written to the `mark` and `strg`
+    /// chunks at `finalize()`. If it throws, the marker is not recorded.
     public func addMarker(framePosition: Int64, name: String) throws(CAFError) {
-        guard let journal else { throw .writerClosed(path: path) }
+        guard isOpen else { throw .writerClosed(path: path) }
         guard framePosition >= 0 else { throw .invalidArgument("a marker's frame position must not be negative") }
         guard !name.utf8.contains(0) else { throw .invalidArgument("a marker name must not contain a NUL character") }
         let marker = CAFMarker(framePosition: framePosition, name: name)
-        try journal.append(CAFJournal.marker(marker))
+        pendingMarkers.append(marker)
+        if writeBehind == 0 {
+            do throws(CAFError) {
+                try writeJournal()
+            } catch {
+                pendingMarkers.removeLast()
+                throw error
+            }
+        }
         markers.append(marker)
     }
 
@@ -275,13 +412,14 @@ public final class CAFWriter {
     /// closes the file and removes the journal. If it throws, the writer stays open and `finalize` can be
     /// called again (after freeing disk space, say).
     public func finalize(remainderFrames: Int = 0) throws(CAFError) {
-        guard let file, let journal else { throw .writerClosed(path: path) }
+        guard isOpen else { throw .writerClosed(path: path) }
         guard remainderFrames >= 0, remainderFrames <= Int(Int32.max) else {
             throw .invalidArgument("remainder frames must be between 0 and \(Int32.max), not \(remainderFrames)")
         }
         guard format.isVariableBitRate || remainderFrames == 0 else {
             throw .invalidArgument("remainder frames apply only to variable bit rate formats such as Opus, not to linear PCM")
         }
+        try flush()
         // The packet sizes come back from the journal, which holds every one of them: kept in memory
         // they would grow by 4 bytes a packet for as long as the stream records (720 KB an hour
         // for 20 ms Opus packets, per stream).
@@ -297,52 +435,25 @@ public final class CAFWriter {
             format: format, packetSizes: packetSizes, primingFrames: Int32(primingFrames),
             remainderFrames: Int32(remainderFrames), markers: markers
         )
-        try CAFFinisher.finish(file: file, layout: layout, dataBytes: dataByteCount, trailer: trailer)
+        let layout = self.layout
+        let dataBytes = dataByteCount
+        try withFile { file throws(CAFError) in try CAFFinisher.finish(file: file, layout: layout, dataBytes: dataBytes, trailer: trailer) }
         durablePacketCount = packetCount
-        file.close()
-        journal.file.close()
-        self.file = nil
-        self.journal = nil
+        file?.close()
+        file = nil
+        isOpen = false
         try PosixFile.remove(path: journalPath)
         try PosixFile.synchronizeDirectory(containing: path)
     }
 
-    /// Closes the file and journal without finalizing, leaving the file as a crash would (data size -1,
-    /// journal beside it). `resume` or `CAFRecovery.recover` can take it from there.
+    /// Writes what is gathered (when it can: what cannot be written is dropped) and closes the file
+    /// without finalizing, leaving it as a crash would (data size -1, journal beside it). `resume` or `CAFRecovery.recover` can take it
+    /// from there.
     public func close() {
+        if isOpen { try? flush() }
         file?.close()
-        journal?.file.close()
         file = nil
-        journal = nil
-    }
-
-    /// Closes the file's and journal's descriptors but keeps the writer's state (counts, markers,
-    /// where the journal ends), so that one process can keep thousands of files open for writing
-    /// without a descriptor each: the receiver's replay of its commit log does. `reattach()` opens
-    /// them again; until then every other call throws `writerClosed`.
-    public func suspend() {
-        guard let file, let journal else { return }
-        suspendedJournalLength = journal.length
-        file.close()
-        journal.file.close()
-        self.file = nil
-        self.journal = nil
-    }
-
-    /// Opens a suspended writer's file and journal again, to go on exactly where it was.
-    public func reattach() throws(CAFError) {
-        guard file == nil, let length = suspendedJournalLength else { return }
-        let file = try PosixFile.openExisting(path: path, writable: true)
-        let journalFile: PosixFile
-        do throws(CAFError) {
-            journalFile = try PosixFile.openExisting(path: journalPath, writable: true)
-        } catch {
-            file.close()
-            throw error
-        }
-        self.file = file
-        journal = CAFJournalWriter(file: journalFile, length: length)
-        suspendedJournalLength = nil
+        isOpen = false
     }
 
     /// Reopens a file to append more: one that was never finalized (after a receiver crash, or after
@@ -354,7 +465,11 @@ public final class CAFWriter {
     /// kept, so a receiver can continue at its last acknowledged packet and a resent packet is written
     /// once. Markers past the kept audio are dropped. A file whose `finalize` was interrupted is reopened
     /// too. The journal is rewritten to match and everything is made durable before this returns.
-    public static func resume(path: String, keepingPackets: Int64? = nil) throws(CAFError) -> CAFWriter {
+    ///
+    /// `writeBehind` and `holdingDescriptor` are as for a new writer.
+    public static func resume(
+        path: String, keepingPackets: Int64? = nil, writeBehind: Int = 0, holdingDescriptor: Bool = true
+    ) throws(CAFError) -> CAFWriter {
         let file = try PosixFile.openExisting(path: path, writable: true)
         let parsed = try CAFParser.parse(file, stopAfterDataHeader: true)
         var journalContents = try CAFJournal.read(cafPath: path)
@@ -378,11 +493,11 @@ public final class CAFWriter {
         }
         try file.truncate(to: salvage.layout.dataOffset + salvage.keptDataBytes)
         try file.synchronizeAll()
-        let journal = try CAFJournal.rewrite(
+        let journalLength = try CAFJournal.rewrite(
             cafPath: path,
             contents: CAFJournal.Contents(
                 primingFrames: salvage.primingFrames, packetSizes: salvage.packetSizes, markers: salvage.markers)
         )
-        return CAFWriter(resuming: salvage, file: file, journal: journal)
+        return CAFWriter(resuming: salvage, file: file, journalLength: journalLength, writeBehind: writeBehind, holdingDescriptor: holdingDescriptor)
     }
 }

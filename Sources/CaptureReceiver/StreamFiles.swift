@@ -230,7 +230,7 @@ enum StreamFiles {
             // The file holds no audio yet: leave nothing behind, so a retry starts cleanly.
             caf.close()
             try? DurableFile.remove(path)
-            try? DurableFile.remove(path + ".pakt-journal")
+            try? DurableFile.remove(CAFWriter.journalPath(for: path))
             try? StreamPositionLog.remove(cafPath: path)
             claim.release(removingEntry: true)
             return .failure(.cannotCreate("cannot create \(path): \(error.description)"))
@@ -280,7 +280,9 @@ enum StreamFiles {
         }
         let caf: CAFWriter
         do throws(CAFError) {
-            caf = try CAFWriter.resume(path: path, keepingPackets: record.packets)
+            caf = try CAFWriter.resume(
+                path: path, keepingPackets: record.packets, writeBehind: configuration.fileWriteBehind,
+                holdingDescriptor: configuration.holdsFileDescriptors)
         } catch {
             claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot reopen \(path) to resume the stream: \(error.description)"))

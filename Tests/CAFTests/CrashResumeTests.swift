@@ -119,7 +119,7 @@ final class CrashResumeTests: XCTestCase {
         try writer.synchronize()
         writer.close()
         try appendGarbage([0xFC, 0xFF, 0xFE], to: path)
-        try appendGarbage([0x53, 0x00, 0x00], to: CAFJournalPath.of(path))  // a torn journal record
+        try appendGarbage([0x53, 0x00, 0x00], to: CAFWriter.journalPath(for: path))  // a torn journal record
 
         let unreadable = try ToolRunner.run("ffprobe", ["-v", "error", "-show_streams", path])
         XCTAssertFalse(unreadable.succeeded, "without its packet table an Opus CAF cannot be read")
@@ -169,7 +169,7 @@ final class CrashResumeTests: XCTestCase {
         // The crash came after the data size was set, in the middle of writing the packet table.
         let dataEnd = Int(try CAFFile.read(path: path).dataOffset) + opus.joined.count
         try writeFile(path, Array(finished[0..<(dataEnd + 20)]))
-        try writeFile(CAFJournalPath.of(path), journal)
+        try writeFile(CAFWriter.journalPath(for: path), journal)
         assertCAFError(try CAFFile.read(path: path)) { if case .truncatedChunk = $0 { return true } else { return false } }
 
         let report = try CAFRecovery.recover(path: path)
@@ -221,7 +221,7 @@ final class CrashResumeTests: XCTestCase {
         let opusWriter = try CAFWriter(path: orphan, format: .opus(channels: 1, framesPerPacket: 960), info: [])
         try opusWriter.append([1, 2], packetSizes: [2], frameCount: 960)
         opusWriter.close()
-        try FileManager.default.removeItem(atPath: CAFJournalPath.of(orphan))
+        try FileManager.default.removeItem(atPath: CAFWriter.journalPath(for: orphan))
         assertCAFError(try CAFWriter.resume(path: orphan)) { $0 == .journalMissing(path: orphan) }
         assertCAFError(try CAFRecovery.recover(path: orphan)) { $0 == .journalMissing(path: orphan) }
         XCTAssertTrue(CAFError.journalMissing(path: orphan).description.contains("restore the journal"))
@@ -233,7 +233,7 @@ final class CrashResumeTests: XCTestCase {
         let writer = try CAFWriter(path: path, format: .opus(channels: 1, framesPerPacket: 960), info: [])
         try writer.append([1, 2], packetSizes: [2], frameCount: 960)
         writer.close()
-        try writeFile(CAFJournalPath.of(path), Array("not a journal at all".utf8))
+        try writeFile(CAFWriter.journalPath(for: path), Array("not a journal at all".utf8))
         assertCAFError(try CAFRecovery.recover(path: path)) {
             if case .journalCorrupt = $0 { return true } else { return false }
         }

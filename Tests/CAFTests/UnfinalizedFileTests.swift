@@ -90,7 +90,7 @@ final class UnfinalizedFileTests: XCTestCase {
         XCTAssertEqual(report.dataByteCount, Int64(signal.bytes.count))
         XCTAssertEqual(report.droppedDataBytes, 5)
         XCTAssertTrue(report.description.contains("dropped 5"), report.description)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: CAFJournalPath.of(path)))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: CAFWriter.journalPath(for: path)))
 
         let file = try CAFFile.read(path: path)
         XCTAssertTrue(file.isFinalized)
@@ -126,7 +126,7 @@ final class UnfinalizedFileTests: XCTestCase {
         let scratch = try ScratchDirectory()
         let path = scratch.file("nojournal.caf")
         let signal = try crashedPCM(at: path, partialFrameBytes: 2)
-        try FileManager.default.removeItem(atPath: CAFJournalPath.of(path))
+        try FileManager.default.removeItem(atPath: CAFWriter.journalPath(for: path))
         let report = try CAFRecovery.recover(path: path)
         XCTAssertEqual(report.frameCount, Int64(frames))
         XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), signal.bytes)
@@ -134,6 +134,3 @@ final class UnfinalizedFileTests: XCTestCase {
 }
 
 /// The journal's path, as `CAFWriter.journalPath` documents it.
-enum CAFJournalPath {
-    static func of(_ path: String) -> String { path + ".pakt-journal" }
-}

@@ -13,7 +13,7 @@ final class WriterSafetyTests: XCTestCase {
         try writeFile(path, [1, 2, 3])
         assertCAFError(try CAFWriter(path: path, format: format, info: [])) { $0 == .fileExists(path: path) }
         XCTAssertEqual(try fileBytes(path), [1, 2, 3])
-        XCTAssertFalse(FileManager.default.fileExists(atPath: CAFJournalPath.of(path)))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: CAFWriter.journalPath(for: path)))
     }
 
     func testASymbolicLinkIsNeverFollowed() throws {
@@ -43,8 +43,10 @@ final class WriterSafetyTests: XCTestCase {
             sizes += packet
             try writer.append([UInt8](repeating: UInt8(index % 251), count: Int(packet[0] + packet[1])), packetSizes: packet, frameCount: 1_920)
         }
-        // The writer keeps no packet table of its own: cut the journal short and finalize must say so.
-        let journal = CAFJournalPath.of(path)
+        // The writer keeps no packet table of its own: once the gathered sizes are in the journal,
+        // cut the journal short and finalize must say so.
+        try writer.flush()
+        let journal = CAFWriter.journalPath(for: path)
         let whole = try fileBytes(journal)
         try writeFile(journal, Array(whole.prefix(whole.count - 60)))
         assertCAFError(try writer.finalize(remainderFrames: 100)) {
@@ -124,7 +126,7 @@ final class WriterSafetyTests: XCTestCase {
     func testAnOrphanJournalIsReplacedWhenANewFileIsCreated() throws {
         let scratch = try ScratchDirectory()
         let path = scratch.file("new.caf")
-        try writeFile(CAFJournalPath.of(path), Array("stale".utf8))
+        try writeFile(CAFWriter.journalPath(for: path), Array("stale".utf8))
         let writer = try CAFWriter(path: path, format: .opus(channels: 1, framesPerPacket: 960), info: [])
         try writer.append([1, 2, 3], packetSizes: [3], frameCount: 960)
         writer.close()

@@ -14,9 +14,12 @@ import Foundation
 /// rounds and recorded more, and its audio must never be cut back to this log's.
 ///
 /// Each stream is claimed in the stream index while its rounds are replayed (shared storage: no
-/// other receiver writes it meanwhile). Files are kept open only while a record is applied (their
-/// writers are suspended between records), so a log of 10,000 streams needs no descriptor for each.
+/// other receiver writes it meanwhile). Files are opened only to write them (their writers hold no
+/// descriptor), so a log of 10,000 streams needs no descriptor for each.
 final class LogReplay {
+    /// Audio gathered per file before it is written.
+    static let writeBehind = 16_384
+
     /// What replay did, for the receiver's log.
     struct Summary: Equatable {
         var records = 0
@@ -99,7 +102,7 @@ final class LogReplay {
         if path.isEmpty {
             state.skipped = true
             summary.failures.append("the commit log names a file outside the output folder (\(file.relativePath)): not replayed")
-        } else if !FileManager.default.fileExists(atPath: CAFJournalPath.of(path)) {
+        } else if !FileManager.default.fileExists(atPath: CAFWriter.journalPath(for: path)) {
             // Finished (finalizing syncs everything) or gone: nothing to replay into.
             state.skipped = true
         } else {
@@ -127,8 +130,10 @@ final class LogReplay {
                 return
             }
             do throws(CAFError) {
-                let writer = try CAFWriter.resume(path: state.path, keepingPackets: round.packetsBefore)
-                writer.suspend()
+                // No descriptor held between rounds: a log of many streams replays into as many
+                // files. Their rounds' audio is gathered and written in 16 KiB writes.
+                let writer = try CAFWriter.resume(
+                    path: state.path, keepingPackets: round.packetsBefore, writeBehind: Self.writeBehind, holdingDescriptor: false)
                 state.writer = writer
                 summary.files += 1
             } catch {
@@ -142,8 +147,6 @@ final class LogReplay {
             return
         }
         do throws(CAFError) {
-            try writer.reattach()
-            defer { writer.suspend() }
             for operation in round.operations {
                 switch operation {
                 case .audio(let payload, let sizes, let frames):
@@ -221,7 +224,6 @@ final class LogReplay {
         guard let writer = state.writer else { return }
         state.writer = nil
         do throws(CAFError) {
-            try writer.reattach()
             try writer.synchronize()
             writer.close()
         } catch {
@@ -236,9 +238,4 @@ final class LogReplay {
             summary.failures.append("cannot record the replayed position of \(state.path): \(error.description)")
         }
     }
-}
-
-/// Where a CAF file's packet journal is (an unfinished file has one).
-enum CAFJournalPath {
-    static func of(_ cafPath: String) -> String { cafPath + ".pakt-journal" }
 }

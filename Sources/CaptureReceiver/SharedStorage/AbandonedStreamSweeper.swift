@@ -145,7 +145,7 @@ enum AbandonedStreamSweeper {
                 let done = finalizeAbandoned(path: path, claim: claim, index: index, handOff: handOff, logger: logger)
                 if done { finalized += 1 }
             case .finalizeResumable:
-                guard FileManager.default.fileExists(atPath: path + ".pakt-journal") else {
+                guard FileManager.default.fileExists(atPath: CAFWriter.journalPath(for: path)) else {
                     claim.release(removingEntry: false)
                     continue
                 }

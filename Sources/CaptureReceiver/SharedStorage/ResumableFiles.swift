@@ -9,7 +9,7 @@ enum ResumableFiles {
     /// The file at `path` can still be continued: it is unfinished (a packet journal beside it), or
     /// was finalized at a shutdown and kept its position log.
     static func isUnfinished(_ path: String) -> Bool {
-        FileManager.default.fileExists(atPath: path + ".pakt-journal") || FileManager.default.fileExists(atPath: StreamPositionLog.path(for: path))
+        FileManager.default.fileExists(atPath: CAFWriter.journalPath(for: path)) || FileManager.default.fileExists(atPath: StreamPositionLog.path(for: path))
     }
 
     /// When the file was last made durable (its position log's modification time, else the file's).

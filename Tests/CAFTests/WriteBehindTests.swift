@@ -1,0 +1,89 @@
+import CAF
+import CaptureCore
+import Foundation
+import XCTest
+
+/// A writer can gather audio and write it in larger pieces, and can write without keeping a
+/// descriptor: what a receiver of thousands of streams needs. Nothing appended is ever reordered
+/// or lost by either, and `flush` and `synchronize` write everything gathered.
+final class WriteBehindTests: XCTestCase {
+    private let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .s16)
+
+    func testGatheredAudioIsWrittenOncePerWriteBehindAndWhenFlushed() throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.file("gathered.caf")
+        let writer = try CAFWriter(path: path, format: format, info: [], writeBehind: 1_000)
+        let header = try fileBytes(path).count
+        let pieces = (0..<5).map { piece in [UInt8]((0..<400).map { UInt8(truncatingIfNeeded: $0 &+ piece * 31) }) }
+        try writer.append(pieces[0], frameCount: 200)
+        try writer.append(pieces[1], frameCount: 200)
+        XCTAssertEqual(try fileBytes(path).count, header, "800 bytes are gathered, not written")
+        XCTAssertTrue(writer.hasGatheredData)
+        XCTAssertEqual(writer.dataByteCount, 800, "but counted as appended")
+        try writer.append(pieces[2], frameCount: 200)
+        XCTAssertEqual(try fileBytes(path).count, header + 1_200, "past 1,000 bytes everything gathered is written at once")
+        XCTAssertFalse(writer.hasGatheredData)
+        try writer.append(pieces[3], frameCount: 200)
+        try writer.addMarker(framePosition: 700, name: "gap")
+        try writer.appendSilence(frameCount: 10)
+        XCTAssertEqual(try fileBytes(path).count, header + 1_620, "silence writes what was gathered before it, then extends the file")
+        try writer.append(pieces[4], frameCount: 200)
+        try writer.flush()
+        XCTAssertEqual(try fileBytes(path).count, header + 2_020)
+        try writer.finalize()
+        let file = try CAFFile.read(path: path)
+        XCTAssertEqual(try file.readAudioData(), pieces[0] + pieces[1] + pieces[2] + pieces[3] + [UInt8](repeating: 0, count: 20) + pieces[4])
+        XCTAssertEqual(file.markers, [CAFMarker(framePosition: 700, name: "gap")])
+    }
+
+    func testWhatIsGatheredIsLostInACrashLikeAnyUnsyncedWriteAndTheRestResumes() throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.file("crash.caf")
+        let opus = StreamFormat.opus(channels: 1, framesPerPacket: 960)
+        var writer: CAFWriter? = try CAFWriter(path: path, format: opus, info: [], writeBehind: 64)
+        try writer?.append([UInt8](repeating: 1, count: 40), packetSizes: [20, 20], frameCount: 1_920)
+        try writer?.synchronize()
+        try writer?.append([UInt8](repeating: 2, count: 30), packetSizes: [30], frameCount: 960)
+        writer = nil  // the process dies with 30 bytes and one packet size gathered
+        let resumed = try CAFWriter.resume(path: path)
+        XCTAssertEqual(resumed.packetCount, 2)
+        XCTAssertEqual(resumed.dataByteCount, 40)
+        try resumed.finalize()
+        XCTAssertEqual(try CAFFile.read(path: path).packetTable?.packetSizes, [20, 20])
+    }
+
+    func testAWriterWithoutItsDescriptorOpensTheFileOnlyToWriteIt() throws {
+        let scratch = try ScratchDirectory()
+        let held = try CAFWriter(path: scratch.file("held.caf"), format: format, info: [])
+        let loose = try CAFWriter(path: scratch.file("loose.caf"), format: format, info: [], holdingDescriptor: false)
+        for _ in 0..<3 {
+            try held.append([UInt8](repeating: 7, count: 64), frameCount: 32)
+            try loose.append([UInt8](repeating: 7, count: 64), frameCount: 32)
+        }
+        try loose.synchronize()
+        let open = Self.openFiles()
+        XCTAssertTrue(open.contains(held.path), "\(open)")
+        XCTAssertFalse(open.contains(loose.path), "\(open)")
+        XCTAssertFalse(open.contains(held.journalPath) || open.contains(loose.journalPath), "journals are opened only to write: \(open)")
+        XCTAssertEqual(try CAFFile.read(path: loose.path).dataSize, 192)
+
+        held.releaseDescriptor()
+        XCTAssertFalse(Self.openFiles().contains(held.path), "released")
+        try held.append([UInt8](repeating: 8, count: 64), frameCount: 32)
+        XCTAssertFalse(Self.openFiles().contains(held.path), "written without keeping it")
+        held.holdDescriptor()
+        try held.append([UInt8](repeating: 9, count: 64), frameCount: 32)
+        XCTAssertTrue(Self.openFiles().contains(held.path), "held again from the next write")
+        try held.finalize()
+        try loose.finalize()
+        XCTAssertFalse(Self.openFiles().contains(held.path))
+        XCTAssertEqual(try CAFFile.read(path: held.path).readAudioData(),
+                       [UInt8](repeating: 7, count: 192) + [UInt8](repeating: 8, count: 64) + [UInt8](repeating: 9, count: 64))
+    }
+
+    /// The paths this process has open.
+    private static func openFiles() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") })
+    }
+}

@@ -28,6 +28,13 @@ public struct ReceiverConfiguration: Sendable {
     /// Where the receivers' commit logs are (`--log-dir`): nil for `OUT/.commit-log`. Each receiver
     /// keeps its log in a folder of its own there.
     public var logDirectory: String? = nil
+    /// Whether each recording keeps its file's descriptor open between writes. False when the
+    /// open-file limit has no room for one per stream beside its connection
+    /// (`StreamCapacity.holdsFileDescriptors`): files are then opened for each write.
+    public var holdsFileDescriptors = true
+    /// Audio a recording gathers before writing it to its file (`CAFWriter.writeBehind`): one write
+    /// per 8 KiB instead of one per packet. Nothing waits on it: Acks come from the commit log.
+    public var fileWriteBehind = 8_192
     /// Written to each file's `info` chunk as the encoding application.
     public var applicationName: String
     /// Where the receiver counts what it does (served by `--metrics`); nil for none.

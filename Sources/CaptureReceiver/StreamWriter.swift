@@ -83,6 +83,11 @@ public final class StreamWriter: @unchecked Sendable {
     private var positionLog: StreamPositionLog?
     /// The stream's claim in the `StreamIndex`: held while the file is open here.
     private var claim: StreamClaim?
+    /// The file's writer after the stream failed with acknowledged audio still gathered in memory
+    /// (a full disk, say): the commit log holds that audio, so each checkpoint tries again to write
+    /// it, and none completes until it is in the file. Meanwhile the stream stays claimed, so no one
+    /// resumes the file without it.
+    private var stranded: CAFWriter?
     private var written: DurablePosition
     private var durable: DurablePosition
     /// The position the last round took (committed, or being committed, to the log).
@@ -442,13 +447,20 @@ public final class StreamWriter: @unchecked Sendable {
                     // Left unfinalized: still resumable, and `capture-recv recover` finishes it.
                     synchronizeAlone()
                     synced = failure == nil
-                    writer.close()
                 }
             } else {
                 synchronizeAlone()
                 synced = failure == nil
-                writer.close()
             }
+            if !synced, writer.hasGatheredData {
+                // Failed with acknowledged audio that never reached the file: see `stranded`.
+                writer.releaseDescriptor()
+                stranded = writer
+                self.writer = nil
+                positionLog = nil
+                return completion()
+            }
+            writer.close()
             // Everything written is durable: the position log records where a resume continues
             // (a failed stream's stays where its last checkpoint left it, and the commit log keeps
             // what it acknowledged since, for the replay at the receiver's next start).
@@ -520,6 +532,27 @@ public final class StreamWriter: @unchecked Sendable {
         guard let writer, currentPath == path else { return true }
         do throws(CAFError) {
             try writer.synchronize()
+            return true
+        } catch {
+            fail(.writeFailed(error.description))
+            return false
+        }
+    }
+
+    /// Writes what the file's writer gathers in memory to the file (for the checkpoint's syncfs),
+    /// when the stream still writes the file the checkpoint covers. False when it failed.
+    func flushForCheckpoint(path: String) -> Bool {
+        if let stranded, stranded.path == path {
+            guard (try? stranded.flush()) != nil else { return false }
+            stranded.close()
+            self.stranded = nil
+            claim?.release(removingEntry: false)
+            claim = nil
+            return true
+        }
+        guard let writer, currentPath == path else { return true }
+        do throws(CAFError) {
+            try writer.flush()
             return true
         } catch {
             fail(.writeFailed(error.description))

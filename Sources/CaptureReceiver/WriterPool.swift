@@ -188,6 +188,9 @@ public final class WriterPool: @unchecked Sendable {
     var roundCount: Int { condition.withLock { rounds } }
     /// Checkpoints completed so far.
     var checkpointCount: Int { condition.withLock { checkpoints } }
+    /// Checkpoints that could not make the recordings durable so far (each is tried again).
+    var failedCheckpointCount: Int { condition.withLock { failedCheckpoints } }
+    private var failedCheckpoints = 0
     /// `syncfs` calls made so far (new streams' files, checkpoints).
     var fileSystemSyncCount: Int { condition.withLock { fileSystemSyncs } }
     /// Where replay would begin now (tests).
@@ -367,6 +370,7 @@ public final class WriterPool: @unchecked Sendable {
             if succeeded {
                 checkpointCompleted = position
             } else {
+                failedCheckpoints += 1
                 // The next checkpoint covers these streams again (with their newer positions when
                 // they wrote more since).
                 for entry in entries where sinceCheckpoint[ObjectIdentifier(entry.writer)] == nil {
@@ -384,6 +388,9 @@ public final class WriterPool: @unchecked Sendable {
     /// reach the storage. False when any failed.
     private func synchronizeRecordings(_ entries: [CheckpointEntry]) -> Bool {
         if syncMethod == .fileSystem {
+            // What the streams gather in memory goes to their files first, for the syncfs to cover.
+            let flushed = onLanes(entries, lane: \.writer.lane) { $0.writer.flushForCheckpoint(path: $0.path) ? true : nil }
+            guard flushed.count == entries.count else { return false }
             let error = synchronizeFileSystem(outputDirectory)
             condition.withLock { fileSystemSyncs += 1 }
             if error == nil { return true }

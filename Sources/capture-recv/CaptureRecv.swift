@@ -92,7 +92,7 @@ struct Serve: AsyncParsableCommand {
         help: ReceiveRanges.maxStreams.help(
             "Streams recorded at the same time at most; connections beyond it (and \(StreamCapacity.handshakeAllowance) more in their handshake) are refused. A value above what the open-file limit allows is lowered to that, with a warning.",
             valueName: "N",
-            default: "what the open-file limit allows at \(StreamCapacity.descriptorsPerStream) files per stream, raised to its hard limit at start, and at most one stream per MiB of memory"),
+            default: "what the open-file limit allows at \(StreamCapacity.descriptorsPerStream) file per stream (its connection), raised to its hard limit at start, and at most one stream per MiB of memory. Each stream keeps its recording open too when the limit has room for \(StreamCapacity.descriptorsPerStreamHoldingFiles) per stream; otherwise files are opened for each write"),
         transform: ReceiveRanges.maxStreams.integer)
     var maxStreams: Int?
 
@@ -141,6 +141,7 @@ struct Serve: AsyncParsableCommand {
     /// ReceiveRanges, once parsed); --max-streams as `capacity` allows it (`StreamCapacity.maximumStreams`).
     func applyLimits(to configuration: inout ReceiverConfiguration, capacity: StreamCapacity) {
         configuration.maximumStreams = capacity.maximumStreams(requested: maxStreams)
+        configuration.holdsFileDescriptors = capacity.holdsFileDescriptors(maximumStreams: configuration.maximumStreams)
         configuration.maximumFrameBytes = maxFrameBytes
         configuration.syncPolicy = SyncPolicy(interval: .milliseconds(syncMs))
         configuration.handshakeTimeout = .nanoseconds(Saturating.nanoseconds(seconds: Double(handshakeTimeout)))
@@ -246,6 +247,7 @@ extension Serve {
             "max-streams": "\(maximumStreams)",
             "open-file-limit": "\(capacity.openFileLimit)\(raised)",
             "streams-the-open-file-limit-allows": "\(capacity.streamsAllowedByOpenFiles)",
+            "recordings-held-open": "\(capacity.holdsFileDescriptors(maximumStreams: maximumStreams) ? "yes" : "no (opened for each write: lower --max-streams to \(capacity.streamsHoldingFiles) to keep them open)")",
         ])
         if let requested, requested > maximumStreams {
             logger.warning("--max-streams \(requested) needs an open-file limit of \(StreamCapacity.openFilesNeeded(forStreams: requested)) but this process may open \(capacity.openFileLimit) files: lowered to \(maximumStreams) streams, and the streams beyond are refused as too many; to record \(requested) at once, raise the limit (LimitNOFILE= in the systemd unit, ulimit -Hn, or the container's nofile ulimit)")

@@ -7,30 +7,36 @@ import XCTest
 final class StreamLimitTests: XCTestCase {
     func testTheDefaultLimitIsWhatTheOpenFilesAndTheMemoryAllow() {
         let fieldServer = StreamCapacity(openFileLimit: 20_000, openFileLimitBefore: 1_024, physicalMemory: 24 << 30)
-        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, (20_000 - 128 - 64) / 4)
+        XCTAssertEqual(fieldServer.streamsAllowedByOpenFiles, 20_000 - 128 - 64, "one descriptor per stream: its connection")
         XCTAssertEqual(fieldServer.streamsAllowedByMemory, 24_576)
-        XCTAssertEqual(fieldServer.defaultMaximumStreams, 4_952)
+        XCTAssertEqual(fieldServer.defaultMaximumStreams, 19_808)
+        XCTAssertFalse(fieldServer.holdsFileDescriptors(maximumStreams: 19_808), "no room to keep the recordings open too")
+        XCTAssertEqual(fieldServer.streamsHoldingFiles, 9_904)
+        XCTAssertTrue(fieldServer.holdsFileDescriptors(maximumStreams: 9_904))
+        XCTAssertFalse(fieldServer.holdsFileDescriptors(maximumStreams: 9_905))
+        XCTAssertFalse(fieldServer.holdsFileDescriptors(maximumStreams: 10_000), "the issue's 10,000 streams open their files for each write")
 
         let systemdUnit = StreamCapacity(openFileLimit: 524_288, openFileLimitBefore: 1_024, physicalMemory: 2 << 30)
         XCTAssertEqual(systemdUnit.defaultMaximumStreams, 2_048, "a small box is bounded by its memory")
 
         let starved = StreamCapacity(openFileLimit: 100, openFileLimitBefore: 100, physicalMemory: 1 << 30)
         XCTAssertEqual(starved.defaultMaximumStreams, 1, "never below one stream")
-        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 40_192)
+        XCTAssertEqual(StreamCapacity.openFilesNeeded(forStreams: 10_000), 10_192)
     }
 
     /// Issue 31: a --max-streams the open files cannot hold is lowered to what they hold; one
     /// they can hold, or none given, is kept (the default).
     func testAMaxStreamsBeyondTheOpenFilesIsLoweredToWhatFits() {
         let fieldServer = StreamCapacity(openFileLimit: 20_000, openFileLimitBefore: 1_024, physicalMemory: 24 << 30)
-        XCTAssertEqual(fieldServer.maximumStreams(requested: 5_000), 4_952, "the issue's 5,000 streams on 20,000 descriptors")
-        XCTAssertEqual(fieldServer.maximumStreams(requested: 4_952), 4_952)
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 10_000), 10_000, "the issue's 10,000 streams on 20,000 descriptors")
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 19_808), 19_808)
         XCTAssertEqual(fieldServer.maximumStreams(requested: 100), 100)
-        XCTAssertEqual(fieldServer.maximumStreams(requested: 1_000_000), 4_952)
+        XCTAssertEqual(fieldServer.maximumStreams(requested: 1_000_000), 19_808)
         XCTAssertEqual(fieldServer.maximumStreams(requested: nil), fieldServer.defaultMaximumStreams)
         // More streams than the memory's default may be asked for: only the descriptors bound it.
         let smallBox = StreamCapacity(openFileLimit: 524_288, openFileLimitBefore: 1_024, physicalMemory: 2 << 30)
         XCTAssertEqual(smallBox.maximumStreams(requested: 10_000), 10_000)
+        XCTAssertEqual(smallBox.maximumStreams(requested: 1_000_000), 524_096)
         let starved = StreamCapacity(openFileLimit: 100, openFileLimitBefore: 100, physicalMemory: 1 << 30)
         XCTAssertEqual(starved.maximumStreams(requested: 8), 1, "never below one stream")
     }

@@ -301,6 +301,63 @@ final class WriterPoolTests: XCTestCase {
         pool.shutDown()
     }
 
+    /// Audio acknowledged through the commit log but still gathered in memory when its disk filled
+    /// never leaves the log: every checkpoint waits until it is in its file, and the stream stays
+    /// claimed meanwhile, so no one resumes the file without it.
+    func testAcknowledgedAudioThatCannotReachItsFileHoldsCheckpointsBackUntilItDoes() throws {
+        let small = folder + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        guard run("/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small) else {
+            throw XCTSkip("cannot mount a small tmpfs here (needs root)")
+        }
+        defer { _ = run("/bin/umount", small) }
+        let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20), checkpointInterval: .zero))
+        defer { pool.shutDown() }
+        let strandedHello = try Self.hello(name: "stranded")
+        let stranded = try open(pool, name: "stranded", folder: small, hello: strandedHello)
+        let healthy = try open(pool, name: "healthy")
+        stranded.writer.write(sequence: 1, payload: Self.samples(stream: 1, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        XCTAssertEqual(stranded.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 })
+        let replayPoint = pool.logCheckpoint
+        // The disk fills; 7,200 bytes (under the 8 KiB gathered before writing) need a new page.
+        let filler = small + "/filler"
+        XCTAssertTrue(FileManager.default.createFile(atPath: filler, contents: nil))
+        let fill = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
+        while (try? fill.write(contentsOf: Data(count: 4_096))) != nil {}
+        try? fill.close()
+        let second = Data((0..<7_200).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        stranded.writer.write(sequence: 2, payload: second, packetSizes: [], frameCount: 3_600, endSampleTime: 3_604)
+        XCTAssertEqual(stranded.events.waitForDurable(sequence: 2), DurablePosition(sequence: 2, sampleTime: 3_604), "acknowledged from the log")
+        XCTAssertNotNil(stranded.events.waitForFailure(), "the checkpoint could not write it to the file")
+        let detached = DispatchSemaphore(value: 0)
+        stranded.writer.detach { detached.signal() }
+        detached.wait()
+        // Other streams' rounds go on; their checkpoints fail while the audio is not in its file.
+        let failedBefore = pool.failedCheckpointCount
+        for sequence in 1...3 {
+            healthy.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 2, sequence: sequence), packetSizes: [],
+                                 frameCount: 4, endSampleTime: Int64(sequence * 4))
+            XCTAssertNotNil(healthy.events.waitForDurable(sequence: UInt64(sequence)))
+        }
+        XCTAssertTrue(waitUntil { pool.failedCheckpointCount > failedBefore })
+        XCTAssertEqual(pool.logCheckpoint, replayPoint, "the log keeps the audio the file lacks")
+        let index = StreamIndex(outputDirectory: small)
+        guard case .failure(.held) = index.claimExisting(strandedHello.streamID) else {
+            return XCTFail("the stream stays claimed while its file lacks acknowledged audio")
+        }
+        // Room again: the next checkpoint writes it, completes, and lets the stream go.
+        try FileManager.default.removeItem(atPath: filler)
+        healthy.writer.write(sequence: 4, payload: Self.samples(stream: 2, sequence: 4), packetSizes: [], frameCount: 4, endSampleTime: 16)
+        XCTAssertTrue(waitUntil { pool.logCheckpoint != replayPoint }, "the checkpoint completes")
+        let file = try CAFFile.read(path: stranded.writer.path)
+        XCTAssertEqual(try file.readAudioData(), [UInt8](Self.samples(stream: 1, sequence: 1)) + [UInt8](second), "every acknowledged byte, in order")
+        guard case .success(let claim) = index.claimExisting(strandedHello.streamID) else {
+            return XCTFail("the stream is let go once its file holds its audio")
+        }
+        claim.release(removingEntry: false)
+    }
+
     func testFinishComesAfterEveryPendingWrite() throws {
         let pool = try makePool(threads: 1, policy: Self.noTimer)
         let stream = try open(pool, name: "finish")

@@ -22,54 +22,79 @@ final class StreamLimitEndToEndTests: XCTestCase {
             receiver = try ReceiverUnderTest()
         }
         let hard = Int(min(original.rlim_max, rlim_t(Int32.max)))
-        let allowed = (hard - 192) / 4
+        let allowed = hard - 192
         XCTAssertTrue(waitFor { receiver.child.standardError.contains("stream limit") }, receiver.child.standardError)
         let line = receiver.child.standardError.split(separator: "\n").first { $0.contains("stream limit") }.map(String.init) ?? ""
         XCTAssertTrue(line.contains("open-file-limit=\"\(hard) (raised from 1024)\""), line)
         XCTAssertTrue(line.contains("streams-the-open-file-limit-allows=\(allowed)"), line)
         let memory = Int(ProcessInfo.processInfo.physicalMemory >> 20)
         XCTAssertTrue(line.contains("max-streams=\(min(allowed, memory))"), line)
+        let holds = min(allowed, memory) * 2 + 192 <= hard
+        XCTAssertTrue(line.contains("recordings-held-open=\(holds ? "yes" : "\"no (opened for each write: lower --max-streams to \((hard - 192) / 2) to keep them open)\"")"), line)
         let limits = try String(contentsOfFile: "/proc/\(receiver.child.process.processIdentifier)/limits", encoding: .utf8)
         let openFiles = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") } ?? ""
         XCTAssertEqual(openFiles.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).prefix(2).map(String.init), ["\(hard)", "\(hard)"])
     }
 
-    func testARecordingStreamHoldsThreeFilesOpenBesideItsConnection() throws {
-        let receiver = try ReceiverUnderTest()
-        let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "6", "--stream-name", "fds", "--buffer-seconds", "0.1"])
+    /// With room in the open-file limit, a recording stream holds one file open beside its
+    /// connection: its CAF file. Its claim is a byte in the receiver's one lock file, and its packet
+    /// journal and position log are opened only to write them.
+    func testARecordingStreamHoldsOnlyItsRecordingOpenBesideItsConnection() throws {
+        let open = try filesOpenWhileRecording(extraArguments: ["--max-streams", "100"])
+        XCTAssertEqual(open.map { $0.hasSuffix(".caf") ? "caf" : $0 }.sorted(), [".locks", "caf"],
+                       "the journal and the position log are not held open (the folder itself is, for syncfs): \(open)")
+    }
+
+    /// Without room for a recording per stream beside the connections (the default --max-streams of
+    /// a 20,000-descriptor machine), the recording is opened for each write: nothing of the stream
+    /// stays open but its connection.
+    func testWithoutRoomARecordingStreamHoldsNothingOpenBesideItsConnection() throws {
+        var limit = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        let memory = Int(ProcessInfo.processInfo.physicalMemory >> 20)
+        let hard = Int(min(limit.rlim_max, rlim_t(Int32.max)))
+        guard min(hard - 192, memory) * 2 + 192 > hard else { throw XCTSkip("this machine's limit (\(hard)) has room for every default stream's recording") }
+        var seen: Set<String> = []
+        for _ in 0..<5 {
+            seen.formUnion(try filesOpenWhileRecording(extraArguments: []))
+        }
+        XCTAssertEqual(seen, [".locks"], "the recording was never found held open: \(seen)")
+    }
+
+    /// What the receiver holds open in --out (other than its commit log) once a second of a stream
+    /// is in the file: `.locks` for the stream lock file, the last path component for the rest.
+    private func filesOpenWhileRecording(extraArguments: [String]) throws -> [String] {
+        let receiver = try ReceiverUnderTest(extraArguments: extraArguments)
+        let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "3", "--stream-name", "fds", "--buffer-seconds", "0.1"])
         let descriptors = "/proc/\(receiver.child.process.processIdentifier)/fd"
         var open: [String] = []
         var logFiles: [String] = []
-        // Once a second of audio is in the file (five rounds), list what is open in --out.
         XCTAssertTrue(waitFor(20) {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
             let paths = names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(descriptors)/\($0)") }
                 .filter { $0.hasPrefix(receiver.directory.path + "/") }
             // The receiver's commit log (its lock and segments) is the receiver's, not the stream's.
             logFiles = paths.filter { $0.hasPrefix(receiver.directory.path + "/.commit-log/") }
-            open = paths.filter { !$0.hasPrefix(receiver.directory.path + "/.commit-log/") }
-                // The claim was opened under a temporary name in the index, then linked into place.
-                .map { $0.hasPrefix(receiver.directory.path + "/.streams/") ? "claim" : ($0 as NSString).lastPathComponent }
+            open = paths.filter { !$0.hasPrefix(receiver.directory.path + "/.commit-log/") }.map { ($0 as NSString).lastPathComponent }
             let file = ((try? FileManager.default.contentsOfDirectory(atPath: receiver.directory.path)) ?? []).first { $0.hasSuffix(".caf") }
             let size = file.flatMap { try? FileManager.default.attributesOfItem(atPath: receiver.directory.appendingPathComponent($0).path)[.size] as? Int } ?? 0
             return size >= 192_000 && !open.isEmpty
         }, "the stream records: \(receiver.child.standardError)")
-        XCTAssertEqual(open.map { $0.hasSuffix(".caf") ? "caf" : $0.hasSuffix(".pakt-journal") ? "journal" : $0 }.sorted(), ["caf", "claim", "journal"],
-                       "the position log is not held open (the folder itself is, for syncfs): \(open)")
         XCTAssertTrue(logFiles.contains { $0.hasSuffix("/lock") }, "\(logFiles)")
         XCTAssertTrue(logFiles.contains { ($0 as NSString).lastPathComponent.hasPrefix("segment-") }, "\(logFiles)")
         XCTAssertEqual(sender.wait(seconds: 30), 0, sender.standardError)
+        return open
     }
 
     /// Issue 31: --max-streams above what the open-file limit allows is lowered to what fits, with a
     /// start-up warning, and the streams beyond are refused as too many (TOO_MANY_STREAMS), never
     /// with STORAGE_FAILED for a missing descriptor.
     func testAMaxStreamsBeyondTheOpenFileLimitIsLoweredAndTheStreamsBeyondAreRefusedAsTooMany() throws {
-        // 256 descriptors: (256 - 128 reserved - 64 in their handshake) / 4 per stream = 16 streams.
-        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "100", "--log-level", "debug"], openFileLimit: 256)
+        // 208 descriptors: (208 - 128 reserved - 64 in their handshake) / 1 per stream = 16 streams.
+        let receiver = try ReceiverUnderTest(extraArguments: ["--max-streams", "100", "--log-level", "debug"], openFileLimit: 208)
         XCTAssertTrue(waitFor { receiver.child.standardError.contains("stream limit") }, receiver.child.standardError)
         XCTAssertTrue(receiver.child.standardError.contains(
-            "--max-streams 100 needs an open-file limit of 592 but this process may open 256 files: lowered to 16 streams, and the streams beyond are refused as too many"),
+            "--max-streams 100 needs an open-file limit of 292 but this process may open 208 files: lowered to 16 streams, and the streams beyond are refused as too many"),
             receiver.child.standardError)
         let line = receiver.child.standardError.split(separator: "\n").first { $0.contains("stream limit") }.map(String.init) ?? ""
         XCTAssertTrue(line.contains("max-streams=16"), line)

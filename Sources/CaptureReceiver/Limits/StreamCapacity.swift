@@ -3,15 +3,21 @@ import Foundation
 
 /// How many streams this receiver can hold open at once, from its open-file limit and memory.
 ///
-/// Each recording stream holds four file descriptors: its connection, its CAF file, the packet
-/// journal beside it and its claim in the stream index (its position log is opened only to write a
-/// record). `reservedDescriptors` are kept for everything else
+/// Each recording stream needs one file descriptor: its connection. Its claim is a byte in the
+/// stream index's one lock file, and its packet journal and position log are opened only to write
+/// them. Its CAF file's descriptor is held between writes only when the limit has room for one per
+/// stream beside the connections (`holdsFileDescriptors`); otherwise the file is opened for each
+/// write (of 8 KiB or more: see `ReceiverConfiguration.fileWriteBehind`), which costs an open and
+/// a close per write (on a network file system, a round trip each). `reservedDescriptors` are kept
+/// for everything else
 /// (listening sockets, the metrics endpoint, logs, files being recovered, connections still in
 /// their handshake). Memory bounds the default too: a stream's audio that is not yet durable may
 /// reach a few MiB before its connection stops being read, so one stream per `memoryPerStream`.
 public struct StreamCapacity: Sendable, Equatable {
-    /// Descriptors one recording stream holds.
-    public static let descriptorsPerStream = 4
+    /// Descriptors one recording stream needs.
+    public static let descriptorsPerStream = 1
+    /// Descriptors one recording stream holds when it keeps its file open too.
+    public static let descriptorsPerStreamHoldingFiles = 2
     /// Descriptors kept aside for everything but recording streams.
     public static let reservedDescriptors = 128
     /// Connections beyond the stream limit that may be in their handshake at once.
@@ -53,6 +59,16 @@ public struct StreamCapacity: Sendable, Equatable {
     public func maximumStreams(requested: Int?) -> Int {
         guard let requested else { return defaultMaximumStreams }
         return min(requested, max(1, streamsAllowedByOpenFiles))
+    }
+
+    /// Streams the open-file limit allows when each keeps its file's descriptor.
+    public var streamsHoldingFiles: Int {
+        max(0, (openFileLimit - Self.reservedDescriptors - Self.handshakeAllowance) / Self.descriptorsPerStreamHoldingFiles)
+    }
+
+    /// Whether `maximumStreams` streams can each keep their file's descriptor beside their connection.
+    public func holdsFileDescriptors(maximumStreams: Int) -> Bool {
+        maximumStreams * Self.descriptorsPerStreamHoldingFiles + Self.reservedDescriptors + Self.handshakeAllowance <= openFileLimit
     }
 
     /// The open-file limit a stream limit of `streams` needs.

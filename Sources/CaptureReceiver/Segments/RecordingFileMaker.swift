@@ -23,6 +23,10 @@ public struct RecordingFileMaker: Sendable {
     public let outputDirectory: String
     /// How files are named (`--name-template`).
     public let template: FileNameTemplate
+    /// Audio each file's writer gathers before writing it (`ReceiverConfiguration.fileWriteBehind`).
+    let writeBehind: Int
+    /// Whether each file's writer keeps its descriptor (`ReceiverConfiguration.holdsFileDescriptors`).
+    let holdsDescriptor: Bool
     /// Entries every file of the stream has (title, source, application, stream id...).
     let commonInfo: [(key: String, value: String)]
     /// The stream's start time (ns): the time of its first valid sample.
@@ -46,6 +50,8 @@ public struct RecordingFileMaker: Sendable {
         self.hello = hello
         outputDirectory = configuration.outputDirectory
         template = configuration.nameTemplate
+        writeBehind = configuration.fileWriteBehind
+        holdsDescriptor = configuration.holdsFileDescriptors
         let message = hello.message
         // A CAF `info` string holds no NUL: removed as scalars (a NUL followed by a combining mark
         // is one Character, which replacing the string "\0" missed: every file creation of such a
@@ -136,7 +142,8 @@ public struct RecordingFileMaker: Sendable {
                 let writer = try CAFWriter(
                     path: path, format: hello.format, channelLayoutTag: layout?.tag, channelBitmap: layout?.bitmap ?? 0,
                     info: variant == .natural ? info : info + [("intended file name", natural)], magicCookie: StreamFiles.storedCookie(hello),
-                    primingFrames: Int(firstValid - firstFrame), synchronizing: false)
+                    primingFrames: Int(firstValid - firstFrame), synchronizing: false, writeBehind: writeBehind,
+                    holdingDescriptor: holdsDescriptor)
                 let naming = variant == .natural ? nil : FileNaming(intended: natural, used: relative, carriesStreamID: index >= Self.numberedNames)
                 return RecordingFile(writer: writer, naming: naming)
             } catch .fileExists {

@@ -21,14 +21,14 @@ counts=${BENCH_SCALE_COUNTS:-2000 5000 10000}
 seconds=${BENCH_SCALE_SECONDS:-60}
 largest=$(maximum $counts)
 
-# Open files: each stream costs the receiver 4 descriptors (its socket, the CAF file, the
-# packet-table journal and its claim in the stream index; the position log is opened only to
-# write a record; the commit log's few are the receiver's) and the generator one
-# socket, and both processes inherit this shell's limits. 10,000 streams need ~31,000 at the receiver, above the usual hard
-# limit, so raise the hard limit first (root may; fs.nr_open caps it) and the soft one to match.
-# A count that still does not fit (no CAP_SYS_RESOURCE, e.g. in a container) is skipped with a row
-# that says so, rather than measured against a receiver that runs out of descriptors.
-files_for() { echo $(($1 * 4 + 1024)); }
+# Open files: each stream costs the receiver 1 descriptor (its socket: claims are bytes of one lock
+# file, the journal and position log are opened only to write them, and the CAF file is held open
+# only when the limit has room for 2 per stream; the commit log's few are the receiver's) and the
+# generator one socket, and both processes inherit this shell's limits. Raise the hard limit first
+# where it is below what the largest count needs (root may; fs.nr_open caps it) and the soft one to
+# match. A count that still does not fit (no CAP_SYS_RESOURCE, e.g. in a container) is skipped with
+# a row that says so, rather than measured against a receiver that runs out of descriptors.
+files_for() { echo $(($1 + 1024)); }
 needed=$(files_for "$largest")
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt "$needed" ]; then

@@ -97,16 +97,19 @@ final class ResilienceTests: XCTestCase {
 
     // MARK: - Receiver killed
 
-    /// Starts a paced tone sender through a proxy, SIGKILLs the receiver once some audio is on disk,
-    /// restarts it on the same folder, points the proxy at it, and returns the finished file.
-    private func killReceiverMidStream(codecArguments: [String], name: String) throws -> (file: URL, sender: ChildProcess, receiver: ReceiverUnderTest, first: ReceiverUnderTest) {
+    /// Starts a paced tone sender through a proxy, SIGKILLs the receiver once `killAfterBytes` are
+    /// in the file (a file gets its audio 8 KiB at a time), restarts it on the same folder, points the
+    /// proxy at it, and returns the finished file.
+    private func killReceiverMidStream(
+        codecArguments: [String], name: String, killAfterBytes: Int = 40_000
+    ) throws -> (file: URL, sender: ChildProcess, receiver: ReceiverUnderTest, first: ReceiverUnderTest) {
         let output = work.appendingPathComponent("out")
         let first = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions, outputDirectory: output)
         let proxy = try FaultProxy(upstreamPort: first.port, seed: 7)
         let sender = try ChildProcess(Products.send, [
             "127.0.0.1:\(proxy.port)", "--source", "tone", "--duration", "5", "--stream-name", name,
         ] + codecArguments + Resilience.senderOptions(spool: spool()))
-        Resilience.waitUntil("a second of audio is in the file") { Resilience.size(first.files().first) > 40_000 }
+        Resilience.waitUntil("audio is in the file") { Resilience.size(first.files().first) > killAfterBytes }
         first.child.signal(SIGKILL)
         first.child.wait()
         let second = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions, outputDirectory: output)
@@ -133,7 +136,8 @@ final class ResilienceTests: XCTestCase {
 
     func testReceiverKilledMidStreamOpusKeepsEveryPacketAndItsPacketTable() throws {
         let opus = ["--codec", "opus", "--bitrate", "64000"]
-        let run = try killReceiverMidStream(codecArguments: opus, name: "opus-kill")
+        // 5 s at 64 kb/s are 40 kB in all: killed once the first 8 KiB (a second) are in the file.
+        let run = try killReceiverMidStream(codecArguments: opus, name: "opus-kill", killAfterBytes: 8_192)
         let reference = try ReceiverUnderTest()
         let clean = try runSender([reference.address, "--source", "tone", "--duration", "5", "--no-pace", "--stream-name", "opus-kill"] + opus + Resilience.senderOptions(spool: spool("reference-spool")))
         XCTAssertEqual(clean.status, 0, clean.stderr)

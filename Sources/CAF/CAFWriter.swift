@@ -150,11 +150,7 @@ public final class CAFWriter {
         self.primingFrames = primingFrames
         self.writeBehind = max(0, writeBehind)
         self.holdsDescriptor = holdingDescriptor
-        if holdingDescriptor {
-            self.file = file
-        } else {
-            file.close()
-        }
+        self.file = Self.kept(file, holding: holdingDescriptor)
         self.journalLength = journalLength ?? 0
         self.journalUnsynchronized = !synchronizing
         self.layout = CAFDataLayout(
@@ -173,11 +169,7 @@ public final class CAFWriter {
         primingFrames = Int(salvage.primingFrames)
         self.writeBehind = max(0, writeBehind)
         self.holdsDescriptor = holdingDescriptor
-        if holdingDescriptor {
-            self.file = file
-        } else {
-            file.close()
-        }
+        self.file = Self.kept(file, holding: holdingDescriptor)
         self.journalLength = journalLength
         layout = salvage.layout
         packetCount = salvage.packetCount
@@ -190,6 +182,13 @@ public final class CAFWriter {
 
     deinit {
         file?.close()
+    }
+
+    /// `file` when its descriptor is to be held; otherwise it is closed.
+    private static func kept(_ file: PosixFile, holding: Bool) -> PosixFile? {
+        if holding { return file }
+        file.close()
+        return nil
     }
 
     /// Appends audio. Linear PCM: `bytes` holds whole frames and `packetSizes` is empty. Variable bit

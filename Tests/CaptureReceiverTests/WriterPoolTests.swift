@@ -276,11 +276,7 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testAFullDiskFailsOnlyItsOwnStream() throws {
-        let small = folder + "/small"
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        guard run("/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small) else {
-            throw XCTSkip("cannot mount a small tmpfs here (needs root)")
-        }
+        let small = try mountSmallDisk()
         defer { _ = run("/bin/umount", small) }
         let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)))
         let full = try open(pool, name: "full", folder: small)
@@ -305,11 +301,7 @@ final class WriterPoolTests: XCTestCase {
     /// never leaves the log: every checkpoint waits until it is in its file, and the stream stays
     /// claimed meanwhile, so no one resumes the file without it.
     func testAcknowledgedAudioThatCannotReachItsFileHoldsCheckpointsBackUntilItDoes() throws {
-        let small = folder + "/small"
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        guard run("/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small) else {
-            throw XCTSkip("cannot mount a small tmpfs here (needs root)")
-        }
+        let small = try mountSmallDisk()
         defer { _ = run("/bin/umount", small) }
         let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20), checkpointInterval: .zero))
         defer { pool.shutDown() }
@@ -635,6 +627,16 @@ final class WriterPoolTests: XCTestCase {
     private static func samples(stream: Int, sequence: Int) -> Data {
         let values = [Int16(stream), Int16(sequence), Int16(-stream), Int16(-sequence)]
         return Data(values.flatMap { [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)] })
+    }
+
+    /// A 1 MiB tmpfs in the test's folder, to fill; skips the test where it cannot be mounted.
+    private func mountSmallDisk() throws -> String {
+        let small = folder + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        guard run("/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small) else {
+            throw XCTSkip("cannot mount a small tmpfs here (needs root)")
+        }
+        return small
     }
 
     private func run(_ arguments: String...) -> Bool {

@@ -83,11 +83,12 @@ public final class StreamWriter: @unchecked Sendable {
     private var positionLog: StreamPositionLog?
     /// The stream's claim in the `StreamIndex`: held while the file is open here.
     private var claim: StreamClaim?
-    /// The file's writer after the stream failed with acknowledged audio still gathered in memory
-    /// (a full disk, say): the commit log holds that audio, so each checkpoint tries again to write
-    /// it, and none completes until it is in the file. Meanwhile the stream stays claimed, so no one
-    /// resumes the file without it.
-    private var stranded: CAFWriter?
+    /// A file the stream let go of before it could make it durable by itself and record where it
+    /// ends (its gathered audio could not be written, its sync failed, or its position record could
+    /// not be written: a full disk, say). The commit log holds what was acknowledged, so each
+    /// checkpoint tries again, and none completes until the file is durable and its position
+    /// recorded. Meanwhile the stream stays claimed, so no one resumes the file without it.
+    private var stranded: StrandedFile?
     private var written: DurablePosition
     private var durable: DurablePosition
     /// The position the last round took (committed, or being committed, to the log).
@@ -452,20 +453,19 @@ public final class StreamWriter: @unchecked Sendable {
                 synchronizeAlone()
                 synced = failure == nil
             }
-            if !synced, writer.hasGatheredData {
-                // Failed with acknowledged audio that never reached the file: see `stranded`.
+            let end = StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount)
+            if !synced {
                 writer.releaseDescriptor()
-                stranded = writer
-                self.writer = nil
-                positionLog = nil
-                return completion()
+                return strand(StrandedFile(writer: writer, path: currentPath, positionLog: positionLog, end: end), completion: completion)
             }
             writer.close()
-            // Everything written is durable: the position log records where a resume continues
-            // (a failed stream's stays where its last checkpoint left it, and the commit log keeps
-            // what it acknowledged since, for the replay at the receiver's next start).
-            if synced, let positionLog {
-                try? positionLog.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount))
+            // Everything written is durable: the position log records where a resume continues.
+            if let positionLog {
+                do throws(DurableFileError) {
+                    try positionLog.append(end)
+                } catch {
+                    return strand(StrandedFile(writer: nil, path: currentPath, positionLog: positionLog, end: end), completion: completion)
+                }
             }
         }
         writer = nil
@@ -529,6 +529,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// file system sync failed), when the stream still writes the file the checkpoint covers: a file
     /// it let go of was made durable then. False when it failed.
     func synchronizeForCheckpoint(path: String) -> Bool {
+        if let retried = retryStranded(path: path) { return retried }
         guard let writer, currentPath == path else { return true }
         do throws(CAFError) {
             try writer.synchronize()
@@ -542,14 +543,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// Writes what the file's writer gathers in memory to the file (for the checkpoint's syncfs),
     /// when the stream still writes the file the checkpoint covers. False when it failed.
     func flushForCheckpoint(path: String) -> Bool {
-        if let stranded, stranded.path == path {
-            guard (try? stranded.flush()) != nil else { return false }
-            stranded.close()
-            self.stranded = nil
-            claim?.release(removingEntry: false)
-            claim = nil
-            return true
-        }
+        if let retried = retryStranded(path: path) { return retried }
         guard let writer, currentPath == path else { return true }
         do throws(CAFError) {
             try writer.flush()
@@ -558,6 +552,41 @@ public final class StreamWriter: @unchecked Sendable {
             fail(.writeFailed(error.description))
             return false
         }
+    }
+
+    /// Lets go of the stream's file without letting go of the stream: see `stranded`.
+    private func strand(_ file: StrandedFile, completion: @escaping @Sendable () -> Void) {
+        stranded = file
+        writer = nil
+        positionLog = nil
+        pool.coverAtNextCheckpoint(self, path: file.path, position: file.end)
+        completion()
+    }
+
+    /// A checkpoint's retry of the stranded file at `path`: makes it durable, records where it ends
+    /// and lets the stream go. Nil when this stream has no stranded file there; false when it failed
+    /// again (the checkpoint then fails too).
+    private func retryStranded(path: String) -> Bool? {
+        guard var file = stranded, file.path == path else { return nil }
+        do throws(CAFError) {
+            if let writer = file.writer {
+                try writer.synchronize()
+                writer.close()
+                file.writer = nil
+                stranded = file
+            }
+        } catch {
+            return false
+        }
+        do throws(DurableFileError) {
+            try file.positionLog?.append(file.end)
+        } catch {
+            return false
+        }
+        stranded = nil
+        claim?.release(removingEntry: false)
+        claim = nil
+        return true
     }
 
     /// Records the checkpoint's position in the file's position log (its audio is durable by now),
@@ -658,4 +687,14 @@ public final class StreamWriter: @unchecked Sendable {
             close(finalizing: detach.finalizing, completion: detach.completion)
         }
     }
+}
+
+/// A file its stream let go of before it was durable with its position recorded (`StreamWriter.stranded`).
+struct StrandedFile {
+    /// Its writer, until the file is durable (gathered audio included).
+    var writer: CAFWriter?
+    var path: String
+    var positionLog: StreamPositionLog?
+    /// Where the file ends: the position a resume continues from.
+    var end: StreamPositionRecord
 }

@@ -213,6 +213,15 @@ public final class WriterPool: @unchecked Sendable {
         }
     }
 
+    /// `writer` let go of `path` before it was durable with its position recorded
+    /// (`StreamWriter.stranded`): the next checkpoint covers it, and completes only once it is.
+    func coverAtNextCheckpoint(_ writer: StreamWriter, path: String, position: StreamPositionRecord) {
+        condition.withLock {
+            let key = ObjectIdentifier(writer)
+            if sinceCheckpoint[key] == nil { sinceCheckpoint[key] = CheckpointEntry(writer: writer, path: path, position: position) }
+        }
+    }
+
     /// A stream reached `SyncPolicy.bytes` not yet in a round: start a round now.
     func startRoundEarly() {
         condition.withLock {

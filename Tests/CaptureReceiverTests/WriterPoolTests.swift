@@ -344,6 +344,8 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertTrue(waitUntil { pool.logCheckpoint != replayPoint }, "the checkpoint completes")
         let file = try CAFFile.read(path: stranded.writer.path)
         XCTAssertEqual(try file.readAudioData(), [UInt8](Self.samples(stream: 1, sequence: 1)) + [UInt8](second), "every acknowledged byte, in order")
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stranded.writer.path), StreamPositionRecord(sequence: 2, sampleTime: 3_604, packets: 3_604),
+                       "and a resume continues after it")
         guard case .success(let claim) = index.claimExisting(strandedHello.streamID) else {
             return XCTFail("the stream is let go once its file holds its audio")
         }

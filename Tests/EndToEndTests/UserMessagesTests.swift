@@ -80,6 +80,21 @@ final class UserMessagesTests: XCTestCase {
         assertNoInternals(spool.standardError)
     }
 
+    /// A commit log folder the receiver cannot write is named with the reason and the flag that moves it.
+    func testALogFolderThatCannotBeWrittenIsNamedWithTheReason() throws {
+        let out = "/tmp/capture-out-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        // /root is closed to the unprivileged user the tests run the executables as.
+        let forbidden = "/root/capture-forbidden-\(UUID().uuidString)/log"
+        let receiver = try ChildProcess(Products.recv, ["--out", out, "--listen", "127.0.0.1:0", "--log-dir", forbidden])
+        XCTAssertNotEqual(receiver.wait(seconds: 30), 0)
+        let line = errorLine(receiver.standardError)
+        XCTAssertTrue(line.contains(forbidden), line)
+        XCTAssertTrue(line.contains("permission denied"), line)
+        XCTAssertTrue(line.contains("--log-dir"), "says what to do: \(line)")
+        assertNoInternals(receiver.standardError)
+    }
+
     func testPeersAppearAsUsersWriteThemInLogsAndFiles() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--log-level", "info"])
         let sent = try runSender([receiver.address, "--source", "tone", "--duration", "0.2", "--no-pace", "--stream-name", "peer"])

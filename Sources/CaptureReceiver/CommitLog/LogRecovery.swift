@@ -1,5 +1,6 @@
 import CaptureCommitLog
 import CaptureCore
+import CaptureErrorText
 import Foundation
 import Logging
 
@@ -32,7 +33,7 @@ enum LogRecovery {
         do throws(DurableFileError) {
             try makeFolder(root)
         } catch {
-            throw OpenFailure(description: "cannot make the commit log folder \(root): \(error.description); give --log-dir a writable folder")
+            throw OpenFailure(description: "cannot make the commit log folder \(root): \(SystemErrorText.errno(error.code)); give --log-dir a writable folder")
         }
         var adopted: (directory: String, lock: DurableFile, log: CommitLog)?
         for name in logFolders(root) {
@@ -66,7 +67,7 @@ enum LogRecovery {
         do throws(DurableFileError) {
             try makeFolder(directory)
         } catch {
-            throw OpenFailure(description: "cannot make the commit log folder \(directory): \(error.description)")
+            throw OpenFailure(description: "cannot make the commit log folder \(directory): \(SystemErrorText.errno(error.code)); give --log-dir a writable folder")
         }
         guard let lock = tryLock(directory) else {
             throw OpenFailure(description: "cannot lock the new commit log folder \(directory): another process took it")
@@ -165,8 +166,10 @@ enum LogRecovery {
     }
 
     /// The log folders under `root`, sorted.
+    /// The receivers' log folders under `root`: named by a UUID, as a receiver names its own. Anything
+    /// else there (a note, a folder of the operator's) is not a log and is left alone.
     private static func logFolders(_ root: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { UUID(uuidString: $0) != nil }.sorted()
     }
 
     /// Locks the log in `directory` without waiting; nil when a running receiver holds it (or the

@@ -89,6 +89,9 @@ public final class StreamWriter: @unchecked Sendable {
     /// checkpoint tries again, and none completes until the file is durable and its position
     /// recorded. Meanwhile the stream stays claimed, so no one resumes the file without it.
     private var stranded: StrandedFile?
+    /// The last sequence the file's position log records (or was written to record, by a
+    /// checkpoint): acknowledged audio past it is in the commit log and the file only.
+    private var recordedSequence: UInt64
     private var written: DurablePosition
     private var durable: DurablePosition
     /// The position the last round took (committed, or being committed, to the log).
@@ -176,6 +179,7 @@ public final class StreamWriter: @unchecked Sendable {
         self.positionLog = positionLog
         written = start
         durable = start
+        recordedSequence = start.sequence
         submitted = start
     }
 
@@ -282,6 +286,7 @@ public final class StreamWriter: @unchecked Sendable {
             let owner = (try? claim.contents()).flatMap { StreamIndexEntry(text: $0) }?.owner
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: next.path)), owner: owner), synchronizing: true)
             positionLog = log
+            recordedSequence = written.sequence
         } catch {
             next.close()
             fail(.writeFailed("cannot begin the next segment file \(next.path): \(error)"), file: next.path)
@@ -454,17 +459,24 @@ public final class StreamWriter: @unchecked Sendable {
                 synced = failure == nil
             }
             let end = StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount)
-            if !synced {
+            // Only acknowledged audio the position log does not yet cover needs the file kept; a
+            // stream that failed before anything past it was acknowledged lets go as it is (its
+            // sender still holds the rest).
+            let acknowledgedPastRecord = durable.sequence > recordedSequence
+            if !synced, acknowledgedPastRecord {
                 writer.releaseDescriptor()
                 return strand(StrandedFile(writer: writer, path: currentPath, positionLog: positionLog, end: end), completion: completion)
             }
             writer.close()
-            // Everything written is durable: the position log records where a resume continues.
-            if let positionLog {
+            // Everything written is durable: the position log records where a resume continues
+            // (a failed stream's stays where it was: nothing acknowledged lies past it).
+            if synced, let positionLog {
                 do throws(DurableFileError) {
                     try positionLog.append(end)
                 } catch {
-                    return strand(StrandedFile(writer: nil, path: currentPath, positionLog: positionLog, end: end), completion: completion)
+                    if acknowledgedPastRecord {
+                        return strand(StrandedFile(writer: nil, path: currentPath, positionLog: positionLog, end: end), completion: completion)
+                    }
                 }
             }
         }
@@ -597,6 +609,7 @@ public final class StreamWriter: @unchecked Sendable {
         do throws(DurableFileError) {
             try positionLog.write(position)
             if synchronizing { try positionLog.synchronize() }
+            recordedSequence = max(recordedSequence, position.sequence)
             return true
         } catch {
             fail(.writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description))

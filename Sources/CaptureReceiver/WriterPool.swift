@@ -242,15 +242,24 @@ public final class WriterPool: @unchecked Sendable {
     private func commitLoop() {
         while true {
             condition.lock()
-            while !stopping, !earlyRound, checkpointCompleted == nil, firstDirtyAt.map({ ContinuousClock.now < $0 + policy.interval }) ?? true {
-                if let firstDirtyAt {
-                    let wait = (firstDirtyAt + policy.interval) - ContinuousClock.now
-                    _ = condition.wait(until: Date().addingTimeInterval(Self.seconds(wait)))
+            while !stopping, !earlyRound, checkpointCompleted == nil, firstDirtyAt.map({ ContinuousClock.now < $0 + policy.interval }) ?? true,
+                  idleCheckpointAt().map({ ContinuousClock.now < $0 }) ?? true {
+                let deadlines = [firstDirtyAt.map { $0 + policy.interval }, idleCheckpointAt()].compactMap { $0 }
+                if let deadline = deadlines.min() {
+                    _ = condition.wait(until: Date().addingTimeInterval(Self.seconds(deadline - ContinuousClock.now)))
                 } else {
                     condition.wait()
                 }
             }
             let roundDue = stopping || earlyRound || firstDirtyAt.map { ContinuousClock.now >= $0 + policy.interval } ?? false
+            if !roundDue, !stopping, let due = idleCheckpointAt(), ContinuousClock.now >= due {
+                // No round comes to start it: the streams waiting for a checkpoint (a stranded
+                // file's retry, or rounds before the receiver went quiet) get one by time.
+                checkpointRunning = true
+                checkpointRequest = (log.beginCheckpoint(), Array(sinceCheckpoint.values))
+                sinceCheckpoint.removeAll(keepingCapacity: true)
+                condition.broadcast()
+            }
             let writers = roundDue ? dirty : []
             let last = stopping
             if roundDue {
@@ -312,6 +321,14 @@ public final class WriterPool: @unchecked Sendable {
                 condition.broadcast()
             }
         }
+    }
+
+    /// When a checkpoint is due without a round to start it (under `condition`): streams wait for
+    /// one and none runs. At most once a second, so a checkpoint that keeps failing is not retried
+    /// in a loop.
+    private func idleCheckpointAt() -> ContinuousClock.Instant? {
+        guard !sinceCheckpoint.isEmpty, !checkpointRunning, checkpointRequest == nil else { return nil }
+        return lastCheckpointAt + max(policy.checkpointInterval, .seconds(1))
     }
 
     /// Whether a checkpoint is due (under `condition`).

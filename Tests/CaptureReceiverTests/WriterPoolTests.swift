@@ -233,6 +233,19 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertGreaterThan(pool.logCheckpoint.offset, 0, "replay begins after the round now")
     }
 
+    /// A receiver that goes quiet still checkpoints its last rounds by time: no further round is
+    /// needed to start it (nor to retry a stranded file's).
+    func testAQuietReceiversLastRoundIsCheckpointedByTime() throws {
+        let pool = try makePool(threads: 1, policy: SyncPolicy(interval: .milliseconds(20), checkpointInterval: .milliseconds(500)))
+        defer { pool.shutDown() }
+        let stream = try open(pool, name: "quiet")
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 9, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 }, "checkpointed without another round")
+        XCTAssertEqual(pool.roundCount, 1)
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 1, sampleTime: 4, packets: 4))
+    }
+
     func testOnFUSEACheckpointSyncsEachFileInsteadOfTheFileSystem() throws {
         let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20), checkpointInterval: .zero), syncMethod: .eachFile) { _ in
             XCTFail("syncfs reaches no FUSE server: it must not be relied on")

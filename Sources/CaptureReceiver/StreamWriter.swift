@@ -541,24 +541,22 @@ public final class StreamWriter: @unchecked Sendable {
     /// file system sync failed), when the stream still writes the file the checkpoint covers: a file
     /// it let go of was made durable then. False when it failed.
     func synchronizeForCheckpoint(path: String) -> Bool {
-        if let retried = retryStranded(path: path) { return retried }
-        guard let writer, currentPath == path else { return true }
-        do throws(CAFError) {
-            try writer.synchronize()
-            return true
-        } catch {
-            fail(.writeFailed(error.description))
-            return false
-        }
+        forCheckpoint(path: path) { writer throws(CAFError) in try writer.synchronize() }
     }
 
     /// Writes what the file's writer gathers in memory to the file (for the checkpoint's syncfs),
     /// when the stream still writes the file the checkpoint covers. False when it failed.
     func flushForCheckpoint(path: String) -> Bool {
+        forCheckpoint(path: path) { writer throws(CAFError) in try writer.flush() }
+    }
+
+    /// A checkpoint's step for the file at `path`: a stranded file's retry, or `step` on the writer
+    /// while the stream still writes that file (nothing to do otherwise). False when it failed.
+    private func forCheckpoint(path: String, _ step: (CAFWriter) throws(CAFError) -> Void) -> Bool {
         if let retried = retryStranded(path: path) { return retried }
         guard let writer, currentPath == path else { return true }
         do throws(CAFError) {
-            try writer.flush()
+            try step(writer)
             return true
         } catch {
             fail(.writeFailed(error.description))

@@ -88,11 +88,6 @@ enum StreamLockTable {
         }
     }
 
-    /// Whether this process holds `stream` (for tests and assertions).
-    static func holds(_ stream: UUID, in directory: String) -> Bool {
-        tables.withLock { $0[directory]?.held.contains(stream) ?? false }
-    }
-
     static func lockFilePath(_ directory: String) -> String {
         (directory as NSString).appendingPathComponent(fileName)
     }

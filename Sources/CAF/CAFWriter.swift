@@ -59,8 +59,9 @@ public final class CAFWriter {
     /// Packet sizes and markers appended but not yet in the journal.
     private var pendingPacketSizes: [UInt32] = []
     private var pendingMarkers: [CAFMarker] = []
-    /// Audio bytes in the file (`dataByteCount` less what is gathered).
-    private var writtenDataBytes: Int64
+    /// Audio bytes in the file: `dataByteCount` less what is gathered. Derived, so an append taken
+    /// back after its audio was written (its journal write failed) is overwritten by the next.
+    private var writtenDataBytes: Int64 { dataByteCount - Int64(pendingAudio.count) }
     /// Where the journal ends.
     private var journalLength: Int64
     /// The journal has writes that no sync covered.
@@ -158,7 +159,6 @@ public final class CAFWriter {
         self.packetCount = 0
         self.frameCount = 0
         self.dataByteCount = 0
-        self.writtenDataBytes = 0
         self.durablePacketCount = 0
         self.markers = []
     }
@@ -175,7 +175,6 @@ public final class CAFWriter {
         packetCount = salvage.packetCount
         frameCount = salvage.frameCount
         dataByteCount = salvage.keptDataBytes
-        writtenDataBytes = salvage.keptDataBytes
         durablePacketCount = salvage.packetCount
         markers = salvage.markers
     }
@@ -227,19 +226,22 @@ public final class CAFWriter {
         let gatheredSizes = pendingPacketSizes.count
         pendingAudio.append(contentsOf: bytes)
         pendingPacketSizes.append(contentsOf: packetSizes)
+        dataByteCount += Int64(bytes.count)
+        packetCount += packets
+        self.frameCount += Int64(frameCount)
         do throws(CAFError) {
             if pendingAudio.count > writeBehind { try writeAudio() }
             if pendingPacketSizes.count * 4 > journalWriteBehind { try writeJournal() }
         } catch {
-            // Nothing of this append counts: what is left of it is taken back (a write that failed
-            // halfway is overwritten by the next, which starts at the same offset).
+            // Nothing of this append counts: what is left of it is taken back, and what was written
+            // of it is overwritten by the next write, which starts where the counted audio ends.
             if pendingAudio.count >= gathered + bytes.count { pendingAudio.removeSubrange(gathered...) }
             if pendingPacketSizes.count >= gatheredSizes + packetSizes.count { pendingPacketSizes.removeSubrange(gatheredSizes...) }
+            dataByteCount -= Int64(bytes.count)
+            packetCount -= packets
+            self.frameCount -= Int64(frameCount)
             throw error
         }
-        dataByteCount += Int64(bytes.count)
-        packetCount += packets
-        self.frameCount += Int64(frameCount)
     }
 
     /// Writes the gathered audio to the file and the gathered packet sizes and markers to the
@@ -256,7 +258,6 @@ public final class CAFWriter {
         let pending = pendingAudio
         let at = layout.dataOffset + writtenDataBytes
         try withFile { file throws(CAFError) in try file.write(pending, at: at) }
-        writtenDataBytes += Int64(pending.count)
         pendingAudio = []
     }
 
@@ -330,7 +331,6 @@ public final class CAFWriter {
             }
         }
         dataByteCount += bytes
-        writtenDataBytes += bytes
         packetCount += frameCount
         self.frameCount += frameCount
     }

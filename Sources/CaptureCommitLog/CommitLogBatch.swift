@@ -49,14 +49,26 @@ public enum CommitLogBatch {
     /// goes on at the next segment's start (a batch of no records then only says that).
     public static func encode(_ records: [CommitLogRecord], stamp: Stamp, continuesInNextSegment: Bool = false) -> [UInt8] {
         let bodySize = records.reduce(0) { $0 + $1.encodedSize }
-        var bytes = [UInt8](repeating: 0, count: headerSize + bodySize)
-        var offset = headerSize
-        for record in records {
-            LittleEndianFields.put(UInt32(record.kind), into: &bytes, at: offset)
-            LittleEndianFields.put(UInt32(record.body.count), into: &bytes, at: offset + 4)
-            LittleEndianFields.put(record.subject, into: &bytes, at: offset + 8)
-            bytes.replaceSubrange((offset + CommitLogRecord.headerSize)..<(offset + CommitLogRecord.headerSize + record.body.count), with: record.body)
-            offset += record.encodedSize
+        // Each byte is written once: record headers and bodies copied in, only the padding zeroed
+        // (a round of 10,000 streams is tens of megabytes).
+        var bytes = [UInt8](unsafeUninitializedCapacity: headerSize + bodySize) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.baseAddress?.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize)
+            var offset = headerSize
+            for record in records {
+                raw.storeBytes(of: UInt32(record.kind).littleEndian, toByteOffset: offset, as: UInt32.self)
+                raw.storeBytes(of: UInt32(record.body.count).littleEndian, toByteOffset: offset + 4, as: UInt32.self)
+                raw.storeBytes(of: record.subject.littleEndian, toByteOffset: offset + 8, as: UInt64.self)
+                let bodyStart = offset + CommitLogRecord.headerSize
+                record.body.withUnsafeBytes { body in
+                    UnsafeMutableRawBufferPointer(rebasing: raw[bodyStart..<(bodyStart + body.count)]).copyMemory(from: body)
+                }
+                let end = offset + record.encodedSize
+                let padding = bodyStart + record.body.count
+                (raw.baseAddress.map { $0 + padding })?.initializeMemory(as: UInt8.self, repeating: 0, count: end - padding)
+                offset = end
+            }
+            initialized = offset
         }
         LittleEndianFields.put(magic, into: &bytes, at: 0)
         LittleEndianFields.put(continuesInNextSegment ? continuesFlag : 0, into: &bytes, at: 4)

@@ -27,13 +27,15 @@ public struct SyncPolicy: Sendable, Equatable {
 }
 
 /// What one round takes from a stream: its number in the log, the file, what it wrote there since
-/// its last round, and whether the file is new (its creation not yet durable).
+/// its last round (the round record's body, `RoundRecordBody`) and the position that reaches, and
+/// whether the file is new (its creation not yet durable).
 struct RoundTake {
     var subject: UInt64
     var file: LoggedFile
     /// The file's absolute path.
     var path: String
-    var round: LoggedRound
+    var roundBody: [UInt8]
+    var position: StreamPositionRecord
     var needsCreationSync: Bool
 }
 
@@ -66,8 +68,9 @@ public final class StreamWriter: @unchecked Sendable {
     let stream: UUID
     /// The output folder: the log names files relative to it.
     private let outputDirectory: String
-    /// What the file received since the stream's last round, and the packets it held before.
-    private var pendingOperations: [FileOperation] = []
+    /// What the file received since the stream's last round (encoded as the log records it), and
+    /// the packets it held before.
+    private var pendingRound = RoundRecordBody()
     private var packetsBeforePending: Int64
     /// The file's packets once everything up to `written` was appended (before a message being
     /// cut at a segment boundary).
@@ -226,7 +229,7 @@ public final class StreamWriter: @unchecked Sendable {
             return false
         }
         segmenting?.preroll?.remember(audio)
-        pendingOperations.append(.audio(payload: [UInt8](audio.payload), packetSizes: audio.packetSizes, frameCount: audio.frameCount))
+        audio.payload.withUnsafeBytes { pendingRound.appendAudio($0, packetSizes: audio.packetSizes, frameCount: audio.frameCount) }
         fileEnd = audio.end
         unsyncedBytes += audio.payload.count
         return true
@@ -301,7 +304,7 @@ public final class StreamWriter: @unchecked Sendable {
         gapCount = 0
         // The finalized file holds everything written so far, durably; the new file's position log
         // records it, and the log's rounds continue in the new file.
-        pendingOperations.removeAll()
+        pendingRound.discard()
         packetsBeforePending = next.packetCount
         packetsAtWritten = next.packetCount
         submitted = written
@@ -331,7 +334,7 @@ public final class StreamWriter: @unchecked Sendable {
                     fail(.writeFailed(error.description))
                     return
                 }
-                pendingOperations.append(.marker(framePosition: start - originSampleTime, name: name))
+                pendingRound.appendMarker(framePosition: start - originSampleTime, name: name)
                 gapCount += 1
                 guard fillGap(from: start, to: end) else { return }
             }
@@ -359,7 +362,7 @@ public final class StreamWriter: @unchecked Sendable {
                     fail(.writeFailed(error.description))
                     return false
                 }
-                pendingOperations.append(.silence(frames: stop - position))
+                pendingRound.appendSilence(frames: stop - position)
                 unsyncedBytes += 1
             } else {
                 segmenting?.preroll?.forget()
@@ -495,17 +498,14 @@ public final class StreamWriter: @unchecked Sendable {
     func takeRound() -> RoundTake? {
         awaitingRound = false
         guard failure == nil, let writer, written != submitted else { return nil }
-        let round = LoggedRound(
-            packetsBefore: packetsBeforePending,
-            position: StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount),
-            operations: pendingOperations)
-        pendingOperations.removeAll(keepingCapacity: true)
+        let position = StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: writer.packetCount)
+        let body = pendingRound.take(packetsBefore: packetsBeforePending, position: position)
         packetsBeforePending = writer.packetCount
         unsyncedBytes = 0
         submitted = written
         return RoundTake(
-            subject: subject, file: LoggedFile(stream: stream, relativePath: relativePath(of: currentPath)), path: currentPath, round: round,
-            needsCreationSync: !entriesDurable)
+            subject: subject, file: LoggedFile(stream: stream, relativePath: relativePath(of: currentPath)), path: currentPath, roundBody: body,
+            position: position, needsCreationSync: !entriesDurable)
     }
 
     /// The file's path relative to the output folder (as the stream index names it).
@@ -680,7 +680,7 @@ public final class StreamWriter: @unchecked Sendable {
         guard synchronizeEntries() else { return }
         unsyncedBytes = 0
         submitted = written
-        pendingOperations.removeAll()
+        pendingRound.discard()
         packetsBeforePending = writer.packetCount
         if durable != written {
             durable = written

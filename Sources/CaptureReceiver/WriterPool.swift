@@ -292,11 +292,11 @@ public final class WriterPool: @unchecked Sendable {
         let logged = taken.filter { !failed.contains(ObjectIdentifier($0.writer)) }
         // 3. The round goes into the log, durably.
         do throws(CommitLogError) {
-            for entry in logged { try log.append(subject: entry.take.subject, file: entry.take.file, round: entry.take.round) }
+            for entry in logged { try log.append(subject: entry.take.subject, file: entry.take.file, roundBody: entry.take.roundBody) }
             try log.commit()
         } catch {
             logger.error("the receiver cannot acknowledge audio: \(error.description)")
-            for entry in logged { entry.writer.lane.submit { entry.writer.failSync(.writeFailed(error.description)) } }
+            onLanesLater(logged, lane: \.writer.lane) { $0.writer.failSync(.writeFailed(error.description)) }
             return
         }
         metrics?.diskWrite(duration: ContinuousClock.now - started)
@@ -305,7 +305,7 @@ public final class WriterPool: @unchecked Sendable {
         let checkpoint: (LogPosition, [CheckpointEntry])? = condition.withLock {
             rounds += 1
             for entry in logged {
-                sinceCheckpoint[ObjectIdentifier(entry.writer)] = CheckpointEntry(writer: entry.writer, path: entry.take.path, position: entry.take.round.position)
+                sinceCheckpoint[ObjectIdentifier(entry.writer)] = CheckpointEntry(writer: entry.writer, path: entry.take.path, position: entry.take.position)
             }
             guard !checkpointRunning, !stopping, checkpointDue() else { return nil }
             checkpointRunning = true
@@ -314,7 +314,7 @@ public final class WriterPool: @unchecked Sendable {
             return (log.beginCheckpoint(), entries)
         }
         // 4. The session layer may acknowledge.
-        for entry in logged { entry.writer.lane.submit { entry.writer.roundMadeDurable(entry.take.round.position) } }
+        onLanesLater(logged, lane: \.writer.lane) { $0.writer.roundMadeDurable($0.take.position) }
         if let checkpoint {
             condition.withLock {
                 checkpointRequest = checkpoint
@@ -345,7 +345,7 @@ public final class WriterPool: @unchecked Sendable {
             let error = synchronizeFileSystem(outputDirectory)
             condition.withLock { fileSystemSyncs += 1 }
             if error == nil {
-                for entry in entries { entry.writer.lane.submit { entry.writer.creationMadeDurable() } }
+                onLanesLater(entries, lane: \.writer.lane) { $0.writer.creationMadeDurable() }
                 return []
             }
         }
@@ -440,19 +440,42 @@ public final class WriterPool: @unchecked Sendable {
 
     // MARK: - Helpers
 
-    /// Runs `body` for each item on its writer's lane and waits for all; the non-nil results.
+    /// Runs `body` for each item on its writer's lane and waits for all; the non-nil results. Each
+    /// lane gets one job for all its items (a round of 10,000 streams is a few jobs, not 10,000).
     private func onLanes<Item, Result>(_ items: [Item], lane: KeyPath<Item, WriterLane>, _ body: @escaping (Item) -> Result?) -> [Result] {
         let group = DispatchGroup()
         let collected = ResultCollector<Result>()
-        for item in items {
+        for (lane, laneItems) in byLane(items, lane: lane) {
             group.enter()
-            item[keyPath: lane].submit {
-                if let result = body(item) { collected.add(result) }
+            lane.submit {
+                collected.add(contentsOf: laneItems.compactMap(body))
                 group.leave()
             }
         }
         group.wait()
         return collected.results
+    }
+
+    /// Runs `body` for each item on its writer's lane, in the items' order, without waiting: one job
+    /// per lane.
+    private func onLanesLater<Item>(_ items: [Item], lane: KeyPath<Item, WriterLane>, _ body: @escaping (Item) -> Void) {
+        for (lane, laneItems) in byLane(items, lane: lane) {
+            lane.submit { laneItems.forEach(body) }
+        }
+    }
+
+    /// `items` by the lane each belongs to, in their order.
+    private func byLane<Item>(_ items: [Item], lane: KeyPath<Item, WriterLane>) -> [(WriterLane, [Item])] {
+        var groups: [(WriterLane, [Item])] = []
+        for item in items {
+            let itemLane = item[keyPath: lane]
+            if let index = groups.firstIndex(where: { $0.0 === itemLane }) {
+                groups[index].1.append(item)
+            } else {
+                groups.append((itemLane, [item]))
+            }
+        }
+        return groups
     }
 
     private static func seconds(_ duration: Duration) -> TimeInterval {
@@ -481,6 +504,6 @@ private final class ResultCollector<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var values: [Value] = []
 
-    func add(_ value: Value) { lock.withLock { values.append(value) } }
+    func add(contentsOf more: [Value]) { lock.withLock { values.append(contentsOf: more) } }
     var results: [Value] { lock.withLock { values } }
 }

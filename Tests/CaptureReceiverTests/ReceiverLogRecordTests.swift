@@ -49,6 +49,42 @@ final class ReceiverLogRecordTests: XCTestCase {
         XCTAssertEqual(file.body, Array(Self.stream.wireBytes) + Array("a.caf".utf8))
     }
 
+    /// The writer builds a round's body as it writes (`RoundRecordBody`): each body taken holds
+    /// exactly the operations since the last one, a discarded stretch is gone, and the bytes are
+    /// the documented record's.
+    func testARoundBodyBuiltAsTheStreamWritesIsTheRoundsRecord() {
+        var body = RoundRecordBody()
+        XCTAssertTrue(body.isEmpty)
+        [UInt8](repeating: 7, count: 5).withUnsafeBytes { body.appendAudio($0, packetSizes: [2, 3], frameCount: 1_920) }
+        body.appendMarker(framePosition: 1_920, name: "gap: 960 frames not captured (overrun)")
+        XCTAssertFalse(body.isEmpty)
+        let firstPosition = StreamPositionRecord(sequence: 4, sampleTime: 2_880, packets: 2)
+        let first = body.take(packetsBefore: 0, position: firstPosition)
+        XCTAssertTrue(body.isEmpty)
+        XCTAssertEqual(
+            ReceiverLogRecord(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: 1, body: first)),
+            .round(LoggedRound(packetsBefore: 0, position: firstPosition, operations: [
+                .audio(payload: [7, 7, 7, 7, 7], packetSizes: [2, 3], frameCount: 1_920),
+                .marker(framePosition: 1_920, name: "gap: 960 frames not captured (overrun)"),
+            ])))
+
+        body.appendSilence(frames: 99)
+        body.discard()
+        XCTAssertTrue(body.isEmpty)
+        [UInt8]([1, 2]).withUnsafeBytes { body.appendAudio($0, packetSizes: [], frameCount: 1) }
+        body.appendSilence(frames: 10)
+        let secondPosition = StreamPositionRecord(sequence: 6, sampleTime: 2_891, packets: 2_891)
+        let second = body.take(packetsBefore: 2_880, position: secondPosition)
+        let expected = ReceiverLogRecord.round(LoggedRound(
+            packetsBefore: 2_880, position: secondPosition,
+            operations: [.audio(payload: [1, 2], packetSizes: [], frameCount: 1), .silence(frames: 10)]))
+        XCTAssertEqual(second, expected.encoded(subject: 1).body)
+        XCTAssertEqual(ReceiverLogRecord(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: 1, body: second)), expected)
+
+        let empty = body.take(packetsBefore: 2_891, position: secondPosition)
+        XCTAssertEqual(empty, [0, 0, 0, 0, 0, 0, 0x0B, 0x4B] + [0, 0, 0, 0, 0, 0, 0, 6] + [0, 0, 0, 0, 0, 0, 0x0B, 0x4B] + [0, 0, 0, 0, 0, 0, 0x0B, 0x4B] + [0, 0, 0, 0])
+    }
+
     func testBodiesThatAreNotTheReceiversAreRefused() {
         let good = ReceiverLogRecord.round(LoggedRound(
             packetsBefore: 0, position: StreamPositionRecord(sequence: 1, sampleTime: 2, packets: 2),

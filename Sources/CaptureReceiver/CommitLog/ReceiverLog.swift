@@ -34,14 +34,14 @@ final class ReceiverLog: @unchecked Sendable {
     /// Where replay would begin now.
     var checkpoint: LogPosition { log.checkpoint }
 
-    /// Appends a stream's round, preceded by the record naming its file when the log does not name
-    /// it yet since the checkpoint being taken.
-    func append(subject: UInt64, file: LoggedFile, round: LoggedRound) throws(CommitLogError) {
+    /// Appends a stream's round (its record's body, `RoundRecordBody`), preceded by the record
+    /// naming its file when the log does not name it yet since the checkpoint being taken.
+    func append(subject: UInt64, file: LoggedFile, roundBody: [UInt8]) throws(CommitLogError) {
         if named[subject] != file.relativePath {
             try log.append(ReceiverLogRecord.file(file).encoded(subject: subject))
             named[subject] = file.relativePath
         }
-        try log.append(ReceiverLogRecord.round(round).encoded(subject: subject))
+        try log.append(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: subject, body: roundBody))
     }
 
     /// Makes everything appended durable; the position everything before which is durable.

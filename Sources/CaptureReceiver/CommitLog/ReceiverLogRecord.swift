@@ -53,9 +53,9 @@ enum ReceiverLogRecord: Equatable, Sendable {
 
     static let fileKind: UInt8 = 1
     static let roundKind: UInt8 = 2
-    private static let audioTag = UInt8(ascii: "A")
-    private static let silenceTag = UInt8(ascii: "S")
-    private static let markerTag = UInt8(ascii: "M")
+    static let audioTag = UInt8(ascii: "A")
+    static let silenceTag = UInt8(ascii: "S")
+    static let markerTag = UInt8(ascii: "M")
 
     /// The log record for `subject`.
     func encoded(subject: UInt64) -> CommitLogRecord {
@@ -66,36 +66,9 @@ enum ReceiverLogRecord: Equatable, Sendable {
             writer.append(contentsOf: file.relativePath.utf8)
             return CommitLogRecord(kind: Self.fileKind, subject: subject, body: writer.bytes)
         case .round(let round):
-            let payloadBytes = round.operations.reduce(0) { total, operation in
-                if case .audio(let payload, let sizes, _) = operation { return total + payload.count + 4 * sizes.count + 16 }
-                return total + 24
-            }
-            var writer = BinaryRecordWriter(reservingCapacity: 36 + payloadBytes)
-            writer.append(round.packetsBefore)
-            writer.append(round.position.sequence)
-            writer.append(round.position.sampleTime)
-            writer.append(round.position.packets)
-            writer.append(UInt32(round.operations.count))
-            for operation in round.operations {
-                switch operation {
-                case .audio(let payload, let sizes, let frames):
-                    writer.append(Self.audioTag)
-                    writer.append(UInt32(frames))
-                    writer.append(UInt32(sizes.count))
-                    for size in sizes { writer.append(size) }
-                    writer.append(UInt32(payload.count))
-                    writer.append(contentsOf: payload)
-                case .silence(let frames):
-                    writer.append(Self.silenceTag)
-                    writer.append(frames)
-                case .marker(let position, let name):
-                    writer.append(Self.markerTag)
-                    writer.append(position)
-                    writer.append(UInt32(name.utf8.count))
-                    writer.append(contentsOf: name.utf8)
-                }
-            }
-            return CommitLogRecord(kind: Self.roundKind, subject: subject, body: writer.bytes)
+            var body = RoundRecordBody()
+            for operation in round.operations { body.append(operation) }
+            return CommitLogRecord(kind: Self.roundKind, subject: subject, body: body.take(packetsBefore: round.packetsBefore, position: round.position))
         }
     }
 

@@ -10,21 +10,22 @@ struct RoundRecordBody {
     /// (8 each), operation count (4).
     static let headerSize = 36
 
-    private var bytes: [UInt8]
+    /// The header's room and the operations so far; no storage at all while there are none, so an
+    /// idle stream holds no body between rounds.
+    private var bytes: [UInt8] = []
     private var operationCount: UInt32 = 0
-    /// What the last body taken held: the next one reserves as much, so a steady stream grows its
-    /// body without reallocating.
+    /// What the last body taken held: the next one reserves as much at its first operation, so a
+    /// steady stream grows its body without reallocating.
     private var lastSize = 0
 
-    init() {
-        bytes = Self.emptyBody(reserving: 0)
-    }
+    init() {}
 
     /// Whether no operation was added since the last `take`.
     var isEmpty: Bool { operationCount == 0 }
 
     /// Audio appended: frame count, packet count, the sizes, payload length, payload.
     mutating func appendAudio(_ payload: UnsafeRawBufferPointer, packetSizes: [UInt32], frameCount: Int) {
+        beginOperation()
         bytes.append(ReceiverLogRecord.audioTag)
         append(UInt32(truncatingIfNeeded: frameCount))
         append(UInt32(truncatingIfNeeded: packetSizes.count))
@@ -36,6 +37,7 @@ struct RoundRecordBody {
 
     /// Linear PCM silence appended over a gap.
     mutating func appendSilence(frames: Int64) {
+        beginOperation()
         bytes.append(ReceiverLogRecord.silenceTag)
         append(UInt64(bitPattern: frames))
         operationCount += 1
@@ -43,6 +45,7 @@ struct RoundRecordBody {
 
     /// A marker added at a frame position of the file.
     mutating func appendMarker(framePosition: Int64, name: String) {
+        beginOperation()
         bytes.append(ReceiverLogRecord.markerTag)
         append(UInt64(bitPattern: framePosition))
         append(UInt32(truncatingIfNeeded: name.utf8.count))
@@ -65,9 +68,9 @@ struct RoundRecordBody {
     /// The body of the round that brought the file from `packetsBefore` packets to `position`,
     /// holding every operation added since the last `take`; the next body starts empty.
     mutating func take(packetsBefore: Int64, position: StreamPositionRecord) -> [UInt8] {
-        var body = bytes
+        var body = bytes.isEmpty ? [UInt8](repeating: 0, count: Self.headerSize) : bytes
         lastSize = body.count
-        bytes = Self.emptyBody(reserving: lastSize)
+        bytes = []
         let count = operationCount
         operationCount = 0
         body.withUnsafeMutableBytes { raw in
@@ -82,14 +85,15 @@ struct RoundRecordBody {
 
     /// Drops every operation added since the last `take` (what they wrote became durable another way).
     mutating func discard() {
-        bytes.removeSubrange(Self.headerSize...)
+        bytes = []
         operationCount = 0
     }
 
-    private static func emptyBody(reserving capacity: Int) -> [UInt8] {
-        var body = [UInt8](repeating: 0, count: headerSize)
-        body.reserveCapacity(max(capacity, 256))
-        return body
+    /// Makes room for the header before the first operation.
+    private mutating func beginOperation() {
+        guard bytes.isEmpty else { return }
+        bytes.reserveCapacity(max(lastSize, 256))
+        bytes.append(contentsOf: repeatElement(0, count: Self.headerSize))
     }
 
     private mutating func append(_ value: UInt32) {

@@ -54,6 +54,7 @@ let package = Package(
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
         .systemLibrary(name: "CTimex"),
         .systemLibrary(name: "CSpawn"),
+        .systemLibrary(name: "CWriteback"),
 
         // Sound I/O and the queue: no network, no C library but libc.
         .target(name: "CaptureCore", dependencies: ["CTimex"]),
@@ -66,7 +67,7 @@ let package = Package(
         // The receiver's commit log: checksummed batches in recycled segment files, one fdatasync per round, replay.
         .target(name: "CaptureCommitLog", dependencies: ["CaptureCore"]),
         // Core Audio Format files: writer, reader, crash recovery.
-        .target(name: "CAF", dependencies: ["CaptureCore"], swiftSettings: underFuzzing),
+        .target(name: "CAF", dependencies: ["CaptureCore", "CWriteback"], swiftSettings: underFuzzing),
         // Frames, messages and protocol state machines; pure, no sockets.
         .target(
             name: "CaptureWire",

@@ -45,6 +45,15 @@ public final class CAFWriter {
     public static func journalPath(for cafPath: String) -> String { CAFJournal.path(for: cafPath) }
     /// Audio gathered before it is written: see the type's description.
     public let writeBehind: Int
+    /// Audio bytes written to the file after which the writer asks the kernel to start writing them
+    /// to the storage, without waiting (`sync_file_range`); 0: never. Whole pages only, so a page
+    /// is not written out and then dirtied again by the next write. A later sync (the receiver's
+    /// checkpoint) then finds little left to write, instead of everything since the last one in one
+    /// burst that the writes of other files (the receiver's commit log) wait behind. PostgreSQL's
+    /// `backend_flush_after` does the same for its data files.
+    public var writebackAfter = 0
+    /// Where the audio not yet handed to writeback begins in the file.
+    private var writebackStart: Int64 = 0
     /// Whether appended audio, packet sizes or markers are still gathered in memory, not yet written.
     public var hasGatheredData: Bool { !pendingAudio.isEmpty || !pendingPacketSizes.isEmpty || !pendingMarkers.isEmpty }
     /// Whether the file's descriptor is kept open between writes.
@@ -257,9 +266,28 @@ public final class CAFWriter {
         guard !pendingAudio.isEmpty else { return }
         let pending = pendingAudio
         let at = layout.dataOffset + writtenDataBytes
-        try withFile { file throws(CAFError) in try file.write(pending, at: at) }
+        let end = at + Int64(pending.count)
+        let writeback = writebackRange(endingBefore: end)
+        try withFile { file throws(CAFError) in
+            try file.write(pending, at: at)
+            if let writeback { file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count)) }
+        }
+        if let writeback { writebackStart = writeback.upperBound }
         pendingAudio = []
     }
+
+    /// The whole pages of audio before `end` not yet handed to writeback, once they are
+    /// `writebackAfter` bytes or more.
+    private func writebackRange(endingBefore end: Int64) -> Range<Int64>? {
+        guard writebackAfter > 0 else { return nil }
+        let start = max(writebackStart, layout.dataOffset & ~Self.pageMask)
+        let pagesEnd = end & ~Self.pageMask
+        guard pagesEnd - start >= Int64(writebackAfter) else { return nil }
+        return start..<pagesEnd
+    }
+
+    /// Bytes of a page, less one (writeback is asked for whole 4 KiB pages).
+    private static let pageMask: Int64 = 4_095
 
     /// Appends the gathered packet sizes and markers to the journal, in one write.
     private func writeJournal() throws(CAFError) {

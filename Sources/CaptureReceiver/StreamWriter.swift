@@ -178,6 +178,7 @@ public final class StreamWriter: @unchecked Sendable {
         self.pool = pool
         self.events = events
         self.metrics = metrics
+        writer.writebackAfter = Self.writebackAfter
         self.writer = writer
         self.positionLog = positionLog
         written = start
@@ -185,6 +186,11 @@ public final class StreamWriter: @unchecked Sendable {
         recordedSequence = start.sequence
         submitted = start
     }
+
+    /// Audio a recording writes before its writeback is started (`CAFWriter.writebackAfter`): 2 s
+    /// of an Opus stream at 128 kb/s. The checkpoints' syncs then find little to write, and the
+    /// commit log's rounds never wait behind a burst of every stream's audio since the last one.
+    static let writebackAfter = 32_768
 
     /// The directory whose file system holds the file (what a sync round flushes); computed once,
     /// since every round asks every stream for it.
@@ -296,6 +302,7 @@ public final class StreamWriter: @unchecked Sendable {
             return false
         }
         try? StreamPositionLog.remove(cafPath: finished)
+        next.writebackAfter = Self.writebackAfter
         self.writer = next
         currentPath = next.path
         events.segmentStarted(next.path, created.naming)

@@ -36,6 +36,29 @@ final class WriteBehindTests: XCTestCase {
         XCTAssertEqual(file.markers, [CAFMarker(framePosition: 700, name: "gap")])
     }
 
+    /// Starting the writeback of what was written (`writebackAfter`, a hint to the kernel) changes
+    /// nothing in the file, with the descriptor held or opened for each write, across a resume.
+    func testStartingWritebackChangesNothingInTheFile() throws {
+        let scratch = try ScratchDirectory()
+        let pieces = (0..<40).map { piece in [UInt8]((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ piece) }) }
+        var written: [[UInt8]] = []
+        for (name, holding, after) in [("plain", true, 0), ("held", true, 8_192), ("loose", false, 4_096), ("every write", false, 1)] {
+            let path = scratch.file("\(name).caf")
+            let writer = try CAFWriter(path: path, format: format, info: [], writeBehind: 5_000, holdingDescriptor: holding)
+            writer.writebackAfter = after
+            for piece in pieces.prefix(25) { try writer.append(piece, frameCount: 1_500) }
+            try writer.synchronize()
+            writer.close()
+            let resumed = try CAFWriter.resume(path: path, writeBehind: 5_000, holdingDescriptor: holding)
+            resumed.writebackAfter = after
+            for piece in pieces.dropFirst(25) { try resumed.append(piece, frameCount: 1_500) }
+            try resumed.finalize()
+            written.append(try fileBytes(path))
+            XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), Array(pieces.joined()), name)
+        }
+        XCTAssertEqual(Set(written).count, 1, "the four files are byte for byte the same")
+    }
+
     func testWhatIsGatheredIsLostInACrashLikeAnyUnsyncedWriteAndTheRestResumes() throws {
         let scratch = try ScratchDirectory()
         let path = scratch.file("crash.caf")

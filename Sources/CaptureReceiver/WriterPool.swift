@@ -130,7 +130,7 @@ public final class WriterPool: @unchecked Sendable {
         events: StreamWriterEvents, completion: @escaping @Sendable (Result<OpenedStream, StorageError>) -> Void
     ) {
         let lane = takeLane()
-        lane.submit { [self] in
+        lane.submit(.opening) { [self] in
             completion(StreamFiles.open(
                 hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: self))
         }
@@ -138,7 +138,7 @@ public final class WriterPool: @unchecked Sendable {
 
     /// Runs `work` on one of the pool's lanes (sweeping the stream index for abandoned streams).
     func submit(_ work: @escaping @Sendable () -> Void) {
-        takeLane().submit(work)
+        takeLane().submit(.opening, work)
     }
 
     /// Before continuing a stream another receiver may have written last: replays the commit logs
@@ -283,8 +283,9 @@ public final class WriterPool: @unchecked Sendable {
 
     private func runRound(_ writers: [StreamWriter]) {
         let started = ContinuousClock.now
-        // 1. What each stream wrote since its last round (its lane has run every write before this).
-        let taken = onLanes(writers, lane: \.lane) { writer in writer.takeRound().map { RoundEntry(writer: writer, take: $0) } }
+        // 1. What each stream wrote since its last round, taken on its lane ahead of the operations
+        // queued there (a write still queued goes into the next round).
+        let taken = onLanes(writers, lane: \.lane, urgent: true) { writer in writer.takeRound().map { RoundEntry(writer: writer, take: $0) } }
         guard !taken.isEmpty else { return }
         // 2. New streams' files and index entries become durable.
         let creating = taken.filter(\.take.needsCreationSync)
@@ -349,7 +350,7 @@ public final class WriterPool: @unchecked Sendable {
                 return []
             }
         }
-        let durable = onLanes(entries, lane: \.writer.lane) { $0.writer.makeCreationDurable() ? ObjectIdentifier($0.writer) : nil }
+        let durable = onLanes(entries, lane: \.writer.lane, urgent: true) { $0.writer.makeCreationDurable() ? ObjectIdentifier($0.writer) : nil }
         return Set(entries.map { ObjectIdentifier($0.writer) }).subtracting(durable)
     }
 
@@ -442,25 +443,29 @@ public final class WriterPool: @unchecked Sendable {
 
     /// Runs `body` for each item on its writer's lane and waits for all; the non-nil results. Each
     /// lane gets one job for all its items (a round of 10,000 streams is a few jobs, not 10,000).
-    private func onLanes<Item, Result>(_ items: [Item], lane: KeyPath<Item, WriterLane>, _ body: @escaping (Item) -> Result?) -> [Result] {
+    /// `urgent`: a round's step, run ahead of the operations queued (`WriterLane`).
+    private func onLanes<Item, Result>(
+        _ items: [Item], lane: KeyPath<Item, WriterLane>, urgent: Bool = false, _ body: @escaping (Item) -> Result?
+    ) -> [Result] {
         let group = DispatchGroup()
         let collected = ResultCollector<Result>()
         for (lane, laneItems) in byLane(items, lane: lane) {
             group.enter()
-            lane.submit {
+            let job = {
                 collected.add(contentsOf: laneItems.compactMap(body))
                 group.leave()
             }
+            lane.submit(urgent ? .round : .stream, job)
         }
         group.wait()
         return collected.results
     }
 
-    /// Runs `body` for each item on its writer's lane, in the items' order, without waiting: one job
-    /// per lane.
+    /// Runs a round's step `body` for each item on its writer's lane, in the items' order, ahead of
+    /// the operations queued there, without waiting: one job per lane.
     private func onLanesLater<Item>(_ items: [Item], lane: KeyPath<Item, WriterLane>, _ body: @escaping (Item) -> Void) {
         for (lane, laneItems) in byLane(items, lane: lane) {
-            lane.submit { laneItems.forEach(body) }
+            lane.submit(.round) { laneItems.forEach(body) }
         }
     }
 

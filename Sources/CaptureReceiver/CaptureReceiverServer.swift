@@ -75,7 +75,7 @@ public final class CaptureReceiverServer: Sendable {
         let writerPool = try WriterPool(
             policy: configuration.syncPolicy, metrics: configuration.metrics, outputDirectory: configuration.outputDirectory,
             logRoot: configuration.logDirectory, logger: logger)
-        let storage = PooledStreamStorage(pool: writerPool, configuration: configuration)
+        let storage = PooledStreamStorage(files: StreamFiles(configuration: configuration, pool: writerPool))
         let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
         let overflow = RepeatedEventSummary()
         // Hand-offs a previous run did not complete run again.

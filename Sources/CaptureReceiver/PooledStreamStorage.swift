@@ -7,11 +7,10 @@ extension StreamWriter: StreamFile {
     }
 }
 
-/// The session handlers' storage: stream files opened (continued or created) on the receiver's
-/// `WriterPool`, claimed in the output folder's `StreamIndex`.
+/// The session handlers' storage: stream files opened (continued or created) by the receiver's
+/// `StreamFiles` on its `WriterPool`, claimed in the output folder's `StreamIndex`.
 struct PooledStreamStorage: StreamStorage {
-    let pool: WriterPool
-    let configuration: ReceiverConfiguration
+    let files: StreamFiles
 
     func open(
         _ hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, peer: String, events: StreamWriterEvents,
@@ -19,7 +18,7 @@ struct PooledStreamStorage: StreamStorage {
     ) {
         let start = hello.message.startTimeUnixNs > 0
             ? Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9) : Date()
-        pool.open(hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, configuration: configuration, events: events) { result in
+        files.open(hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, events: events) { result in
             completion(result.map { OpenedStreamFile(file: $0.writer, resume: $0.resume, resumed: $0.resumed, naming: $0.naming, continuation: $0.continuation) })
         }
     }

@@ -53,21 +53,41 @@ struct StreamBeginning: Equatable {
     }
 }
 
-/// Opens the file of an accepted stream: claims the stream in the `StreamIndex` (so no other
-/// receiver or connection writes it), then reopens the unfinished file its entry names, or, for a
-/// stream the index does not know, creates its file (a unique name in the output folder and a CAF
-/// file with the stream's format, magic cookie and `info` entries, plus its position log). Runs on a
-/// `WriterPool` lane, the one the stream's writer is bound to.
-enum StreamFiles {
-    /// Opens the stream's file. `mayCreate` is false when the sender resumes audio a new file could
-    /// not hold (it no longer has the stream's beginning): then an unknown stream is `.notResumable`.
-    /// `owner` is who asks: a stream whose entry names another owner is refused (`.notStreamOwner`);
-    /// a new stream is created with it.
-    static func open(
-        hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
+/// The receiver's file factory: opens the file of an accepted stream. It claims the stream in the
+/// `StreamIndex` (so no other receiver or connection writes it), then reopens the unfinished file its
+/// entry names, or, for a stream the index does not know, creates its file (a unique name in the
+/// output folder and a CAF file with the stream's format, magic cookie and `info` entries, plus its
+/// position log), and binds the stream's `StreamWriter` to a `WriterPool` lane. Built once, by
+/// `CaptureReceiverServer.start`, with what every stream's files need.
+struct StreamFiles: Sendable {
+    let configuration: ReceiverConfiguration
+    let pool: WriterPool
+    let index: StreamIndex
+
+    init(configuration: ReceiverConfiguration, pool: WriterPool) {
+        self.configuration = configuration
+        self.pool = pool
+        index = StreamIndex(outputDirectory: configuration.outputDirectory)
+    }
+
+    /// Opens the stream's file on a lane of the pool (opening comes after the streams' own
+    /// operations there: `WriterLane.Priority`) and calls `completion` there. `mayCreate` is false
+    /// when the sender resumes audio a new file could not hold (it no longer has the stream's
+    /// beginning): then an unknown stream is `.notResumable`. `owner` is who asks: a stream whose
+    /// entry names another owner is refused (`.notStreamOwner`); a new stream is created with it.
+    func open(
+        hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, events: StreamWriterEvents,
+        completion: @escaping @Sendable (Result<OpenedStream, StorageError>) -> Void
+    ) {
+        pool.onOpeningLane { lane in
+            completion(open(hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, events: events, lane: lane))
+        }
+    }
+
+    /// `open`, on `lane`.
+    func open(
+        hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, events: StreamWriterEvents, lane: WriterLane
     ) -> Result<OpenedStream, StorageError> {
-        let index = StreamIndex(outputDirectory: configuration.outputDirectory)
         let stream = hello.streamID
         // A few rounds: another receiver may create or finish the stream between two steps.
         var waitedForReplays = false
@@ -115,7 +135,7 @@ enum StreamFiles {
                     // resume binds it to that sender from now on.
                     try? claim.record(StreamIndexEntry(stream: .recording(relativePath: relative), owner: owner))
                 }
-                return reopen(path: path, claim: claim, hello: hello, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                return reopen(path: path, claim: claim, hello: hello, start: start, peer: peer, events: events, lane: lane)
                     .map { OpenedStream(writer: $0.0, resume: $0.1, resumed: true) }
             case .failure(.held):
                 if !waitedForReplays {
@@ -131,14 +151,14 @@ enum StreamFiles {
                 switch index.claimNew(stream) {
                 case .success(let claim):
                     let beginning: StreamBeginning
-                    switch self.beginning(of: hello, owner: owner, index: index) {
+                    switch Self.beginning(of: hello, owner: owner, index: index) {
                     case .success(let found):
                         beginning = found
                     case .failure(let error):
                         claim.release(removingEntry: true)
                         return .failure(error)
                     }
-                    return create(hello: hello, beginning: beginning, owner: owner, claim: claim, index: index, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: pool)
+                    return create(hello: hello, beginning: beginning, owner: owner, claim: claim, start: start, peer: peer, events: events, lane: lane)
                         .map { OpenedStream(writer: $0.writer, resume: beginning.resume, resumed: false, naming: $0.naming, continuation: beginning.link) }
                 case .failure(.failed(let error)):
                     return .failure(.cannotCreate("cannot enter stream \(stream) in the stream index: \(error.description)"))
@@ -198,9 +218,9 @@ enum StreamFiles {
     }
 
     /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
-    private static func create(
-        hello: ValidatedHello, beginning: StreamBeginning, owner: StreamOwner, claim: StreamClaim, index: StreamIndex, start: Date, peer: String,
-        configuration: ReceiverConfiguration, events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
+    private func create(
+        hello: ValidatedHello, beginning: StreamBeginning, owner: StreamOwner, claim: StreamClaim, start: Date, peer: String,
+        events: StreamWriterEvents, lane: WriterLane
     ) -> Result<(writer: StreamWriter, naming: FileNaming?), StorageError> {
         let resume = beginning.resume
         let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
@@ -261,9 +281,8 @@ enum StreamFiles {
     /// says is durable, and returns the writer and where the sender must resume. Audio written after
     /// that point (never acknowledged) is cut off; the sender still holds it and resends it. On
     /// failure the claim is released and the file left as it was.
-    private static func reopen(
-        path: String, claim: StreamClaim, hello: ValidatedHello, start: Date, peer: String, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, lane: WriterLane, pool: WriterPool
+    private func reopen(
+        path: String, claim: StreamClaim, hello: ValidatedHello, start: Date, peer: String, events: StreamWriterEvents, lane: WriterLane
     ) -> Result<(StreamWriter, ResumePoint), StorageError> {
         let record: StreamPositionRecord
         do throws(DurableFileError) {
@@ -297,7 +316,7 @@ enum StreamFiles {
             let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
-                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: firstSample(of: path, hello: hello),
+                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: Self.firstSample(of: path, hello: hello),
                 segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )

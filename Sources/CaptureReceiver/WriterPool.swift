@@ -123,22 +123,16 @@ public final class WriterPool: @unchecked Sendable {
 
     // MARK: - Operations
 
-    /// Opens an accepted stream's file: claims the stream, then continues its unfinished file or
-    /// (when the stream is unknown and `mayCreate`) creates one (`StreamFiles.open`).
-    func open(
-        hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, configuration: ReceiverConfiguration,
-        events: StreamWriterEvents, completion: @escaping @Sendable (Result<OpenedStream, StorageError>) -> Void
-    ) {
+    /// Runs `work` on the next lane, after the operations queued there (opening a stream's files,
+    /// `StreamFiles.open`): the lane it is given is the one the new stream's writer is bound to.
+    func onOpeningLane(_ work: @escaping @Sendable (WriterLane) -> Void) {
         let lane = takeLane()
-        lane.submit(.opening) { [self] in
-            completion(StreamFiles.open(
-                hello: hello, mayCreate: mayCreate, owner: owner, start: start, peer: peer, configuration: configuration, events: events, lane: lane, pool: self))
-        }
+        lane.submit(.opening) { work(lane) }
     }
 
     /// Runs `work` on one of the pool's lanes (sweeping the stream index for abandoned streams).
     func submit(_ work: @escaping @Sendable () -> Void) {
-        takeLane().submit(.opening, work)
+        onOpeningLane { _ in work() }
     }
 
     /// Before continuing a stream another receiver may have written last: replays the commit logs

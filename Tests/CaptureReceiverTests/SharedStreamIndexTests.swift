@@ -37,7 +37,7 @@ final class SharedStreamIndexTests: XCTestCase {
             let group = DispatchGroup()
             for pool in [first, second] {
                 group.enter()
-                pool.open(hello: hello, mayCreate: true, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "peer", configuration: configuration(), events: Self.events) {
+                StreamFiles(configuration: configuration(), pool: pool).open(hello: hello, mayCreate: true, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "peer", events: Self.events) {
                     results.append($0)
                     group.leave()
                 }
@@ -334,7 +334,7 @@ final class SharedStreamIndexTests: XCTestCase {
     ) throws -> Result<OpenedStream, StorageError> {
         let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: identity), start: Date(), peer: "127.0.0.1", configuration: configuration(), events: events) {
+        StreamFiles(configuration: configuration(), pool: pool).open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: identity), start: Date(), peer: "127.0.0.1", events: events) {
             opened.value = $0
             done.signal()
         }

@@ -606,7 +606,7 @@ final class WriterPoolTests: XCTestCase {
     ) throws -> Result<OpenedStream, StorageError> {
         let opened = ResultBox<Result<OpenedStream, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        pool.open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "127.0.0.1", configuration: configuration(folder: folder), events: events.events) {
+        StreamFiles(configuration: configuration(folder: folder), pool: pool).open(hello: hello, mayCreate: mayCreate, owner: StreamOwner(secret: hello.message.resumeSecret, identity: nil), start: Date(), peer: "127.0.0.1", events: events.events) {
             opened.value = $0
             done.signal()
         }

@@ -12,6 +12,14 @@ public struct BinaryRecordWriter: Sendable {
     public mutating func append(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
     public mutating func append(_ value: Int64) { append(UInt64(bitPattern: value)) }
     public mutating func append<C: Collection>(contentsOf other: C) where C.Element == UInt8 { bytes.append(contentsOf: other) }
+    /// Overwrites the 8 bytes at `offset` (already appended: a field filled in once the rest is known).
+    public mutating func put(_ value: UInt64, at offset: Int) {
+        bytes.withUnsafeMutableBytes { $0.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt64.self) }
+    }
+    /// Overwrites the 4 bytes at `offset` (already appended).
+    public mutating func put(_ value: UInt32, at offset: Int) {
+        bytes.withUnsafeMutableBytes { $0.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self) }
+    }
 }
 
 /// Reads what `BinaryRecordWriter` wrote; every read returns nil past the end.

@@ -85,7 +85,7 @@ struct StreamFiles: Sendable {
     }
 
     /// `open`, on `lane`.
-    func open(
+    private func open(
         hello: ValidatedHello, mayCreate: Bool, owner: StreamOwner, start: Date, peer: String, events: StreamWriterEvents, lane: WriterLane
     ) -> Result<OpenedStream, StorageError> {
         let stream = hello.streamID

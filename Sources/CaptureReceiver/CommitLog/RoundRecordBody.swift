@@ -10,9 +10,9 @@ struct RoundRecordBody {
     /// (8 each), operation count (4).
     static let headerSize = 36
 
-    /// The header's room and the operations so far; no storage at all while there are none, so an
+    /// The header's room and the operations so far; nil (no storage) while there are none, so an
     /// idle stream holds no body between rounds.
-    private var bytes: [UInt8] = []
+    private var writer: BinaryRecordWriter?
     private var operationCount: UInt32 = 0
     /// What the last body taken held: the next one reserves as much at its first operation, so a
     /// steady stream grows its body without reallocating.
@@ -26,30 +26,30 @@ struct RoundRecordBody {
     /// Audio appended: frame count, packet count, the sizes, payload length, payload.
     mutating func appendAudio(_ payload: UnsafeRawBufferPointer, packetSizes: [UInt32], frameCount: Int) {
         beginOperation()
-        bytes.append(ReceiverLogRecord.audioTag)
-        append(UInt32(truncatingIfNeeded: frameCount))
-        append(UInt32(truncatingIfNeeded: packetSizes.count))
-        for size in packetSizes { append(size) }
-        append(UInt32(truncatingIfNeeded: payload.count))
-        bytes.append(contentsOf: payload)
+        writer?.append(ReceiverLogRecord.audioTag)
+        writer?.append(UInt32(truncatingIfNeeded: frameCount))
+        writer?.append(UInt32(truncatingIfNeeded: packetSizes.count))
+        for size in packetSizes { writer?.append(size) }
+        writer?.append(UInt32(truncatingIfNeeded: payload.count))
+        writer?.append(contentsOf: payload)
         operationCount += 1
     }
 
     /// Linear PCM silence appended over a gap.
     mutating func appendSilence(frames: Int64) {
         beginOperation()
-        bytes.append(ReceiverLogRecord.silenceTag)
-        append(UInt64(bitPattern: frames))
+        writer?.append(ReceiverLogRecord.silenceTag)
+        writer?.append(frames)
         operationCount += 1
     }
 
     /// A marker added at a frame position of the file.
     mutating func appendMarker(framePosition: Int64, name: String) {
         beginOperation()
-        bytes.append(ReceiverLogRecord.markerTag)
-        append(UInt64(bitPattern: framePosition))
-        append(UInt32(truncatingIfNeeded: name.utf8.count))
-        bytes.append(contentsOf: name.utf8)
+        writer?.append(ReceiverLogRecord.markerTag)
+        writer?.append(framePosition)
+        writer?.append(UInt32(truncatingIfNeeded: name.utf8.count))
+        writer?.append(contentsOf: name.utf8)
         operationCount += 1
     }
 
@@ -68,39 +68,33 @@ struct RoundRecordBody {
     /// The body of the round that brought the file from `packetsBefore` packets to `position`,
     /// holding every operation added since the last `take`; the next body starts empty.
     mutating func take(packetsBefore: Int64, position: StreamPositionRecord) -> [UInt8] {
-        var body = bytes.isEmpty ? [UInt8](repeating: 0, count: Self.headerSize) : bytes
-        lastSize = body.count
-        bytes = []
-        let count = operationCount
+        var body = writer ?? Self.emptyBody(reserving: Self.headerSize)
+        writer = nil
+        body.put(UInt64(bitPattern: packetsBefore), at: 0)
+        body.put(position.sequence, at: 8)
+        body.put(UInt64(bitPattern: position.sampleTime), at: 16)
+        body.put(UInt64(bitPattern: position.packets), at: 24)
+        body.put(operationCount, at: 32)
         operationCount = 0
-        body.withUnsafeMutableBytes { raw in
-            raw.storeBytes(of: UInt64(bitPattern: packetsBefore).bigEndian, toByteOffset: 0, as: UInt64.self)
-            raw.storeBytes(of: position.sequence.bigEndian, toByteOffset: 8, as: UInt64.self)
-            raw.storeBytes(of: UInt64(bitPattern: position.sampleTime).bigEndian, toByteOffset: 16, as: UInt64.self)
-            raw.storeBytes(of: UInt64(bitPattern: position.packets).bigEndian, toByteOffset: 24, as: UInt64.self)
-            raw.storeBytes(of: count.bigEndian, toByteOffset: 32, as: UInt32.self)
-        }
-        return body
+        lastSize = body.bytes.count
+        return body.bytes
     }
 
     /// Drops every operation added since the last `take` (what they wrote became durable another way).
     mutating func discard() {
-        bytes = []
+        writer = nil
         operationCount = 0
     }
 
     /// Makes room for the header before the first operation.
     private mutating func beginOperation() {
-        guard bytes.isEmpty else { return }
-        bytes.reserveCapacity(max(lastSize, 256))
-        bytes.append(contentsOf: repeatElement(0, count: Self.headerSize))
+        if writer == nil { writer = Self.emptyBody(reserving: max(lastSize, 256)) }
     }
 
-    private mutating func append(_ value: UInt32) {
-        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    private mutating func append(_ value: UInt64) {
-        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    /// A body holding only the header's room.
+    private static func emptyBody(reserving capacity: Int) -> BinaryRecordWriter {
+        var body = BinaryRecordWriter(reservingCapacity: capacity)
+        body.append(contentsOf: repeatElement(0, count: headerSize))
+        return body
     }
 }

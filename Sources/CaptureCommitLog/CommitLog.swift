@@ -10,7 +10,8 @@ import CaptureCore
 /// a position) lets the segments before it be reused: they are renamed to the numbers the log will
 /// reach next and overwritten in place, as PostgreSQL recycles WAL segments, so the log's disk use is
 /// bounded by what lies between checkpoints and no segment needs zero-filling twice. Segments are
-/// made zero-filled and synced before they are written, so a round's fdatasync never allocates.
+/// made zero-filled and synced before they are written, so a round's fdatasync never allocates; the
+/// next one is made ahead, on a thread of its own (`SegmentPreparer`), so no round waits for that.
 ///
 /// A failed write or sync is final for this opening of the log (as PostgreSQL treats a failed fsync:
 /// on Linux the kernel may have dropped the unsynced pages, so a retry could report success for data
@@ -39,6 +40,10 @@ public final class CommitLog {
     /// Sealed batches not yet written, in log order.
     private var pending: [(position: LogPosition, bytes: [UInt8])] = []
     private var segments: [UInt64: DurableFile] = [:]
+    /// Makes the segment after the one being written, off the commit thread.
+    private let preparer: SegmentPreparer
+    /// The segment last asked of `preparer`.
+    private var askedToPrepare: UInt64?
     private var failure: CommitLogError?
     /// Where this opening's first batch went, and the epoch of the batch that ends there (the last
     /// one replayed): what a checkpoint records as the epoch of the batch before it.
@@ -54,7 +59,9 @@ public final class CommitLog {
         recoveredLastEpoch = lastEpoch
         batchStart = end
         durableEnd = end
+        preparer = SegmentPreparer(folder: folder, segmentSize: control.geometry.segmentSize)
         _ = try segment(geometry.segment(of: end))
+        prepareNextSegment()
     }
 
     /// This opening's epoch (stamped on every batch it writes).
@@ -131,9 +138,7 @@ public final class CommitLog {
         pending.removeAll(keepingCapacity: true)
         durableEnd = batchStart
         closeSegments(before: geometry.segment(of: batchStart))
-        // The next segment is made ahead, off the round that will need it (a failure is retried
-        // when it is needed, and reported then).
-        _ = try? segment(geometry.segment(of: batchStart) + 1)
+        prepareNextSegment()
         return durableEnd
     }
 
@@ -156,6 +161,10 @@ public final class CommitLog {
             position > openingStart ? control.epoch : position == openingStart ? recoveredLastEpoch : control.checkpointEpoch
         try folder.writeControl(updated)
         control = updated
+        // The folder must not change while it is listed and its segments renamed.
+        preparer.quiesce()
+        askedToPrepare = nil
+        defer { prepareNextSegment() }
         let firstKept = geometry.segment(of: position)
         let present = try folder.segmentNumbers()
         let current = geometry.segment(of: batchStart)
@@ -177,8 +186,14 @@ public final class CommitLog {
         if changed { try folder.synchronize() }
     }
 
+    deinit { preparer.stop() }
+
+    /// Waits until the segment after the one being written is made ahead (for tests).
+    func waitForPreparedSegment() { preparer.waitUntilPrepared() }
+
     /// Closes the segment files (the log can be read again from its folder).
     public func close() {
+        preparer.stop()
         for file in segments.values { file.close() }
         segments.removeAll()
     }
@@ -198,11 +213,22 @@ public final class CommitLog {
         batchBodySize = 0
     }
 
-    /// Segment `number`, open (made first when missing).
+    /// Asks for the segment after the one being written to be made ahead (a failure there is
+    /// retried when the segment is needed, and reported then).
+    private func prepareNextSegment() {
+        let next = geometry.segment(of: batchStart) + 1
+        guard segments[next] == nil, askedToPrepare != next else { return }
+        askedToPrepare = next
+        preparer.prepare(next)
+    }
+
+    /// Segment `number`, open (made first when missing: by `preparer` when it was asked to, else here).
     private func segment(_ number: UInt64) throws(CommitLogError) -> DurableFile {
         if let file = segments[number] { return file }
         let file: DurableFile
-        if let existing = try folder.openSegment(number) {
+        if let prepared = preparer.take(number) {
+            file = prepared
+        } else if let existing = try folder.openSegment(number) {
             file = existing
         } else {
             file = try folder.makeSegment(number, size: geometry.segmentSize)

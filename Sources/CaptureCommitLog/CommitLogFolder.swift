@@ -8,7 +8,8 @@ import Glibc
 /// The commit log's folder on disk: the control file and the segment files
 /// (`segment-<16 hex digits>`, numbered by the part of the endless log they hold), how segments are
 /// made (zero-filled to their full size and synced, as PostgreSQL makes WAL segments, so that a
-/// round's fdatasync never has to allocate blocks) and listed. Used from one thread at a time.
+/// round's fdatasync never has to allocate blocks) and listed. Used from one thread at a time, and by
+/// `SegmentPreparer`'s thread for a segment the log has not reached.
 struct CommitLogFolder {
     let directory: String
 

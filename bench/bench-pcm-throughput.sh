@@ -11,6 +11,8 @@ mkdir -p "$work/out"
 sox -n -r 48000 -c 2 -b 24 -e signed-integer "$work/in.wav" synth 300 sine 440 sine 1000 gain -6
 sox "$work/in.wav" -t raw "$work/in.raw"
 bytes=$(stat -c %s "$work/in.raw")
+# The fixtures' 170 MB are written out now, not by the first transfer's syncs.
+sync
 
 RUNS=${RUNS:-3}
 export XDG_STATE_HOME="$work/state"

@@ -243,7 +243,7 @@ struct StreamFiles: Sendable {
             return .success((StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
                 start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
-                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
+                segments: configuration.segmentLength.map { SegmentingFileWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
             ), created.naming))
         } catch {
@@ -317,7 +317,7 @@ struct StreamFiles: Sendable {
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
                 start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: Self.firstSample(of: path, hello: hello),
-                segments: configuration.segmentLength.map { StreamWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
+                segments: configuration.segmentLength.map { SegmentingFileWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
             return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))

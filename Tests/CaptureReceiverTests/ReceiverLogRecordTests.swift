@@ -49,6 +49,33 @@ final class ReceiverLogRecordTests: XCTestCase {
         XCTAssertEqual(file.body, Array(Self.stream.wireBytes) + Array("a.caf".utf8))
     }
 
+    /// A stream's pending round (`PendingRound`) carries the file's packets from one round to the
+    /// next, counts the audio bytes that start a round early, and forgets what a segment cut or a
+    /// lone sync made durable, the next round then starting at the new file's packets.
+    func testAPendingRoundCarriesPacketsBetweenRoundsAndForgetsWhatACutMadeDurable() {
+        var round = PendingRound(packetsBefore: 10)
+        round.audio(TimedAudio(first: 0, payload: Data([1, 2, 3]), packetSizes: [1, 2], frameCount: 1_920))
+        round.silence(frames: 480)
+        XCTAssertEqual(round.bytes, 4, "three audio bytes, and one for the silence")
+        let first = StreamPositionRecord(sequence: 3, sampleTime: 2_400, packets: 12)
+        XCTAssertEqual(
+            ReceiverLogRecord(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: 9, body: round.take(position: first))),
+            .round(LoggedRound(packetsBefore: 10, position: first, operations: [
+                .audio(payload: [1, 2, 3], packetSizes: [1, 2], frameCount: 1_920), .silence(frames: 480),
+            ])))
+        XCTAssertEqual(round.bytes, 0)
+
+        round.audio(TimedAudio(first: 2_400, payload: Data([4]), packetSizes: [1], frameCount: 960))
+        round.restart(packetsBefore: 2)
+        XCTAssertEqual(round.bytes, 0, "a cut made it durable: it starts no round")
+        round.marker(framePosition: 0, name: "m")
+        let second = StreamPositionRecord(sequence: 4, sampleTime: 3_360, packets: 2)
+        XCTAssertEqual(
+            ReceiverLogRecord(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: 9, body: round.take(position: second))),
+            .round(LoggedRound(packetsBefore: 2, position: second, operations: [.marker(framePosition: 0, name: "m")])),
+            "the next round begins at the new file's packets, without what the cut covered")
+    }
+
     /// The writer builds a round's body as it writes (`RoundRecordBody`): each body taken holds
     /// exactly the operations since the last one, a discarded stretch is gone, and the bytes are
     /// the documented record's.

@@ -12,7 +12,10 @@ import CaptureCore
 /// Writes go to the file at explicit offsets; `synchronize()` makes them durable. With `writeBehind`
 /// (bytes), audio is gathered in memory and written once that much has come (and by `flush()`,
 /// `synchronize()` and anything that reads the file back), so a stream of small packets costs one
-/// write per `writeBehind` bytes instead of one per packet. Packet sizes and markers are gathered
+/// write per `writeBehind` bytes instead of one per packet. Such a write ends on a 4 KiB page of the
+/// file, keeping the rest gathered: the kernel then never zeroes the unwritten part of a new page
+/// before copying audio into it, and no page is written out half full and dirtied again by the next
+/// write. Packet sizes and markers are gathered
 /// too and written to the journal at `flush()`, `synchronize()`, or once as much as `writeBehind`
 /// (at most 4 KiB) of them has come. What is gathered is lost in a crash, as unsynced writes are.
 ///
@@ -231,7 +234,6 @@ public final class CAFWriter {
             packets = Int64(frameCount)
         }
         guard !bytes.isEmpty else { return }
-        let gathered = pendingAudio.count
         let gatheredSizes = pendingPacketSizes.count
         pendingAudio.append(contentsOf: bytes)
         pendingPacketSizes.append(contentsOf: packetSizes)
@@ -239,12 +241,13 @@ public final class CAFWriter {
         packetCount += packets
         self.frameCount += Int64(frameCount)
         do throws(CAFError) {
-            if pendingAudio.count > writeBehind { try writeAudio() }
+            if pendingAudio.count > writeBehind { try writeAudio(wholePages: writeBehind > 0) }
             if pendingPacketSizes.count * 4 > journalWriteBehind { try writeJournal() }
         } catch {
-            // Nothing of this append counts: what is left of it is taken back, and what was written
-            // of it is overwritten by the next write, which starts where the counted audio ends.
-            if pendingAudio.count >= gathered + bytes.count { pendingAudio.removeSubrange(gathered...) }
+            // Nothing of this append counts: what is left of it (the end of what is gathered) is
+            // taken back, and what was written of it is overwritten by the next write, which starts
+            // where the counted audio ends.
+            pendingAudio.removeLast(min(bytes.count, pendingAudio.count))
             if pendingPacketSizes.count >= gatheredSizes + packetSizes.count { pendingPacketSizes.removeSubrange(gatheredSizes...) }
             dataByteCount -= Int64(bytes.count)
             packetCount -= packets
@@ -261,19 +264,24 @@ public final class CAFWriter {
         try writeJournal()
     }
 
-    /// Writes the gathered audio at the end of what the file holds.
-    private func writeAudio() throws(CAFError) {
+    /// Writes the gathered audio at the end of what the file holds; with `wholePages`, only as much
+    /// as ends on a page of the file, the rest staying gathered.
+    private func writeAudio(wholePages: Bool = false) throws(CAFError) {
         guard !pendingAudio.isEmpty else { return }
-        let pending = pendingAudio
         let at = layout.dataOffset + writtenDataBytes
-        let end = at + Int64(pending.count)
+        let end = wholePages ? (at + Int64(pendingAudio.count)) & ~Self.pageMask : at + Int64(pendingAudio.count)
+        guard end > at else { return }
+        let count = Int(end - at)
         let writeback = writebackRange(endingBefore: end)
         try withFile { file throws(CAFError) in
-            try file.write(pending, at: at)
+            let written: Result<Void, CAFError> = pendingAudio.withUnsafeBytes { gathered in
+                Result { () throws(CAFError) in try file.write(UnsafeRawBufferPointer(rebasing: gathered[..<count]), at: at) }
+            }
+            try written.get()
             if let writeback { file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count)) }
         }
         if let writeback { writebackStart = writeback.upperBound }
-        pendingAudio = []
+        pendingAudio = count == pendingAudio.count ? [] : Array(pendingAudio[count...])
     }
 
     /// The whole pages of audio before `end` not yet handed to writeback, once they are

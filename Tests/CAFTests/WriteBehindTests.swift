@@ -1,6 +1,7 @@
 import CAF
 import CaptureCore
 import Foundation
+import TestSupport
 import XCTest
 
 /// A writer can gather audio and write it in larger pieces, and can write without keeping a
@@ -9,31 +10,93 @@ import XCTest
 final class WriteBehindTests: XCTestCase {
     private let format = StreamFormat.linearPCM(sampleRate: 48_000, channels: 1, sample: .s16)
 
-    func testGatheredAudioIsWrittenOncePerWriteBehindAndWhenFlushed() throws {
+    func testGatheredAudioIsWrittenToAPageOnceWriteBehindIsPassedAndWhollyWhenFlushed() throws {
         let scratch = try ScratchDirectory()
         let path = scratch.file("gathered.caf")
-        let writer = try CAFWriter(path: path, format: format, info: [], writeBehind: 1_000)
+        let writer = try CAFWriter(path: path, format: format, info: [], writeBehind: 5_000)
         let header = try fileBytes(path).count
-        let pieces = (0..<5).map { piece in [UInt8]((0..<400).map { UInt8(truncatingIfNeeded: $0 &+ piece * 31) }) }
-        try writer.append(pieces[0], frameCount: 200)
-        try writer.append(pieces[1], frameCount: 200)
-        XCTAssertEqual(try fileBytes(path).count, header, "800 bytes are gathered, not written")
+        let pieces = (0..<5).map { piece in [UInt8]((0..<2_000).map { UInt8(truncatingIfNeeded: $0 &+ piece * 31) }) }
+        try writer.append(pieces[0], frameCount: 1_000)
+        try writer.append(pieces[1], frameCount: 1_000)
+        XCTAssertEqual(try fileBytes(path).count, header, "4,000 bytes are gathered, not written")
         XCTAssertTrue(writer.hasGatheredData)
-        XCTAssertEqual(writer.dataByteCount, 800, "but counted as appended")
-        try writer.append(pieces[2], frameCount: 200)
-        XCTAssertEqual(try fileBytes(path).count, header + 1_200, "past 1,000 bytes everything gathered is written at once")
-        XCTAssertFalse(writer.hasGatheredData)
-        try writer.append(pieces[3], frameCount: 200)
-        try writer.addMarker(framePosition: 700, name: "gap")
+        XCTAssertEqual(writer.dataByteCount, 4_000, "but counted as appended")
+        try writer.append(pieces[2], frameCount: 1_000)
+        let firstWrite = try fileBytes(path).count
+        XCTAssertEqual(firstWrite, (header + 6_000) / 4_096 * 4_096, "past 5,000 bytes what is gathered is written up to the file's last whole page")
+        XCTAssertGreaterThan(firstWrite, header)
+        XCTAssertTrue(writer.hasGatheredData, "the rest of the page stays gathered")
+        XCTAssertEqual(writer.dataByteCount, 6_000)
+        try writer.append(pieces[3], frameCount: 1_000)
+        try writer.addMarker(framePosition: 3_500, name: "gap")
         try writer.appendSilence(frameCount: 10)
-        XCTAssertEqual(try fileBytes(path).count, header + 1_620, "silence writes what was gathered before it, then extends the file")
-        try writer.append(pieces[4], frameCount: 200)
+        XCTAssertEqual(try fileBytes(path).count, header + 8_020, "silence writes what was gathered before it, then extends the file")
+        try writer.append(pieces[4], frameCount: 1_000)
         try writer.flush()
-        XCTAssertEqual(try fileBytes(path).count, header + 2_020)
+        XCTAssertEqual(try fileBytes(path).count, header + 10_020)
+        XCTAssertFalse(writer.hasGatheredData)
         try writer.finalize()
         let file = try CAFFile.read(path: path)
         XCTAssertEqual(try file.readAudioData(), pieces[0] + pieces[1] + pieces[2] + pieces[3] + [UInt8](repeating: 0, count: 20) + pieces[4])
-        XCTAssertEqual(file.markers, [CAFMarker(framePosition: 700, name: "gap")])
+        XCTAssertEqual(file.markers, [CAFMarker(framePosition: 3_500, name: "gap")])
+    }
+
+    /// A stream of small appends is written in pieces that each end on a page of the file, so no
+    /// page is written half full and then again; what is read back is every byte in order.
+    func testEveryWriteBeforeAFlushEndsOnAPage() throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.file("pages.caf")
+        let writer = try CAFWriter(path: path, format: format, info: [], writeBehind: 8_192)
+        var appended: [UInt8] = []
+        var sizes: Set<Int> = []
+        for piece in 0..<300 {
+            let bytes = [UInt8]((0..<(322 + piece % 7 * 2)).map { UInt8(truncatingIfNeeded: $0 &* 3 &+ piece) })
+            try writer.append(bytes, frameCount: bytes.count / 2)
+            appended += bytes
+            sizes.insert(try fileBytes(path).count)
+        }
+        let header = sizes.min() ?? 0
+        XCTAssertGreaterThan(sizes.count, 5, "it wrote as it went")
+        for size in sizes where size != header {
+            XCTAssertEqual(size % 4_096, 0, "a write ended inside a page, at \(size)")
+        }
+        try writer.finalize()
+        XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), appended)
+    }
+
+    /// An append whose write fails (a full disk) counts for nothing, whether its audio or what was
+    /// gathered with it failed: once there is room again the same append goes in, and the file
+    /// holds every byte appended, once, in order.
+    func testAnAppendThatFindsTheDiskFullCountsForNothingAndCanBeRepeated() throws {
+        let scratch = try ScratchDirectory()
+        let small = scratch.file("small")
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        let mounted = try ToolRunner.run("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", small])
+        guard mounted.succeeded else { throw XCTSkip("cannot mount a small tmpfs here (needs root): \(mounted.errorText)") }
+        defer { _ = try? ToolRunner.run("umount", [small]) }
+        let filler = small + "/filler"
+        let writer = try CAFWriter(path: small + "/full.caf", format: format, info: [], writeBehind: 8_192)
+        XCTAssertTrue(FileManager.default.createFile(atPath: filler, contents: Data(count: 36 << 10)))
+        var appended: [UInt8] = []
+        var refused: [UInt8]?
+        for piece in 0..<200 {
+            let bytes = [UInt8]((0..<1_282).map { UInt8(truncatingIfNeeded: $0 &+ piece &* 5) })
+            let before = writer.dataByteCount
+            do {
+                try writer.append(bytes, frameCount: 641)
+                appended += bytes
+            } catch {
+                XCTAssertEqual(writer.dataByteCount, before, "a refused append is not counted")
+                refused = bytes
+                break
+            }
+        }
+        let again = try XCTUnwrap(refused, "the disk filled up")
+        try FileManager.default.removeItem(atPath: filler)
+        try writer.append(again, frameCount: 641)
+        appended += again
+        try writer.finalize()
+        XCTAssertEqual(try CAFFile.read(path: small + "/full.caf").readAudioData(), appended)
     }
 
     /// Starting the writeback of what was written (`writebackAfter`, a hint to the kernel) changes

@@ -111,47 +111,48 @@ public final class StreamWriter: @unchecked Sendable {
     /// Appends audio packets for `sequence`, whose frames end at `endSampleTime`.
     public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {
         lane.submit { [self] in
-            guard failure == nil, recording.isOpen else { return }
             let audio = TimedAudio(first: endSampleTime - Int64(frameCount), payload: payload, packetSizes: packetSizes, frameCount: frameCount)
-            let cutsBefore = recording.finishedFiles
-            do throws(SegmentingFileWriter.Failure) {
-                try recording.write(audio, after: written, round: &round)
-            } catch {
-                filesFinished(since: cutsBefore)
-                return fail(error.error, file: error.file)
+            record(through: DurablePosition(sequence: sequence, sampleTime: endSampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+                try recording.write(audio, after: after, round: &round)
             }
-            filesFinished(since: cutsBefore)
-            written = DurablePosition(sequence: sequence, sampleTime: endSampleTime)
-            askForRound()
         }
     }
 
     /// Records a gap of `length` frames at `sampleTime` for `sequence`.
     public func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
         lane.submit { [self] in
-            guard failure == nil, recording.isOpen else { return }
-            let cutsBefore = recording.finishedFiles
-            do throws(SegmentingFileWriter.Failure) {
-                try recording.writeGap(sampleTime: sampleTime, length: length, reason: reason, after: written, round: &round)
-            } catch {
-                filesFinished(since: cutsBefore)
-                return fail(error.error, file: error.file)
+            record(through: DurablePosition(sequence: sequence, sampleTime: sampleTime + length)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+                try recording.writeGap(sampleTime: sampleTime, length: length, reason: reason, after: after, round: &round)
             }
-            filesFinished(since: cutsBefore)
-            written = DurablePosition(sequence: sequence, sampleTime: sampleTime + length)
-            askForRound()
         }
     }
 
-    /// After a write: when the recording finished a file at a segment cut, that file holds, durably,
-    /// everything written before (its position log says so), so it is durable without a round.
-    private func filesFinished(since count: Int) {
-        guard recording.finishedFiles != count else { return }
-        submitted = written
-        if durable != written {
-            durable = written
-            events.durable(durable)
+    /// Writes one message into the recording (`step`, given the position before it and the pending
+    /// round), and then counts the stream as written through `position`. When the recording finished
+    /// a file at a segment cut meanwhile, that file holds, durably, everything written before the
+    /// message (its position log says so), so that much is durable without a round.
+    private func record(
+        through position: DurablePosition,
+        _ step: (SegmentingFileWriter, DurablePosition, inout PendingRound) throws(SegmentingFileWriter.Failure) -> Void
+    ) {
+        guard failure == nil, recording.isOpen else { return }
+        let filesFinished = recording.finishedFiles
+        var failed: SegmentingFileWriter.Failure?
+        do throws(SegmentingFileWriter.Failure) {
+            try step(recording, written, &round)
+        } catch {
+            failed = error
         }
+        if recording.finishedFiles != filesFinished {
+            submitted = written
+            if durable != written {
+                durable = written
+                events.durable(durable)
+            }
+        }
+        if let failed { return fail(failed.error, file: failed.file) }
+        written = position
+        askForRound()
     }
 
     /// Finalizes the file (sizes, packet table, markers) after everything submitted before, records

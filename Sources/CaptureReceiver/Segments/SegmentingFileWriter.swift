@@ -424,27 +424,22 @@ final class SegmentingFileWriter {
         try synchronizeEntries()
     }
 
-    /// Whether the stream still writes the file at `path` (a checkpoint covers that file only).
-    func writes(_ path: String) -> Bool { writer != nil && currentPath == path }
-
     /// Makes the file's audio and journal durable by itself (a checkpoint on FUSE, or after the file
     /// system sync failed), when it still writes the file at `path`.
     func synchronizeForCheckpoint(path: String) throws(CAFError) {
-        guard let writer, currentPath == path else { return }
-        try writer.synchronize()
+        try writer(writing: path)?.synchronize()
     }
 
     /// Writes what the file's writer gathers in memory to the file (for the checkpoint's syncfs),
     /// when it still writes the file at `path`.
     func flushForCheckpoint(path: String) throws(CAFError) {
-        guard let writer, currentPath == path else { return }
-        try writer.flush()
+        try writer(writing: path)?.flush()
     }
 
     /// Records the checkpoint's position in the file's position log (its audio is durable by now),
     /// synced when asked, when it still writes the file at `path`.
     func recordCheckpoint(path: String, position: StreamPositionRecord, synchronizing: Bool) throws(StorageError) {
-        guard writer != nil, currentPath == path, let positionLog else { return }
+        guard writer(writing: path) != nil, let positionLog else { return }
         do throws(DurableFileError) {
             try positionLog.write(position)
             if synchronizing { try positionLog.synchronize() }
@@ -452,6 +447,12 @@ final class SegmentingFileWriter {
         } catch {
             throw .writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description)
         }
+    }
+
+    /// The writer of the file at `path`, while the stream still writes it (a checkpoint covers that
+    /// file only: one the stream let go of was made durable then).
+    private func writer(writing path: String) -> CAFWriter? {
+        currentPath == path ? writer : nil
     }
 
     /// Makes the files' folder entries durable if no round has yet (this stream syncing alone).

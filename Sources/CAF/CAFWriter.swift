@@ -234,24 +234,33 @@ public final class CAFWriter {
             packets = Int64(frameCount)
         }
         guard !bytes.isEmpty else { return }
+        let gatheredAudio = pendingAudio
         let gatheredSizes = pendingPacketSizes.count
-        pendingAudio.append(contentsOf: bytes)
-        pendingPacketSizes.append(contentsOf: packetSizes)
-        dataByteCount += Int64(bytes.count)
-        packetCount += packets
-        self.frameCount += Int64(frameCount)
+        var gatheredWritten = 0
+        var counted = false
         do throws(CAFError) {
-            if pendingAudio.count > writeBehind { try writeAudio(wholePages: writeBehind > 0) }
+            if pendingAudio.count + bytes.count > writeBehind {
+                gatheredWritten = try writeAudio(then: bytes, wholePages: writeBehind > 0)
+            } else {
+                pendingAudio.append(contentsOf: bytes)
+            }
+            dataByteCount += Int64(bytes.count)
+            packetCount += packets
+            self.frameCount += Int64(frameCount)
+            pendingPacketSizes.append(contentsOf: packetSizes)
+            counted = true
             if pendingPacketSizes.count * 4 > journalWriteBehind { try writeJournal() }
         } catch {
-            // Nothing of this append counts: what is left of it (the end of what is gathered) is
-            // taken back, and what was written of it is overwritten by the next write, which starts
-            // where the counted audio ends.
-            pendingAudio.removeLast(min(bytes.count, pendingAudio.count))
-            if pendingPacketSizes.count >= gatheredSizes + packetSizes.count { pendingPacketSizes.removeSubrange(gatheredSizes...) }
-            dataByteCount -= Int64(bytes.count)
-            packetCount -= packets
-            self.frameCount -= Int64(frameCount)
+            // Nothing of this append counts: the gathered audio it wrote stays written (the file
+            // holds it now), and what it wrote of its own is overwritten by the next write, which
+            // starts where the counted audio ends.
+            if counted {
+                pendingPacketSizes.removeSubrange(gatheredSizes...)
+                dataByteCount -= Int64(bytes.count)
+                packetCount -= packets
+                self.frameCount -= Int64(frameCount)
+            }
+            pendingAudio = gatheredWritten == 0 ? gatheredAudio : Array(gatheredAudio[gatheredWritten...])
             throw error
         }
     }
@@ -264,24 +273,45 @@ public final class CAFWriter {
         try writeJournal()
     }
 
-    /// Writes the gathered audio at the end of what the file holds; with `wholePages`, only as much
-    /// as ends on a page of the file, the rest staying gathered.
-    private func writeAudio(wholePages: Bool = false) throws(CAFError) {
+    /// Writes the gathered audio at the end of what the file holds.
+    private func writeAudio() throws(CAFError) {
         guard !pendingAudio.isEmpty else { return }
+        _ = try writeAudio(then: UnsafeRawBufferPointer(start: nil, count: 0), wholePages: false)
+    }
+
+    /// Writes the gathered audio and then `more` (in one `pwritev`, without gathering `more` first)
+    /// at the end of what the file holds; with `wholePages`, only as much as ends on a page of the
+    /// file, the rest being gathered. Returns how many of the gathered bytes it wrote. If it
+    /// throws, nothing changed: what was gathered stays gathered and `more` is not.
+    private func writeAudio(then more: UnsafeRawBufferPointer, wholePages: Bool) throws(CAFError) -> Int {
         let at = layout.dataOffset + writtenDataBytes
-        let end = wholePages ? (at + Int64(pendingAudio.count)) & ~Self.pageMask : at + Int64(pendingAudio.count)
-        guard end > at else { return }
-        let count = Int(end - at)
-        let writeback = writebackRange(endingBefore: end)
-        try withFile { file throws(CAFError) in
-            let written: Result<Void, CAFError> = pendingAudio.withUnsafeBytes { gathered in
-                Result { () throws(CAFError) in try file.write(UnsafeRawBufferPointer(rebasing: gathered[..<count]), at: at) }
+        let available = pendingAudio.count + more.count
+        let end = wholePages ? (at + Int64(available)) & ~Self.pageMask : at + Int64(available)
+        let count = max(0, Int(end - at))
+        let fromGathered = min(count, pendingAudio.count)
+        if count > 0 {
+            let writeback = writebackRange(endingBefore: end)
+            try withFile { file throws(CAFError) in
+                let written: Result<Void, CAFError> = pendingAudio.withUnsafeBytes { gathered in
+                    Result { () throws(CAFError) in
+                        try file.write(
+                            UnsafeRawBufferPointer(rebasing: gathered[..<fromGathered]),
+                            UnsafeRawBufferPointer(rebasing: more[..<(count - fromGathered)]), at: at)
+                    }
+                }
+                try written.get()
+                if let writeback { file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count)) }
             }
-            try written.get()
-            if let writeback { file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count)) }
+            if let writeback { writebackStart = writeback.upperBound }
         }
-        if let writeback { writebackStart = writeback.upperBound }
-        pendingAudio = count == pendingAudio.count ? [] : Array(pendingAudio[count...])
+        let restOfMore = UnsafeRawBufferPointer(rebasing: more[(count - fromGathered)...])
+        if fromGathered == pendingAudio.count {
+            pendingAudio = Array(restOfMore)
+        } else {
+            pendingAudio.removeFirst(fromGathered)
+            pendingAudio.append(contentsOf: restOfMore)
+        }
+        return fromGathered
     }
 
     /// The whole pages of audio before `end` not yet handed to writeback, once they are

@@ -1,3 +1,5 @@
+import CaptureCore
+
 #if canImport(Glibc)
 import CWriteback
 import Glibc
@@ -57,19 +59,13 @@ final class PosixFile {
 
     /// Writes all of `bytes` at `offset`.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(CAFError) {
-        var written = 0
-        while written < bytes.count {
-            guard let base = bytes.baseAddress else { return }
-            let result = pwrite(descriptor, base + written, bytes.count - written, off_t(offset) + off_t(written))
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw CAFError.system(errno, operation: "writing", path: path)
-            }
-            if result == 0 {
-                throw .io(operation: "writing (no progress)", path: path, errno: EIO)
-            }
-            written += result
-        }
+        try write(bytes, UnsafeRawBufferPointer(start: nil, count: 0), at: offset)
+    }
+
+    /// Writes all of `first` and then all of `second` at `offset`, with `pwritev` (no copy of either).
+    func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, at offset: Int64) throws(CAFError) {
+        let failure = PositionalWrite.write(first, second, to: descriptor, at: offset)
+        guard failure == 0 else { throw CAFError.system(failure, operation: "writing", path: path) }
     }
 
     func write(_ bytes: [UInt8], at offset: Int64) throws(CAFError) {

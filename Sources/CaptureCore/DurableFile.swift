@@ -76,23 +76,8 @@ public final class DurableFile {
     /// Writes `head` and then `tail` at `offset` with one `pwritev`, so that a payload can be written
     /// behind its header without first being copied next to it.
     public func write(_ head: UnsafeRawBufferPointer, _ tail: UnsafeRawBufferPointer, at offset: Int64) throws(DurableFileError) {
-        let total = head.count + tail.count
-        var written = 0
-        while written < total {
-            var vectors: [iovec] = []
-            if written < head.count, let base = head.baseAddress {
-                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + written), iov_len: head.count - written))
-            }
-            let tailDone = max(0, written - head.count)
-            if tailDone < tail.count, let base = tail.baseAddress {
-                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + tailDone), iov_len: tail.count - tailDone))
-            }
-            let result = vectors.withUnsafeBufferPointer { list in
-                retrying { pwritev(descriptor, list.baseAddress, Int32(list.count), off_t(offset) + off_t(written)) }
-            }
-            guard result > 0 else { throw DurableFileError(operation: "writing", path: path, code: result == 0 ? EIO : errno) }
-            written += result
-        }
+        let failure = PositionalWrite.write(head, tail, to: descriptor, at: offset)
+        guard failure == 0 else { throw DurableFileError(operation: "writing", path: path, code: failure) }
     }
 
     /// Writes `head` and then `tail` at `offset` with one `pwritev` (no copy of either).

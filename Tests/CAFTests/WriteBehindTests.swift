@@ -99,6 +99,35 @@ final class WriteBehindTests: XCTestCase {
         XCTAssertEqual(try CAFFile.read(path: small + "/full.caf").readAudioData(), appended)
     }
 
+    /// An append whose audio reached the file but whose packet sizes could not be written to the
+    /// journal counts for nothing either: the gathered audio it wrote stays, its own is written
+    /// again when it is repeated, and the file holds every packet once, in order.
+    func testAnAppendWhoseJournalWriteFailsAfterItsAudioWasWrittenCountsForNothing() throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.file("journal.caf")
+        let opus = StreamFormat.opus(channels: 1, framesPerPacket: 960)
+        let writer = try CAFWriter(path: path, format: opus, info: [], writeBehind: 8_192)
+        let header = try fileBytes(path).count
+        // 600 packets of 10 bytes: the second append passes the write-behind (its audio is written
+        // to a page) and gathers 1,200 packet sizes (past the journal's 4 KiB, so they are written).
+        let pieces = (0..<3).map { piece in [UInt8]((0..<6_000).map { UInt8(truncatingIfNeeded: $0 &* 3 &+ piece &* 101) }) }
+        let sizes = [UInt32](repeating: 10, count: 600)
+        try writer.append(pieces[0], packetSizes: sizes, frameCount: 600 * 960)
+        let aside = scratch.file("journal-aside")
+        try FileManager.default.moveItem(atPath: writer.journalPath, toPath: aside)
+        XCTAssertThrowsError(try writer.append(pieces[1], packetSizes: sizes, frameCount: 600 * 960))
+        XCTAssertGreaterThan(try fileBytes(path).count, header, "its audio did reach the file")
+        XCTAssertEqual(writer.dataByteCount, 6_000, "but the refused append is not counted")
+        XCTAssertEqual(writer.packetCount, 600)
+        try FileManager.default.moveItem(atPath: aside, toPath: writer.journalPath)
+        try writer.append(pieces[1], packetSizes: sizes, frameCount: 600 * 960)
+        try writer.append(pieces[2], packetSizes: sizes, frameCount: 600 * 960)
+        try writer.finalize()
+        let file = try CAFFile.read(path: path)
+        XCTAssertEqual(try file.readAudioData(), Array(pieces.joined()))
+        XCTAssertEqual(file.packetTable?.packetSizes, [UInt32](repeating: 10, count: 1_800))
+    }
+
     /// Starting the writeback of what was written (`writebackAfter`, a hint to the kernel) changes
     /// nothing in the file, with the descriptor held or opened for each write, across a resume.
     func testStartingWritebackChangesNothingInTheFile() throws {

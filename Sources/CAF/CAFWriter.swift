@@ -57,6 +57,17 @@ public final class CAFWriter {
     public var writebackAfter = 0
     /// Where the audio not yet handed to writeback begins in the file.
     private var writebackStart: Int64 = 0
+    /// With `writebackAfter`: each time writeback is started, the writer also tells the kernel that
+    /// it will not read the audio handed to writeback the time before (`posix_fadvise`
+    /// `POSIX_FADV_DONTNEED`; pages still being written out are left alone). A receiver never reads
+    /// its recordings back while writing them, and without this every byte recorded stays in the
+    /// page cache until memory runs short: 160 MB/s for 10,000 streams, crowding out what is read
+    /// again (the commit log's recycled segments), and on a virtual machine that hands free memory
+    /// back to its host, making every page written a fresh one that the host must supply first.
+    /// PostgreSQL advises the same for the WAL segments it closes.
+    public var releasesWrittenBackPages = false
+    /// Where the audio handed to writeback but not yet released from the page cache begins.
+    private var releaseStart: Int64 = 0
     /// Whether appended audio, packet sizes or markers are still gathered in memory, not yet written.
     public var hasGatheredData: Bool { !pendingAudio.isEmpty || !pendingPacketSizes.isEmpty || !pendingMarkers.isEmpty }
     /// Whether the file's descriptor is kept open between writes.
@@ -300,9 +311,17 @@ public final class CAFWriter {
                     }
                 }
                 try written.get()
-                if let writeback { file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count)) }
+                if let writeback {
+                    file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count))
+                    if releasesWrittenBackPages, releaseStart < writeback.lowerBound {
+                        file.releaseCachedPages(at: releaseStart, length: Int(writeback.lowerBound - releaseStart))
+                    }
+                }
             }
-            if let writeback { writebackStart = writeback.upperBound }
+            if let writeback {
+                if releasesWrittenBackPages { releaseStart = max(releaseStart, writebackStart) }
+                writebackStart = writeback.upperBound
+            }
         }
         let restOfMore = UnsafeRawBufferPointer(rebasing: more[(count - fromGathered)...])
         if fromGathered == pendingAudio.count {

@@ -144,6 +144,15 @@ final class PosixFile {
         #endif
     }
 
+    /// Tells the kernel that `length` bytes at `offset` will not be read again, so that their clean
+    /// pages in the page cache can be freed now (`POSIX_FADV_DONTNEED`; pages still dirty or being
+    /// written out are kept). A hint: its failure changes nothing.
+    func releaseCachedPages(at offset: Int64, length: Int) {
+        #if os(Linux)
+        _ = posix_fadvise(descriptor, off_t(offset), off_t(length), POSIX_FADV_DONTNEED)
+        #endif
+    }
+
     func close() {
         if descriptor >= 0 {
             _ = closeDescriptor(descriptor)

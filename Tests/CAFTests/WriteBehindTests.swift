@@ -196,6 +196,49 @@ final class WriteBehindTests: XCTestCase {
                        [UInt8](repeating: 7, count: 192) + [UInt8](repeating: 8, count: 64) + [UInt8](repeating: 9, count: 64))
     }
 
+    /// With `releasesWrittenBackPages`, the audio handed to writeback the time before leaves the
+    /// page cache when writeback is next started (once it is clean), and the file is unchanged;
+    /// without it, the pages stay cached.
+    func testAudioHandedToWritebackLeavesThePageCacheOnlyWhenAskedTo() throws {
+        let scratch = try ScratchDirectory()
+        if try ToolRunner.run("stat", ["-f", "-c", "%T", scratch.path]).outputText.contains("tmpfs") {
+            throw XCTSkip("the scratch folder is on tmpfs, whose pages are the file itself and are never released")
+        }
+        let pieces = (0..<40).map { piece in [UInt8]((0..<2_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ piece) }) }
+        var cached: [Bool: [Bool]] = [:]
+        for releasing in [false, true] {
+            let path = scratch.file("release-\(releasing).caf")
+            let writer = try CAFWriter(path: path, format: format, info: [], writeBehind: 8_192)
+            writer.writebackAfter = 32_768
+            writer.releasesWrittenBackPages = releasing
+            // 40,000 bytes: writeback is started for the first 32 KiB, then everything is made
+            // durable, so those pages are clean; the next 40,000 start writeback again.
+            for piece in pieces.prefix(20) { try writer.append(piece, frameCount: 1_000) }
+            try writer.synchronize()
+            for piece in pieces.dropFirst(20) { try writer.append(piece, frameCount: 1_000) }
+            cached[releasing] = try Self.cachedPages(path, count: 8)
+            try writer.finalize()
+            XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), Array(pieces.joined()))
+        }
+        XCTAssertEqual(cached[false], [Bool](repeating: true, count: 8), "kept: the first 32 KiB are still cached")
+        XCTAssertEqual(cached[true], [Bool](repeating: false, count: 8), "released: none of the first 32 KiB is cached")
+    }
+
+    /// Whether each of the first `count` pages of the file is in the page cache (`mincore`).
+    private static func cachedPages(_ path: String, count: Int) throws -> [Bool] {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { throw CocoaError(.fileReadNoPermission) }
+        defer { close(descriptor) }
+        let length = count * 4_096
+        guard let mapped = mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED else {
+            throw CocoaError(.fileReadUnknown)
+        }
+        defer { munmap(mapped, length) }
+        var vector = [UInt8](repeating: 0, count: count)
+        guard mincore(mapped, length, &vector) == 0 else { throw CocoaError(.fileReadUnknown) }
+        return vector.map { $0 & 1 == 1 }
+    }
+
     /// The paths this process has open.
     private static func openFiles() -> Set<String> {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []

@@ -125,6 +125,7 @@ final class SegmentingFileWriter {
             }
         }
         writer.writebackAfter = Self.writebackAfter
+        writer.releasesWrittenBackPages = true
         self.writer = writer
     }
 
@@ -290,6 +291,7 @@ final class SegmentingFileWriter {
         }
         try? StreamPositionLog.remove(cafPath: finished)
         next.writebackAfter = Self.writebackAfter
+        next.releasesWrittenBackPages = true
         self.writer = next
         currentPath = next.path
         events.segmentStarted(next.path, created.naming)

@@ -5,8 +5,11 @@
 # folder), then checks every file packet by packet.
 # Measured over the steady part (all streams running): the receiver's CPU in cores (utime+stime
 # from /proc/PID/stat) and in ms per stream-second, beside the generator's; the receiver's RSS and
-# open descriptors per stream; the bytes the receiver wrote to storage (/proc/PID/io write_bytes)
-# per audio byte received; ack latency p50/p99 (AudioData written → first Ack covering it); files
+# open descriptors per stream; the bytes written to the disk that holds the recordings and the log
+# (/sys/class/block/DEV/stat, everything written to that disk in the window: the receiver's files
+# with the file system's metadata) per audio byte received, beside the bytes the receiver dirtied
+# (/proc/PID/io write_bytes, which on kernels with large page-cache folios counts a whole folio
+# each time one is dirtied again, and so overstates what reaches the disk); ack latency p50/p99 (AudioData written → first Ack covering it); files
 # complete and verified. The reference in the same invocation is the disk's sequential write rate
 # (dd of 1 GiB with conv=fdatasync), beside the audio rate the streams need.
 # Goals (issue 28, 2 cores): 5,000 streams ack p99 <= 500 ms; 10,000 streams all complete and
@@ -48,6 +51,20 @@ ticks=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # write_bytes PID: bytes the process caused to be written to storage.
 write_bytes() { awk '/^write_bytes:/ { print $2 }' "/proc/$1/io" 2>/dev/null || echo 0; }
+# disk_device DIR: the block device (its /sys/class/block name) holding DIR, empty when there is none
+# (tmpfs, overlay).
+disk_device() {
+  local source name
+  source=$(df --output=source "$1" 2>/dev/null | tail -1)
+  name=$(basename "$(readlink -f "$source" 2>/dev/null)")
+  [ -n "$name" ] && [ -r "/sys/class/block/$name/stat" ] && echo "$name"
+}
+# disk_written DEVICE: bytes written to the block device since boot (sectors of 512 bytes).
+disk_written() { [ -n "$1" ] && awk '{ print $7 * 512 }' "/sys/class/block/$1/stat" 2>/dev/null || echo 0; }
+# segment_inodes DIR: the inode numbers of the commit log's segment files under DIR, one per line.
+# A segment made new (its whole size in zeros written and synced, once per segment the log ever
+# has) has an inode the folder did not have before; a recycled one keeps its inode under a new name.
+segment_inodes() { find "$1" -path '*/.commit-log/*' -name 'segment-*' -printf '%i\n' 2>/dev/null | sort; }
 # descriptors PID: open file descriptors.
 descriptors() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 # rss_kib PID: resident set size in KiB.
@@ -100,9 +117,16 @@ run_scale() {
   end_at=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s - 2 }')
   sleep "$start_at"
   local recv0 load0 t0 recv1 load1 t1 rss_steady written0 written1 fds
-  recv0=$(cpu_ticks "$recv_pid"); load0=$(cpu_ticks "$load_pid"); written0=$(write_bytes "$recv_pid"); t0=$(date +%s.%N)
+  local device disk0 disk1
+  device=$(disk_device "$out")
+  recv0=$(cpu_ticks "$recv_pid"); load0=$(cpu_ticks "$load_pid"); written0=$(write_bytes "$recv_pid"); disk0=$(disk_written "$device"); t0=$(date +%s.%N)
+  segment_inodes "$out" > "$BENCH_WORK/scale-segments-before"
   sleep "$(awk -v a="$start_at" -v b="$end_at" 'BEGIN { d = b - a; if (d < 1) d = 1; print d }')"
-  recv1=$(cpu_ticks "$recv_pid"); load1=$(cpu_ticks "$load_pid"); written1=$(write_bytes "$recv_pid"); t1=$(date +%s.%N)
+  recv1=$(cpu_ticks "$recv_pid"); load1=$(cpu_ticks "$load_pid"); written1=$(write_bytes "$recv_pid"); disk1=$(disk_written "$device"); t1=$(date +%s.%N)
+  # Log segments made in the window (not recycled ones): what making the log wrote, once.
+  local made_segments segment_bytes
+  made_segments=$(segment_inodes "$out" | comm -13 "$BENCH_WORK/scale-segments-before" - | wc -l)
+  segment_bytes=$(find "$out" -path '*/.commit-log/*' -name 'segment-*' -printf '%s\n' 2>/dev/null | head -1)
   rss_steady=$(rss_kib "$recv_pid")
   fds=$(descriptors "$recv_pid")
   local load_status=0
@@ -113,11 +137,18 @@ run_scale() {
   recv_cores=$(awk -v a="$recv0" -v b="$recv1" -v t="$ticks" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / t / (e - s) }')
   load_cores=$(awk -v a="$load0" -v b="$load1" -v t="$ticks" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / t / (e - s) }')
   rss_per_stream=$(awk -v a="$rss_before" -v b="$rss_steady" -v n="$count" 'BEGIN { printf "%.1f", (b - a) / n }')
-  local cpu_ms_per_stream_second fds_per_stream bytes_per_audio_byte
+  local cpu_ms_per_stream_second fds_per_stream bytes_per_audio_byte disk_per_audio_byte making_per_audio_byte
   cpu_ms_per_stream_second=$(awk -v c="$recv_cores" -v n="$count" 'BEGIN { printf "%.3f", c * 1000 / n }')
   fds_per_stream=$(awk -v f="$fds" -v n="$count" 'BEGIN { printf "%.2f", f / n }')
   # Audio received in the window: the streams' payload rate (16,250 bytes/s each) over its length.
   bytes_per_audio_byte=$(awk -v a="$written0" -v b="$written1" -v n="$count" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / (n * 16250 * (e - s)) }')
+  if [ -n "$device" ]; then
+    disk_per_audio_byte=$(awk -v a="$disk0" -v b="$disk1" -v n="$count" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", (b - a) / (n * 16250 * (e - s)) }')
+    making_per_audio_byte=$(awk -v m="$made_segments" -v z="${segment_bytes:-0}" -v n="$count" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.2f", m * z / (n * 16250 * (e - s)) }')
+    disk_per_audio_byte="$disk_per_audio_byte ($making_per_audio_byte making $made_segments log segments)"
+  else
+    disk_per_audio_byte="n/a (no block device)"
+  fi
   local completed verified p50 p99
   completed=$(json_field "$report" completed)
   verified=$(json_field "$report" verified)
@@ -126,13 +157,13 @@ run_scale() {
   if [ "$load_status" -ne 0 ]; then
     echo "bench-receiver-scale: $count streams ($mode): $(tail -1 "$BENCH_WORK/scale-load-$count-$mode.log")" >&2
   fi
-  rows+=("| $count | $mode | $completed | $verified | $recv_cores | $cpu_ms_per_stream_second | $load_cores | $rss_per_stream | $fds_per_stream | $bytes_per_audio_byte | $p50 | $p99 |")
+  rows+=("| $count | $mode | $completed | $verified | $recv_cores | $cpu_ms_per_stream_second | $load_cores | $rss_per_stream | $fds_per_stream | $disk_per_audio_byte | $bytes_per_audio_byte | $p50 | $p99 |")
   rm -rf "$out"
 }
 
 for count in $counts; do
   if [ "$limit" != unlimited ] && [ "$limit" -lt "$(files_for "$count")" ]; then
-    rows+=("| $count | skipped: needs $(files_for "$count") open files, the limit is $limit | | | | | | | | | | |")
+    rows+=("| $count | skipped: needs $(files_for "$count") open files, the limit is $limit | | | | | | | | | | | |")
     continue
   fi
   for mode in $modes; do run_scale "$count" "$mode"; done
@@ -145,8 +176,8 @@ rm -f "$BENCH_WORK/scale-dd"
 echo "Paced Opus-shaped streams (130 kb/s, 20 ms packets, 0.5 s AudioData) for ${seconds} s each, one capture-recv --sync-ms 200, loopback; $(nproc) cores"
 echo "Disk sequential write (dd 1 GiB, conv=fdatasync): $sequential; 10,000 such streams need 163 MB/s of audio."
 echo
-echo "| streams | mode | completed | verified | receiver CPU (cores) | receiver CPU ms per stream-second | generator CPU (cores) | receiver RSS per stream (KiB) | descriptors per stream | bytes written per audio byte | ack p50 (ms) | ack p99 (ms) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| streams | mode | completed | verified | receiver CPU (cores) | receiver CPU ms per stream-second | generator CPU (cores) | receiver RSS per stream (KiB) | descriptors per stream | disk bytes written per audio byte | bytes dirtied per audio byte (write_bytes) | ack p50 (ms) | ack p99 (ms) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Goals (issue 28): 5,000 streams ack p99 <= 500 ms; 10,000 streams complete and verified with ack p99 <= 1000 ms; <= 0.12 ms CPU per stream-second; <= 32 KiB RSS per stream; <= 2.2 bytes written per audio byte."
+echo "Goals (issue 28): 5,000 streams ack p99 <= 500 ms; 10,000 streams complete and verified with ack p99 <= 1000 ms; <= 0.12 ms CPU per stream-second; <= 32 KiB RSS per stream; <= 2.2 disk bytes written per audio byte."

@@ -23,7 +23,7 @@ struct DurabilityOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ReceiveRanges.checkpointSeconds.help(
-            "Seconds between checkpoints while audio arrives (and at once when the commit log has grown 256 MiB): a checkpoint makes the recordings durable and lets the log before it be reused; a restart replays at most what came since.",
+            "Seconds between checkpoints while audio arrives (and at once when the commit log has grown 1 GiB): a checkpoint makes the recordings durable and lets the log before it be reused; a restart replays at most what came since.",
             valueName: "SECONDS", default: "30"),
         transform: ReceiveRanges.checkpointSeconds.integer)
     var checkpointS = 30

@@ -66,8 +66,8 @@ public final class CAFWriter {
     /// back to its host, making every page written a fresh one that the host must supply first.
     /// PostgreSQL advises the same for the WAL segments it closes.
     public var releasesWrittenBackPages = false
-    /// Where the audio handed to writeback but not yet released from the page cache begins.
-    private var releaseStart: Int64 = 0
+    /// Where the range last handed to writeback begins (nil before the first).
+    private var writebackRanStart: Int64?
     /// Whether appended audio, packet sizes or markers are still gathered in memory, not yet written.
     public var hasGatheredData: Bool { !pendingAudio.isEmpty || !pendingPacketSizes.isEmpty || !pendingMarkers.isEmpty }
     /// Whether the file's descriptor is kept open between writes.
@@ -313,13 +313,14 @@ public final class CAFWriter {
                 try written.get()
                 if let writeback {
                     file.startWriteback(at: writeback.lowerBound, length: Int(writeback.count))
-                    if releasesWrittenBackPages, releaseStart < writeback.lowerBound {
-                        file.releaseCachedPages(at: releaseStart, length: Int(writeback.lowerBound - releaseStart))
+                    // The range handed to writeback the time before: it starts where that one did.
+                    if releasesWrittenBackPages, let released = writebackRanStart, released < writeback.lowerBound {
+                        file.releaseCachedPages(at: released, length: Int(writeback.lowerBound - released))
                     }
                 }
             }
             if let writeback {
-                if releasesWrittenBackPages { releaseStart = max(releaseStart, writebackStart) }
+                writebackRanStart = writeback.lowerBound
                 writebackStart = writeback.upperBound
             }
         }

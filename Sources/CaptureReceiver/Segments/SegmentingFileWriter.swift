@@ -46,6 +46,13 @@ final class SegmentingFileWriter {
     /// virtual disk): at 10,000 streams, starting it every 32 KiB took 9 % of the receiver's CPU.
     static let writebackAfter = 131_072
 
+    /// How every recording's writer writes: writeback started every `writebackAfter` bytes, and the
+    /// audio written back released from the page cache (the receiver never reads it back).
+    private static func startWritingBehind(_ writer: CAFWriter) {
+        writer.writebackAfter = writebackAfter
+        writer.releasesWrittenBackPages = true
+    }
+
     /// The stream's format.
     let format: StreamFormat
     /// The directory whose file system holds the file (what a sync round flushes); computed once,
@@ -126,8 +133,7 @@ final class SegmentingFileWriter {
                 segmenting?.preroll?.remember(readBack: readBack, endingAt: fileFrames.overflow ? .max : fileFrames.partialValue)
             }
         }
-        writer.writebackAfter = Self.writebackAfter
-        writer.releasesWrittenBackPages = true
+        Self.startWritingBehind(writer)
         self.writer = writer
     }
 
@@ -292,8 +298,7 @@ final class SegmentingFileWriter {
             throw Failure(error: .writeFailed("cannot begin the next segment file \(next.path): \(error)"), file: next.path)
         }
         try? StreamPositionLog.remove(cafPath: finished)
-        next.writebackAfter = Self.writebackAfter
-        next.releasesWrittenBackPages = true
+        Self.startWritingBehind(next)
         self.writer = next
         currentPath = next.path
         events.segmentStarted(next.path, created.naming)

@@ -52,6 +52,7 @@ let package = Package(
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "COgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        .systemLibrary(name: "CEbur128", pkgConfig: "libebur128", providers: [.apt(["libebur128-dev"])]),
         .systemLibrary(name: "CTimex"),
         .systemLibrary(name: "CSpawn"),
         .systemLibrary(name: "CWriteback"),
@@ -64,6 +65,8 @@ let package = Package(
         .target(name: "CaptureALSA", dependencies: ["CaptureCore", "CALSA"]),
         // Encoders between the queue's callback and the packet log: PCM and Opus.
         .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus", "CSoxr"]),
+        // EBU R128 loudness and true peak of captured audio, through libebur128, measured at the sender.
+        .target(name: "CaptureLoudness", dependencies: ["CaptureCore", "CEbur128"]),
         // The receiver's commit log: checksummed batches in recycled segment files, one fdatasync per round, replay.
         .target(name: "CaptureCommitLog", dependencies: ["CaptureCore"]),
         // Core Audio Format files: writer, reader, crash recovery.
@@ -101,7 +104,7 @@ let package = Package(
         .target(
             name: "CaptureSender",
             dependencies: [
-                "CaptureCore", "CaptureCodecs", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CAF", "CaptureErrorText",
+                "CaptureCore", "CaptureCodecs", "CaptureLoudness", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CAF", "CaptureErrorText",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -256,6 +259,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
+        .testTarget(name: "CaptureLoudnessTests", dependencies: ["CaptureLoudness", "CaptureCore", "TestSupport"]),
         .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
         .testTarget(
             name: "CaptureSenderTests",

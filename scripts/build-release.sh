@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds capture-send and capture-recv as they ship, into .build-static/release/:
 #  - the Swift runtime and Foundation linked in (--static-swift-stdlib), so a device needs no Swift
-#    toolchain, only libc, libgcc_s and the C libraries (libasound2, libopus0, libsndfile1, libogg0, libsoxr0);
+#    toolchain, only libc, libgcc_s and the C libraries (libasound2, libopus0, libsndfile1, libogg0, libsoxr0, libebur128-1);
 #  - libstdc++ (which the Swift runtime and ICU use) linked in as well: loading and relocating
 #    libstdc++.so cost about 1 ms of CPU at every start and 1.4 MB of resident memory. The linker
 #    finds libstdc++.a through a link named libstdc++.so in .build-static/static-libstdc++/, ahead of

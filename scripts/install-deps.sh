@@ -10,6 +10,7 @@ set -euo pipefail
 build_packages=(
   pkg-config libasound2-dev libopus-dev libsndfile1-dev   # C libraries we link
   libogg-dev libsoxr-dev                                  # Ogg pages and resampling for live listening
+  libebur128-dev                                          # EBU R128 loudness and true peak, measured by the sender
 )
 package_packages=(
   debhelper dpkg-dev                                      # dpkg-buildpackage and dh, for `make deb` (debian/)

@@ -103,6 +103,9 @@ enum OpenAPIDocument {
               properties:
                 peak_dbfs: { type: array, items: { type: number, minimum: -120, maximum: 0 } }
                 rms_dbfs: { type: array, items: { type: number, minimum: -120, maximum: 0 } }
+                momentary_lufs: { type: number, minimum: -120, maximum: 20, description: "EBU R128 momentary loudness (400 ms); absent when the sender measures none" }
+                short_term_lufs: { type: number, minimum: -120, maximum: 20, description: "EBU R128 short-term loudness (3 s); absent when the sender measures none" }
+                true_peak_dbtp: { type: array, items: { type: number, minimum: -120, maximum: 20 }, description: "each channel's true peak over the latest audio; absent when the sender measures none" }
             Stream:
               type: object
               required: [id, name, peer, format, state, started, seconds_on_disk, seconds_acknowledged, last_audio_received, gap_count, gap_seconds, file, levels]

@@ -1,5 +1,6 @@
 import CaptureCodecs
 import CaptureCore
+import CaptureLoudness
 import CaptureWire
 import Foundation
 
@@ -15,7 +16,7 @@ import Foundation
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
 /// may allocate and the log may take its lock there.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards the mutable figures (failure, ends, level meters); the encoder runs on the queue's delivery thread only; the queue and the log are thread-safe.
+/// Sendability (`@unchecked Sendable`): `lock` guards the mutable figures (failure, ends, level and loudness meters); the encoder runs on the queue's delivery thread only; the queue and the log are thread-safe.
 public final class CapturePipeline: @unchecked Sendable {
     /// The queue, for its lifecycle (pause/resume/stop) and statistics.
     public let queue: CaptureQueue
@@ -45,6 +46,11 @@ public final class CapturePipeline: @unchecked Sendable {
     /// The levels of the audio captured since the last packets were logged, sent with the next
     /// ones (AudioData `levels`); folded into `levels` when taken.
     private var packetLevels: LevelMeter
+    /// The EBU R128 loudness of everything captured, read with each AudioData's levels; nil when
+    /// the capture is not linear PCM.
+    private let loudnessMeter: LoudnessMeter?
+    /// The loudness read with the last packets logged, for the status display.
+    private var latestLoudness: Loudness?
 
     /// Creates the pipeline; nothing runs until `start()`.
     public init(
@@ -57,6 +63,7 @@ public final class CapturePipeline: @unchecked Sendable {
         primingFrames = encoder.primingFrames
         levels = LevelMeter(format: source.format)
         packetLevels = LevelMeter(format: source.format)
+        loudnessMeter = LoudnessMeter(format: source.format)
         let box = CallbackBox()
         queue = try CaptureQueue(source: source, configuration: configuration) { buffer in box.pipeline?.handle(buffer) }
         box.pipeline = self
@@ -75,22 +82,31 @@ public final class CapturePipeline: @unchecked Sendable {
     /// The levels of the audio seen so far since the last call, and resets them.
     public func takeLevels() -> LevelMeter.Reading { lock.withLock { levels.take() } }
 
-    /// The levels of the audio captured since the last packets were logged, for the packets
-    /// logged now; the status display's meter gets them too.
+    /// The loudness read with the last packets logged (momentary and short-term as of their last
+    /// captured frame); nil before any, or when the capture is not linear PCM.
+    public var loudness: Loudness? { lock.withLock { latestLoudness } }
+
+    /// The levels and loudness of the audio captured since the last packets were logged, for the
+    /// packets logged now; the status display's meter gets them too.
     private func takePacketLevels() -> AudioLevels? {
-        let reading = lock.withLock {
+        let (reading, loudness) = lock.withLock {
             let reading = packetLevels.take()
             levels.add(reading)
-            return reading
+            let loudness = loudnessMeter?.take()
+            if let loudness { latestLoudness = loudness }
+            return (reading, loudness)
         }
-        return AudioLevels(reading)
+        return AudioLevels(reading, loudness: loudness)
     }
 
     private func handle(_ buffer: CapturedBuffer) {
         // Measured before encoding, so PCM and Opus carry the same levels. An encoder that
         // accumulates whole frames (Opus) may log nothing for this buffer: its levels then go with
         // the next packets.
-        lock.withLock { packetLevels.measure(buffer) }
+        lock.withLock {
+            packetLevels.measure(buffer)
+            loudnessMeter?.measure(buffer)
+        }
         if buffer.framesLostBefore > 0 {
             let lost = Int64(buffer.framesLostBefore)
             lock.withLock { reportedLost += lost }

@@ -37,6 +37,9 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     /// Per-channel peak and RMS of the most recent audio (see `PeakHoldMeter`); `nil` when the
     /// format cannot be metered (no PCM).
     public var levels: LevelMeter.Reading?
+    /// The short-term loudness (EBU R128, last 3 s) of the most recent audio in LUFS, −infinity for
+    /// silence; `nil` when the format cannot be measured (no PCM) or nothing was measured yet.
+    public var shortTermLUFS: Double?
     /// The held peak of each channel in dBFS, drawn as a marker in the terminal's bars; empty for
     /// no markers.
     public var heldPeaksDBFS: [Double]
@@ -63,13 +66,14 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     public var overruns: Int
 
     public init(
-        levels: LevelMeter.Reading? = nil, heldPeaksDBFS: [Double] = [], link: LinkState = .connecting,
+        levels: LevelMeter.Reading? = nil, shortTermLUFS: Double? = nil, heldPeaksDBFS: [Double] = [], link: LinkState = .connecting,
         secondsWithoutAcknowledgement: Double? = nil, usesTLS: Bool = false,
         secondsCaptured: Double = 0, secondsAcknowledged: Double = 0, backlogBytes: Int = 0,
         backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0, backups: [BackupLink] = []
     ) {
         self.backups = backups
         self.levels = levels
+        self.shortTermLUFS = shortTermLUFS
         self.heldPeaksDBFS = heldPeaksDBFS
         self.link = link
         self.secondsWithoutAcknowledgement = secondsWithoutAcknowledgement

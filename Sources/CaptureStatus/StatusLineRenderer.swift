@@ -4,14 +4,15 @@ import Foundation
 /// Turns a `SenderStatusSnapshot` into text, in one of three styles:
 ///
 /// - terminal: one line that fits a given width, redrawn in place, with a bar per channel:
-///   `L ▇▇▇▇▇▆--|- -6.0/-9.0 dB CLIP  R … │ streaming+TLS │ cap 12.3s ack 12.1s │ spool 0.2s 37.5 KiB │ 1.54 Mb/s │ xruns 0`
+///   `L ▇▇▇▇▇▆--|- -6.0/-9.0 dB CLIP  R … │ S -18.2 LUFS │ streaming+TLS │ cap 12.3s ack 12.1s │ spool 0.2s 37.5 KiB │ 1.54 Mb/s │ xruns 0`
 ///   (with backup receivers, `│ backup reconnecting 12.3s` after the main link: its state and the
 ///   seconds it has not acknowledged);
 ///   (peak/RMS in dBFS of the most recent audio; the bar shows the peak and `|` the held peak;
-///   `CLIP` when a sample reached full scale; `-∞` for silence; `no ack for N s` in place of
-///   `streaming` while acknowledgements are overdue);
+///   `CLIP` when a sample reached full scale; `-∞` for silence; `S` the EBU R128 short-term
+///   loudness of the last 3 s; `no ack for N s` in place of `streaming` while acknowledgements are
+///   overdue);
 /// - plain: a stable `key=value` line for logs:
-///   `status link=streaming tls=yes captured_s=12.34 acked_s=12.10 backlog_bytes=38400 backlog_s=0.20 bitrate_bps=1536000 overruns=0 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0`,
+///   `status link=streaming tls=yes captured_s=12.34 acked_s=12.10 backlog_bytes=38400 backlog_s=0.20 bitrate_bps=1536000 overruns=0 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0 short_term_lufs=-18.2`,
 ///   then, with backup receivers only, `backups=HOST:PORT/LINK/SECONDS_BEHIND,...`;
 /// - JSON: the plain line's keys and values as one JSON object, with the log lines' `time`,
 ///   `level`, `logger` and `message` (`"status"`), for `--log-format json`.
@@ -34,12 +35,12 @@ public struct StatusLineRenderer: Sendable {
     ///
     /// What matters most stays longest: the link (or `no ack for N s`), the acknowledged seconds,
     /// the backlog in seconds and the overruns. As the width requires, first the spool's byte
-    /// count, the bit rate and the captured seconds go, while the meters shrink from bars with
-    /// peak/RMS to peak/RMS only, to peaks only, to one cell per channel with the loudest peak;
+    /// count, the bit rate, the loudness and the captured seconds go, while the meters shrink from
+    /// bars with peak/RMS to peak/RMS only, to peaks only, to one cell per channel with the loudest peak;
     /// then the meters go, then the overruns, then the `+TLS` mark, then the seconds' decimals;
     /// past that the line is cut. Room
-    /// left over once the meters have shrunk is given back to the captured seconds, the bit rate
-    /// and the spool's byte count, in that order.
+    /// left over once the meters have shrunk is given back to the loudness, the captured seconds,
+    /// the bit rate and the spool's byte count, in that order.
     public func terminalLine(_ snapshot: SenderStatusSnapshot, width: Int) -> String {
         guard width > 0 else { return "" }
         for layout in Self.layouts {
@@ -72,13 +73,15 @@ public struct StatusLineRenderer: Sendable {
         var showsSpoolBytes = true
         var showsBitRate = true
         var showsOverruns = true
+        /// The short-term loudness, `S -18.2 LUFS`, when measured.
+        var showsLoudness = true
         var showsTLS = true
         /// Seconds without decimals (`ack 3600s`), for the narrowest lines.
         var wholeSeconds = false
 
         /// Only what matters most: link, acknowledged seconds, backlog seconds, overruns.
         static func essential(_ meters: MeterStyle) -> Layout {
-            Layout(meters: meters, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false)
+            Layout(meters: meters, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsLoudness: false)
         }
     }
 
@@ -86,7 +89,7 @@ public struct StatusLineRenderer: Sendable {
         Layout(meters: .perChannel(barCells: 10, showsRMS: true, showsUnit: true)),
         Layout(meters: .perChannel(barCells: 6, showsRMS: true, showsUnit: true)),
         Layout(meters: .perChannel(barCells: 6, showsRMS: true, showsUnit: true), showsSpoolBytes: false),
-        Layout(meters: .perChannel(barCells: 6, showsRMS: true, showsUnit: false), showsSpoolBytes: false, showsBitRate: false),
+        Layout(meters: .perChannel(barCells: 6, showsRMS: true, showsUnit: false), showsSpoolBytes: false, showsBitRate: false, showsLoudness: false),
         .essential(.perChannel(barCells: 6, showsRMS: true, showsUnit: false)),
         .essential(.perChannel(barCells: 3, showsRMS: true, showsUnit: false)),
         .essential(.perChannel(barCells: 0, showsRMS: true, showsUnit: false)),
@@ -94,15 +97,15 @@ public struct StatusLineRenderer: Sendable {
         .essential(.perChannel(barCells: 0, showsRMS: false, showsUnit: false)),
         .essential(.compact),
         .essential(.none),
-        Layout(meters: .none, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsOverruns: false),
-        Layout(meters: .none, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsOverruns: false, showsTLS: false),
-        Layout(meters: .none, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsOverruns: false, showsTLS: false, wholeSeconds: true),
+        Layout(meters: .none, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsOverruns: false, showsLoudness: false),
+        Layout(meters: .none, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsOverruns: false, showsLoudness: false, showsTLS: false),
+        Layout(meters: .none, showsCaptured: false, showsSpoolBytes: false, showsBitRate: false, showsOverruns: false, showsLoudness: false, showsTLS: false, wholeSeconds: true),
     ]
 
     /// `layout` with the fields it dropped given back, one by one, as long as the line still fits.
     private func refilled(_ snapshot: SenderStatusSnapshot, layout: Layout, width: Int) -> String {
         var best = layout
-        let additions: [WritableKeyPath<Layout, Bool>] = [\.showsCaptured, \.showsBitRate, \.showsSpoolBytes]
+        let additions: [WritableKeyPath<Layout, Bool>] = [\.showsLoudness, \.showsCaptured, \.showsBitRate, \.showsSpoolBytes]
         for field in additions where !best[keyPath: field] {
             var candidate = best
             candidate[keyPath: field] = true
@@ -115,6 +118,9 @@ public struct StatusLineRenderer: Sendable {
         var fields: [String] = []
         if let levels = snapshot.levels, !levels.channels.isEmpty, let meters = meters(levels, held: snapshot.heldPeaksDBFS, style: layout.meters) {
             fields.append(meters)
+        }
+        if layout.showsLoudness, let shortTerm = snapshot.shortTermLUFS {
+            fields.append("S " + StatusFormatting.decibels(shortTerm, infinity: "-∞") + " LUFS")
         }
         fields.append(snapshot.linkDescription(showingTLS: layout.showsTLS))
         let decimals = layout.wholeSeconds ? 0 : 1
@@ -176,7 +182,9 @@ public struct StatusLineRenderer: Sendable {
 
     /// The plain `key=value` line for `snapshot`. Keys and their order never change; levels are
     /// comma-separated per channel, `-inf` for silence, `none` when nothing was metered;
-    /// `no_ack_s` is the whole seconds without an acknowledgement once that is overdue, else 0.
+    /// `no_ack_s` is the whole seconds without an acknowledgement once that is overdue, else 0;
+    /// `short_term_lufs` the EBU R128 short-term loudness (`-inf` for silence, `none` when not
+    /// measured).
     public func plainLine(_ snapshot: SenderStatusSnapshot) -> String {
         "status " + plainPairs(snapshot).map { "\($0.key)=\($0.value.plain)" }.joined(separator: " ")
     }
@@ -214,6 +222,12 @@ public struct StatusLineRenderer: Sendable {
                 json: "[" + values.map { $0.isFinite ? StatusFormatting.decibels($0, infinity: "null") : "null" }.joined(separator: ",") + "]"
             )
         }
+        static func decibel(_ value: Double) -> Value {
+            Value(
+                plain: StatusFormatting.decibels(value, infinity: "-inf"),
+                json: value.isFinite ? StatusFormatting.decibels(value, infinity: "null") : "null"
+            )
+        }
         static func flags(_ values: [Bool]) -> Value {
             Value(
                 plain: values.map { $0 ? "yes" : "no" }.joined(separator: ","),
@@ -245,6 +259,7 @@ public struct StatusLineRenderer: Sendable {
             pairs.append(("clipped", .none))
         }
         pairs.append(("no_ack_s", .integer(snapshot.secondsWithoutAcknowledgement.map(SenderStatusSnapshot.wholeSeconds) ?? 0)))
+        pairs.append(("short_term_lufs", snapshot.shortTermLUFS.map { .decibel($0) } ?? .none))
         if !snapshot.backups.isEmpty {
             // Only with --also: RECEIVER/LINK/SECONDS_BEHIND per backup, comma-separated.
             let backups = snapshot.backups

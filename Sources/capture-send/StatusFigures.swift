@@ -4,7 +4,7 @@ import CaptureStatus
 import Foundation
 
 /// Reads the status line's figures from the running streamer: the levels of the most recent audio
-/// with peak hold (`PeakHoldMeter`), the main link and whether its acknowledgements are overdue
+/// with peak hold (`PeakHoldMeter`) and its short-term loudness, the main link and whether its acknowledgements are overdue
 /// (`AcknowledgementWatch`), each backup's link and how far behind it is, seconds captured and
 /// acknowledged, the spool's backlog, the encoded bit rate since the last line, and overruns.
 /// Nothing is estimated.
@@ -52,7 +52,7 @@ final class StatusFigures: @unchecked Sendable {
                     ? 0 : Double(max(0, appended.appendedEndSampleTime - backup.progress.acknowledgedEndSampleTime)) / outputRate)
         }
         return SenderStatusSnapshot(
-            levels: display?.levels, heldPeaksDBFS: display?.heldPeaksDBFS ?? [], link: link,
+            levels: display?.levels, shortTermLUFS: streamer.loudness?.shortTermLUFS, heldPeaksDBFS: display?.heldPeaksDBFS ?? [], link: link,
             secondsWithoutAcknowledgement: overdue, usesTLS: main.usesTLS,
             secondsCaptured: status.secondsCaptured,
             secondsAcknowledged: Double(main.progress.acknowledgedEndSampleTime) / outputRate,

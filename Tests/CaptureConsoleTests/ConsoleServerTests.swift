@@ -108,6 +108,18 @@ final class ConsoleServerTests: XCTestCase {
         let levels = try XCTUnwrap(row["levels"] as? [String: [Double]])
         XCTAssertEqual(try XCTUnwrap(levels["peak_dbfs"]?.first), -12.04, accuracy: 0.01)
         XCTAssertEqual(try XCTUnwrap(levels["rms_dbfs"]?.last), -12.04, accuracy: 0.01)
+        XCTAssertEqual(Set(levels.keys), ["peak_dbfs", "rms_dbfs"], "no loudness from a sender that measures none")
+
+        // A sender that measures loudness: the row shows its figures beside the peaks.
+        recorder.audioReceived(endSampleTime: 48_000, levels: AudioLevels(
+            linearPeaks: [0.25, 0.5], linearRMS: [0.125, 0.25],
+            loudness: Loudness(momentaryLUFS: -21.5, shortTermLUFS: -23.04, truePeakDBTP: [-11.9, -.infinity])))
+        let measured = try await HTTP.get(port: console.port, path: "/api/streams")
+        let measuredRow = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(measured.body.utf8)) as? [[String: Any]])?.first)
+        let loudness = try XCTUnwrap(measuredRow["levels"] as? [String: Any])
+        XCTAssertEqual(loudness["momentary_lufs"] as? Double, -21.5)
+        XCTAssertEqual(loudness["short_term_lufs"] as? Double, -23.04)
+        XCTAssertEqual(loudness["true_peak_dbtp"] as? [Double], [-11.9, -120])
 
         let one = try await HTTP.get(port: console.port, path: "/api/streams/6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b")
         XCTAssertEqual(one.status, 200)

@@ -9,7 +9,7 @@ final class StatusLineLayoutTests: XCTestCase {
 
     private func busySnapshot() throws -> SenderStatusSnapshot {
         SenderStatusSnapshot(
-            levels: try measureTone(levelDBFS: -6, sample: .s16, frames: 4_800), link: .reconnecting, usesTLS: true,
+            levels: try measureTone(levelDBFS: -6, sample: .s16, frames: 4_800), shortTermLUFS: -18.24, link: .reconnecting, usesTLS: true,
             secondsCaptured: 754.26, secondsAcknowledged: 741.04, backlogBytes: 2_539_520, backlogSeconds: 13.2,
             bitsPerSecond: 1_536_000, overruns: 2
         )
@@ -19,7 +19,7 @@ final class StatusLineLayoutTests: XCTestCase {
         let line = renderer.terminalLine(try busySnapshot(), width: 200)
         XCTAssertEqual(
             line,
-            "L ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB       R ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB      │ reconnecting+TLS │ cap 754.3s ack 741.0s │ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"
+            "L ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB       R ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB      │ S -18.2 LUFS │ reconnecting+TLS │ cap 754.3s ack 741.0s │ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"
         )
     }
 
@@ -27,7 +27,7 @@ final class StatusLineLayoutTests: XCTestCase {
         let line = renderer.plainLine(try busySnapshot())
         XCTAssertEqual(
             line,
-            "status link=reconnecting tls=yes captured_s=754.26 acked_s=741.04 backlog_bytes=2539520 backlog_s=13.20 bitrate_bps=1536000 overruns=2 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0"
+            "status link=reconnecting tls=yes captured_s=754.26 acked_s=741.04 backlog_bytes=2539520 backlog_s=13.20 bitrate_bps=1536000 overruns=2 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0 short_term_lufs=-18.2"
         )
         let keys = line.split(separator: " ").dropFirst().map { $0.split(separator: "=")[0] }
         let idle = renderer.plainLine(SenderStatusSnapshot())
@@ -52,14 +52,14 @@ final class StatusLineLayoutTests: XCTestCase {
         XCTAssertTrue(narrower.hasPrefix("L ▇▇▇▇▇▃  -6.0/ -9.0 dB       R ▇▇▇▇▇▃ "), narrower)
         XCTAssertTrue(narrower.hasSuffix("│ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"), narrower)
 
-        // The order in which things go as the width shrinks: the spool's bytes, the bit rate and
+        // The order in which things go as the width shrinks: the spool's bytes, the bit rate, the loudness and
         // the captured seconds while the meters shrink (bars, then RMS, then the per-channel
         // peaks), then the meters, the overruns and the TLS mark. Link, acknowledged seconds and
         // backlog stay to the end.
         func firstWidthWithout(_ text: String) -> Int {
             (1...200).reversed().first { !renderer.terminalLine(snapshot, width: $0).contains(text) } ?? 0
         }
-        let order = ["2.4 MiB", "1.54 Mb/s", "cap 754.3s", "▇▇▇▇", "/ -9.0", "  R ", "-6.0", "xruns 2", "+TLS", "ack 741.0s"]
+        let order = ["2.4 MiB", "1.54 Mb/s", "LUFS", "cap 754.3s", "▇▇▇▇", "/ -9.0", "  R ", "-6.0", "xruns 2", "+TLS", "ack 741.0s"]
         let lost = order.map(firstWidthWithout)
         XCTAssertEqual(lost, lost.sorted(by: >), "fields dropped out of order: \(Array(zip(order, lost)))")
         XCTAssertEqual(Set(lost).count, lost.count, "one step at a time: \(Array(zip(order, lost)))")
@@ -149,6 +149,7 @@ final class StatusLineLayoutTests: XCTestCase {
         XCTAssertEqual(object["bitrate_bps"] as? Int, 1_536_000)
         XCTAssertEqual(object["overruns"] as? Int, 2)
         XCTAssertEqual(object["no_ack_s"] as? Int, 5)
+        XCTAssertEqual(object["short_term_lufs"] as? Double, -18.2)
         let peaks = try XCTUnwrap(object["peak_dbfs"] as? [Any])
         XCTAssertEqual(peaks.count, 2)
         XCTAssertEqual(peaks[0] as? Double, -6.0)
@@ -162,6 +163,13 @@ final class StatusLineLayoutTests: XCTestCase {
 
         let idle = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(SenderStatusSnapshot(), time: Date(), logger: "x").utf8)) as? [String: Any])
         XCTAssertTrue(idle["peak_dbfs"] is NSNull)
+        XCTAssertTrue(idle["short_term_lufs"] is NSNull, "not measured")
+        snapshot.shortTermLUFS = -.infinity
+        let silent = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(snapshot, time: Date(), logger: "x").utf8)) as? [String: Any])
+        XCTAssertTrue(silent["short_term_lufs"] is NSNull, "silence (−∞) is null")
+        XCTAssertTrue(renderer.plainLine(snapshot).hasSuffix(" short_term_lufs=-inf"), renderer.plainLine(snapshot))
+        XCTAssertTrue(renderer.plainLine(SenderStatusSnapshot()).hasSuffix(" short_term_lufs=none"))
+        XCTAssertTrue(renderer.terminalLine(snapshot, width: 200).contains("│ S -∞ LUFS │"))
     }
 
     func testRedrawReturnsToLineStartAndClearsTheRest() throws {
@@ -176,14 +184,14 @@ final class StatusLineLayoutTests: XCTestCase {
         snapshot.backups = [.init(receiver: "10.0.0.2:7373", link: .streaming, secondsBehind: 0.25)]
         XCTAssertEqual(
             renderer.terminalLine(snapshot, width: 200),
-            "L ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB       R ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB      │ reconnecting+TLS │ backup streaming 0.2s │ cap 754.3s ack 741.0s │ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"
+            "L ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB       R ▇▇▇▇▇▇▇▇▇-  -6.0/ -9.0 dB      │ S -18.2 LUFS │ reconnecting+TLS │ backup streaming 0.2s │ cap 754.3s ack 741.0s │ spool 13.2s 2.4 MiB │ 1.54 Mb/s │ xruns 2"
         )
         snapshot.backups.append(.init(receiver: "[::1]:7374", link: .gaveUp, secondsBehind: 0))
         let narrow = renderer.terminalLine(snapshot, width: 80)
         XCTAssertTrue(narrow.contains("reconnecting │ backup1 streaming 0s │ backup2 gave-up 0s │ ack 741s"), narrow)
         XCTAssertLessThanOrEqual(narrow.count, 80)
         let plain = renderer.plainLine(snapshot)
-        XCTAssertTrue(plain.hasSuffix(" no_ack_s=0 backups=10.0.0.2:7373/streaming/0.25,[::1]:7374/gave-up/0.00"), plain)
+        XCTAssertTrue(plain.hasSuffix(" no_ack_s=0 short_term_lufs=-18.2 backups=10.0.0.2:7373/streaming/0.25,[::1]:7374/gave-up/0.00"), plain)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(snapshot, time: Date(), logger: "capture-send").utf8)) as? [String: Any])
         let backups = try XCTUnwrap(json["backups"] as? [[String: Any]])
         XCTAssertEqual(backups.count, 2)

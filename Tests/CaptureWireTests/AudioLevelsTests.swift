@@ -47,6 +47,51 @@ final class AudioLevelsTests: XCTestCase {
         XCTAssertEqual(levels.message, audio(peak: [1_200, 12_000], rms: [1_501, 12_000]).levels, "round trip")
     }
 
+    func testLoudnessBecomesSignedHundredthsWithinTheWiresRange() {
+        let table: [(decibels: Double, hundredths: Int32)] = [
+            (-23, -2_300), (-23.456, -2_346), (0, 0), (2.5, 250), (20, 2_000), (35, 2_000), (.infinity, 2_000),
+            (-120, -12_000), (-150, -12_000), (-.infinity, -12_000), (.nan, -12_000),
+        ]
+        for row in table {
+            XCTAssertEqual(AudioLevels.hundredths(decibels: row.decibels), row.hundredths, "\(row.decibels)")
+        }
+    }
+
+    func testLoudnessTravelsBesideThePeaksAndIsChecked() {
+        let loudness = Loudness(momentaryLUFS: -17.25, shortTermLUFS: -.infinity, truePeakDBTP: [0.5, -.infinity])
+        let sent = AudioLevels(linearPeaks: [0.5, 0], linearRMS: [0.25, 0], loudness: loudness)
+        XCTAssertEqual(sent.momentaryLUFS, -17.25)
+        XCTAssertEqual(sent.shortTermLUFS, -120, "silence is the floor")
+        XCTAssertEqual(sent.truePeakDBTP, [0.5, -120])
+        var audio = audio(peak: [], rms: [])
+        audio.levels = sent.message
+        XCTAssertEqual(AudioLevels.check(audio, channelCount: 2), .valid(sent), "round trip")
+
+        // Older senders send no loudness: the peaks alone are valid levels without it.
+        let older = AudioLevels(linearPeaks: [0.5, 0], linearRMS: [0.25, 0])
+        XCTAssertNil(older.momentaryLUFS)
+        XCTAssertNil(older.shortTermLUFS)
+        XCTAssertEqual(older.truePeakDBTP, [])
+        audio.levels = older.message
+        XCTAssertFalse(audio.levels.hasMomentaryLoudness)
+        XCTAssertEqual(AudioLevels.check(audio, channelCount: 2), .valid(older))
+
+        func checked(_ change: (inout Capture_V1_Levels) -> Void) -> AudioLevels.Check {
+            var audio = self.audio(peak: [602, 12_000], rms: [1_204, 12_000])
+            change(&audio.levels)
+            return AudioLevels.check(audio, channelCount: 2)
+        }
+        XCTAssertEqual(checked { $0.momentaryLoudness = 2_001 }, .invalid(reason: "the momentary loudness (2001 hundredths of a LU) is outside −120...+20 LUFS"))
+        XCTAssertEqual(checked { $0.shortTermLoudness = -12_001 }, .invalid(reason: "the short-term loudness (-12001 hundredths of a LU) is outside −120...+20 LUFS"))
+        XCTAssertEqual(checked { $0.truePeak = [100] }, .invalid(reason: "1 true peaks for 2 channels"))
+        XCTAssertEqual(checked { $0.truePeak = [100, 2_500] }, .invalid(reason: "channel 2's true peak (2500 hundredths of a dB) is outside −120...+20 dBTP"))
+        guard case .valid(let levels) = checked({ $0.shortTermLoudness = -2_300 }) else { return XCTFail("valid loudness refused") }
+        XCTAssertEqual(levels.shortTermLUFS, -23)
+        XCTAssertNil(levels.momentaryLUFS, "absent, not 0 LUFS")
+        // Loudness without peaks is no levels at all.
+        XCTAssertEqual(AudioLevels.check({ var audio = self.audio(peak: [], rms: []); audio.levels.shortTermLoudness = -2_300; return audio }(), channelCount: 2), .absent)
+    }
+
     func testTheLevelsVectorCarriesWhatTheSenderMeasuresForItsPayload() throws {
         let vector = try XCTUnwrap(WireVectorCatalog.valid.first { $0.file == "frame-03-audio-data-pcm-levels.hex" })
         var decoder = FrameDecoder(role: .sender)

@@ -44,10 +44,19 @@ final class ConsoleEndToEndTests: XCTestCase {
         XCTAssertNotNil(row["last_audio_received"] as? String)
         XCTAssertEqual(row["gap_count"] as? Int, 0)
         XCTAssertLessThanOrEqual(row["seconds_acknowledged"] as? Double ?? 99, row["seconds_on_disk"] as? Double ?? 0)
-        let levels = try XCTUnwrap(row["levels"] as? [String: [Double]])
-        XCTAssertEqual(levels["peak_dbfs"]?.count, 2)
-        for peak in levels["peak_dbfs"] ?? [] { XCTAssertEqual(peak, -12, accuracy: 0.5, "peak of a -12 dBFS tone") }
-        for rms in levels["rms_dbfs"] ?? [] { XCTAssertEqual(rms, -15, accuracy: 0.5, "RMS of a sine 3 dB below its peak") }
+        let levels = try XCTUnwrap(row["levels"] as? [String: Any])
+        let peaks = try XCTUnwrap(levels["peak_dbfs"] as? [Double])
+        XCTAssertEqual(peaks.count, 2)
+        for peak in peaks { XCTAssertEqual(peak, -12, accuracy: 0.5, "peak of a -12 dBFS tone") }
+        for rms in levels["rms_dbfs"] as? [Double] ?? [] { XCTAssertEqual(rms, -15, accuracy: 0.5, "RMS of a sine 3 dB below its peak") }
+        // The sender's loudness, shown as it sent it: ffmpeg's ebur128 measures a stereo 440 Hz sine
+        // peaking at -12 dBFS at -12.7 LUFS, with a true peak of -12.0 dBTP.
+        XCTAssertEqual(try XCTUnwrap(levels["momentary_lufs"] as? Double, "\(levels)"), -12.7, accuracy: 0.5)
+        let shortTerm = try XCTUnwrap(levels["short_term_lufs"] as? Double, "\(levels)")
+        XCTAssertLessThanOrEqual(shortTerm, -12.2, "the 3 s window still holds silence before the tone's first seconds")
+        let truePeaks = try XCTUnwrap(levels["true_peak_dbtp"] as? [Double], "\(levels)")
+        XCTAssertEqual(truePeaks.count, 2)
+        for truePeak in truePeaks { XCTAssertEqual(truePeak, -12, accuracy: 0.5) }
         let id = try XCTUnwrap(row["id"] as? String)
         let one = try OpsHTTPClient.request(port: port, path: "/api/streams/\(id)")
         XCTAssertEqual(one.status, 200)
@@ -62,6 +71,7 @@ final class ConsoleEndToEndTests: XCTestCase {
         let update = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(data.dropFirst(6).utf8)) as? [String: Any])
         XCTAssertEqual(update["id"] as? String, id)
         XCTAssertEqual((update["peak_dbfs"] as? [Double])?.first ?? 0, -12, accuracy: 0.5)
+        XCTAssertEqual(update["momentary_lufs"] as? Double ?? 0, -12.7, accuracy: 0.5, "levels events carry the loudness too")
 
         XCTAssertEqual(sender.wait(seconds: 30), 0, sender.standardError)
         XCTAssertTrue(waitFor { (rows(port).first?["state"] as? String) == "finished" })

@@ -16,7 +16,7 @@ final class StatusLineTests: XCTestCase {
     func testPlainStatusLinesAppearAtTheIntervalWithTheTonesLevels() throws {
         let receiver = try ReceiverUnderTest()
         let sender = try ChildProcess(Products.send, [
-            receiver.address, "--source", "tone", "--tone-level=-6", "--rate", "48000", "--channels", "2", "--format", "s16",
+            receiver.address, "--source", "tone", "--tone-level=-6", "--tone-frequency", "1000", "--rate", "48000", "--channels", "2", "--format", "s16",
             "--duration", "3", "--status-interval", "0.5", "--stream-name", "levels", "--buffer-seconds", "0.05",
         ])
         XCTAssertEqual(sender.wait(seconds: 30), 0, sender.standardError)
@@ -25,6 +25,7 @@ final class StatusLineTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(lines.count, 4, sender.standardError)
         XCTAssertLessThanOrEqual(lines.count, 8, sender.standardError)
         var captured: [Double] = []
+        var checkedLoudness = 0
         for line in lines {
             let values = fields(line)
             captured.append(Double(values["captured_s"] ?? "") ?? -1)
@@ -36,7 +37,16 @@ final class StatusLineTests: XCTestCase {
             }
             XCTAssertEqual(values["clipped"], "no,no")
             XCTAssertEqual(values["overruns"], "0")
+            // A stereo 1 kHz sine's loudness is its peak level in LUFS; before 3 s the short-term
+            // window also holds the silence before the tone: 10·log10(t / 3) below it.
+            let seconds = captured.last ?? 0
+            if seconds >= 1 {
+                let shortTerm = try XCTUnwrap(Double(values["short_term_lufs"] ?? ""), "\(line)")
+                XCTAssertEqual(shortTerm, -6 + 10 * log10(min(seconds, 3) / 3), accuracy: 0.5, "\(line)")
+                checkedLoudness += 1
+            }
         }
+        XCTAssertGreaterThanOrEqual(checkedLoudness, 2, sender.standardError)
         // Lines come at the interval: captured seconds grow by about 0.5 s a line.
         let steps = zip(captured.dropFirst(), captured).map { $0 - $1 }
         for step in steps { XCTAssertEqual(step, 0.5, accuracy: 0.15, "\(captured)") }

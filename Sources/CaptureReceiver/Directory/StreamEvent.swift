@@ -108,13 +108,19 @@ public struct StreamLevelsUpdate: Sendable, Equatable, Codable {
         case id
         case peakDBFS = "peak_dbfs"
         case rmsDBFS = "rms_dbfs"
+        case momentaryLUFS = "momentary_lufs"
+        case shortTermLUFS = "short_term_lufs"
+        case truePeakDBTP = "true_peak_dbtp"
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(UUID.self, forKey: .id)
         levels = StreamLevels(
-            peakDBFS: try container.decode([Double].self, forKey: .peakDBFS), rmsDBFS: try container.decode([Double].self, forKey: .rmsDBFS))
+            peakDBFS: try container.decode([Double].self, forKey: .peakDBFS), rmsDBFS: try container.decode([Double].self, forKey: .rmsDBFS),
+            momentaryLUFS: try container.decodeIfPresent(Double.self, forKey: .momentaryLUFS),
+            shortTermLUFS: try container.decodeIfPresent(Double.self, forKey: .shortTermLUFS),
+            truePeakDBTP: try container.decodeIfPresent([Double].self, forKey: .truePeakDBTP))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -122,5 +128,9 @@ public struct StreamLevelsUpdate: Sendable, Equatable, Codable {
         try container.encode(id.uuidString.lowercased(), forKey: .id)
         try container.encode(levels.peakDBFS, forKey: .peakDBFS)
         try container.encode(levels.rmsDBFS, forKey: .rmsDBFS)
+        // Only what the sender measured: an older sender's levels keep their two keys.
+        try container.encodeIfPresent(levels.momentaryLUFS, forKey: .momentaryLUFS)
+        try container.encodeIfPresent(levels.shortTermLUFS, forKey: .shortTermLUFS)
+        try container.encodeIfPresent(levels.truePeakDBTP, forKey: .truePeakDBTP)
     }
 }

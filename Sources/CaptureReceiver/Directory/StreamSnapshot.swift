@@ -11,26 +11,43 @@ public enum StreamState: String, Sendable, Codable, Equatable {
     case finished
 }
 
-/// The latest levels a stream's sender measured, in dBFS per channel (−120 stands for silence).
+/// The latest levels a stream's sender measured, in dBFS per channel (−120 stands for silence), and
+/// its EBU R128 loudness when the sender measures it (senders before it, and compressed capture,
+/// send none).
 public struct StreamLevels: Sendable, Equatable, Codable {
     /// Each channel's sample peak in dBFS, 0 at full scale.
     public var peakDBFS: [Double]
     /// Each channel's RMS in dBFS.
     public var rmsDBFS: [Double]
+    /// The momentary loudness (last 400 ms) in LUFS, −120 for silence; nil when not measured.
+    public var momentaryLUFS: Double?
+    /// The short-term loudness (last 3 s) in LUFS, −120 for silence; nil when not measured.
+    public var shortTermLUFS: Double?
+    /// Each channel's true peak in dBTP over the latest audio; nil when not measured.
+    public var truePeakDBTP: [Double]?
 
-    public init(peakDBFS: [Double], rmsDBFS: [Double]) {
+    public init(peakDBFS: [Double], rmsDBFS: [Double], momentaryLUFS: Double? = nil, shortTermLUFS: Double? = nil, truePeakDBTP: [Double]? = nil) {
         self.peakDBFS = peakDBFS
         self.rmsDBFS = rmsDBFS
+        self.momentaryLUFS = momentaryLUFS
+        self.shortTermLUFS = shortTermLUFS
+        self.truePeakDBTP = truePeakDBTP
     }
 
     /// The levels an AudioData carried.
     public init(_ levels: AudioLevels) {
-        self.init(peakDBFS: levels.peakDBFS, rmsDBFS: levels.rmsDBFS)
+        self.init(
+            peakDBFS: levels.peakDBFS, rmsDBFS: levels.rmsDBFS, momentaryLUFS: levels.momentaryLUFS, shortTermLUFS: levels.shortTermLUFS,
+            truePeakDBTP: levels.truePeakDBTP.isEmpty ? nil : levels.truePeakDBTP
+        )
     }
 
     enum CodingKeys: String, CodingKey {
         case peakDBFS = "peak_dbfs"
         case rmsDBFS = "rms_dbfs"
+        case momentaryLUFS = "momentary_lufs"
+        case shortTermLUFS = "short_term_lufs"
+        case truePeakDBTP = "true_peak_dbtp"
     }
 }
 

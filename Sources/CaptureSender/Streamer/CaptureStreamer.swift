@@ -286,6 +286,10 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// The levels of the audio captured since the last call (for a meter), and resets them.
     public func takeLevels() -> LevelMeter.Reading { pipeline.takeLevels() }
 
+    /// The EBU R128 loudness of the capture as of the last packets encoded; nil before any, or when
+    /// the capture is not linear PCM.
+    public var loudness: Loudness? { pipeline.loudness }
+
     // MARK: - Inside
 
     private func stopCaptureAtOnce() {

@@ -363,6 +363,9 @@ public nonisolated struct Capture_V1_AudioData: Sendable {
 /// decibel below full scale: 0 = 0 dBFS (full scale, or above it for float audio: clipping),
 /// 1200 = -12 dBFS, 12000 = -120 dBFS, which also stands for anything quieter, silence included.
 /// Integers, so silence needs no -infinity and no value can be NaN. PROTOCOL.md §6.3.1.
+///
+/// EBU R128 loudness (ITU-R BS.1770), optional: signed hundredths of a LU or dB, -2300 = -23 LUFS,
+/// -12000 = -120 or quieter (silence), at most +2000. Older senders send none. PROTOCOL.md §6.3.1.
 public nonisolated struct Capture_V1_Levels: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -374,9 +377,35 @@ public nonisolated struct Capture_V1_Levels: Sendable {
   /// root mean square, hundredths of a dB below full scale
   public var rms: [UInt32] = []
 
+  /// last 400 ms as of this audio's last frame, hundredths of LUFS
+  public var momentaryLoudness: Int32 {
+    get {_momentaryLoudness ?? 0}
+    set {_momentaryLoudness = newValue}
+  }
+  /// Returns true if `momentaryLoudness` has been explicitly set.
+  public var hasMomentaryLoudness: Bool {self._momentaryLoudness != nil}
+  /// Clears the value of `momentaryLoudness`. Subsequent reads from it will return its default value.
+  public mutating func clearMomentaryLoudness() {self._momentaryLoudness = nil}
+
+  /// last 3 s as of this audio's last frame, hundredths of LUFS
+  public var shortTermLoudness: Int32 {
+    get {_shortTermLoudness ?? 0}
+    set {_shortTermLoudness = newValue}
+  }
+  /// Returns true if `shortTermLoudness` has been explicitly set.
+  public var hasShortTermLoudness: Bool {self._shortTermLoudness != nil}
+  /// Clears the value of `shortTermLoudness`. Subsequent reads from it will return its default value.
+  public mutating func clearShortTermLoudness() {self._shortTermLoudness = nil}
+
+  /// per channel, this audio's true peak (4x oversampled), hundredths of dBTP
+  public var truePeak: [Int32] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _momentaryLoudness: Int32? = nil
+  fileprivate var _shortTermLoudness: Int32? = nil
 }
 
 /// Sender -> receiver: audio that was not captured (overrun, device lost) at a sample position.
@@ -1076,7 +1105,7 @@ nonisolated extension Capture_V1_AudioData: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Capture_V1_Levels: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Levels"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peak\0\u{1}rms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peak\0\u{1}rms\0\u{3}momentary_loudness\0\u{3}short_term_loudness\0\u{3}true_peak\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1086,17 +1115,33 @@ nonisolated extension Capture_V1_Levels: SwiftProtobuf.Message, SwiftProtobuf._M
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedUInt32Field(value: &self.peak) }()
       case 2: try { try decoder.decodeRepeatedUInt32Field(value: &self.rms) }()
+      case 3: try { try decoder.decodeSingularSInt32Field(value: &self._momentaryLoudness) }()
+      case 4: try { try decoder.decodeSingularSInt32Field(value: &self._shortTermLoudness) }()
+      case 5: try { try decoder.decodeRepeatedSInt32Field(value: &self.truePeak) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.peak.isEmpty {
       try visitor.visitPackedUInt32Field(value: self.peak, fieldNumber: 1)
     }
     if !self.rms.isEmpty {
       try visitor.visitPackedUInt32Field(value: self.rms, fieldNumber: 2)
+    }
+    try { if let v = self._momentaryLoudness {
+      try visitor.visitSingularSInt32Field(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._shortTermLoudness {
+      try visitor.visitSingularSInt32Field(value: v, fieldNumber: 4)
+    } }()
+    if !self.truePeak.isEmpty {
+      try visitor.visitPackedSInt32Field(value: self.truePeak, fieldNumber: 5)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1104,6 +1149,9 @@ nonisolated extension Capture_V1_Levels: SwiftProtobuf.Message, SwiftProtobuf._M
   public static func ==(lhs: Capture_V1_Levels, rhs: Capture_V1_Levels) -> Bool {
     if lhs.peak != rhs.peak {return false}
     if lhs.rms != rhs.rms {return false}
+    if lhs._momentaryLoudness != rhs._momentaryLoudness {return false}
+    if lhs._shortTermLoudness != rhs._shortTermLoudness {return false}
+    if lhs.truePeak != rhs.truePeak {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -47,14 +47,29 @@ public final class CapturePipeline: @unchecked Sendable {
     /// ones (AudioData `levels`); folded into `levels` when taken.
     private var packetLevels: LevelMeter
     /// The EBU R128 loudness of everything captured, read with each AudioData's levels; nil when
-    /// the capture is not linear PCM.
+    /// the capture is not linear PCM or not measured (`LoudnessMeasurement`).
     private let loudnessMeter: LoudnessMeter?
     /// The loudness read with the last packets logged, for the status display.
     private var latestLoudness: Loudness?
 
+    /// When the pipeline measures the EBU R128 loudness of what it captures.
+    ///
+    /// Loudness costs about 3 ms of CPU per second of 48 kHz stereo (libebur128's K-weighting,
+    /// its window sums and, most of all, its 4× oversampled true peak): nothing beside a live
+    /// capture, but several times all the rest of the sender's work on a file sent faster than real
+    /// time, where a level display has nothing to show anyway.
+    public enum LoudnessMeasurement: Sendable {
+        /// For a real-time source (a device, a paced tone or file); not for a file read as fast
+        /// as it can be sent (`--no-pace`).
+        case whenRealTime
+        /// Whatever the source.
+        case always
+    }
+
     /// Creates the pipeline; nothing runs until `start()`.
     public init(
-        source: any AudioSource, encoder: any AudioEncoder, configuration: CaptureQueue.Configuration, log: PacketLog
+        source: any AudioSource, encoder: any AudioEncoder, configuration: CaptureQueue.Configuration, log: PacketLog,
+        loudness: LoudnessMeasurement = .whenRealTime
     ) throws(CaptureError) {
         self.encoder = encoder
         self.log = log
@@ -63,7 +78,10 @@ public final class CapturePipeline: @unchecked Sendable {
         primingFrames = encoder.primingFrames
         levels = LevelMeter(format: source.format)
         packetLevels = LevelMeter(format: source.format)
-        loudnessMeter = LoudnessMeter(format: source.format)
+        switch loudness {
+        case .always: loudnessMeter = LoudnessMeter(format: source.format)
+        case .whenRealTime: loudnessMeter = source.isRealTime ? LoudnessMeter(format: source.format) : nil
+        }
         let box = CallbackBox()
         queue = try CaptureQueue(source: source, configuration: configuration) { buffer in box.pipeline?.handle(buffer) }
         box.pipeline = self

@@ -19,7 +19,8 @@ final class PipelineLevelsTests: XCTestCase {
         let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: peakDBFS, channels: 2, durationSeconds: 2, paced: false))
         let log = PacketLog(producerIsRealTime: false)
         let pipeline = try CapturePipeline(
-            source: source, encoder: try makeEncoder(source.format), configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
+            source: source, encoder: try makeEncoder(source.format), configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log,
+            loudness: .always)
         try pipeline.start()
         guard case .success = pipeline.waitAndFinish() else { throw XCTSkip("capture did not finish") }
         return try log.entries(from: 1, maxCount: 10_000).compactMap { entry in
@@ -72,6 +73,27 @@ final class PipelineLevelsTests: XCTestCase {
         try assertLevels(messages, peak: -12, rms: -15.01)
         let frames = messages.reduce(0) { $0 + Int($1.frameCount) }
         XCTAssertGreaterThanOrEqual(frames, 96_000, "the whole tone was encoded")
+    }
+
+    func testAFileSentFasterThanRealTimeCarriesPeaksWithoutLoudness() throws {
+        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -12, channels: 2, durationSeconds: 1, paced: false))
+        let log = PacketLog(producerIsRealTime: false)
+        let pipeline = try CapturePipeline(source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
+        try pipeline.start()
+        guard case .success = pipeline.waitAndFinish() else { throw XCTSkip("capture did not finish") }
+        let messages = try log.entries(from: 1, maxCount: 10_000).compactMap { entry -> Capture_V1_AudioData? in
+            guard case .audioData(let audio) = entry.wireMessage else { return nil }
+            return audio
+        }
+        XCTAssertEqual(messages.count, 10)
+        for audio in messages {
+            guard case .valid(let levels) = AudioLevels.check(audio, channelCount: 2) else { return XCTFail("no levels") }
+            XCTAssertEqual(levels.peakDBFS[0], -12, accuracy: 0.5)
+            XCTAssertNil(levels.momentaryLUFS)
+            XCTAssertNil(levels.shortTermLUFS)
+            XCTAssertEqual(levels.truePeakDBTP, [])
+        }
+        XCTAssertNil(pipeline.loudness)
     }
 
     func testSilenceIsTheFloorNotMinusInfinity() throws {

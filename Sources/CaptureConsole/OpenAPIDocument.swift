@@ -59,7 +59,7 @@ enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Unauthorized" }
           /api/events:
             get:
-              summary: "Server-Sent Events: opened, resumed, gap, closed (data: a Stream, or a Gap) and levels (about 10 a second per live stream)."
+              summary: "Server-Sent Events: opened, resumed, gap, closed (data: a Stream, or a Gap), levels (about 10 a second per live stream) and alarm (an Alarm raised or cleared)."
               responses:
                 "200":
                   description: An event stream; each event's data is one JSON object.
@@ -108,7 +108,7 @@ enum OpenAPIDocument {
                 true_peak_dbtp: { type: array, items: { type: number, minimum: -120, maximum: 20 }, description: "each channel's true peak over the latest audio; absent when the sender measures none" }
             Stream:
               type: object
-              required: [id, name, peer, format, state, started, seconds_on_disk, seconds_acknowledged, last_audio_received, gap_count, gap_seconds, file, levels]
+              required: [id, name, peer, format, state, started, seconds_on_disk, seconds_acknowledged, last_audio_received, gap_count, gap_seconds, file, levels, alarms]
               properties:
                 id: { type: string, format: uuid }
                 name: { type: string }
@@ -126,6 +126,19 @@ enum OpenAPIDocument {
                   oneOf:
                     - { $ref: "#/components/schemas/Levels" }
                     - { type: "null" }
+                alarms: { type: array, items: { $ref: "#/components/schemas/AlarmKind" }, description: "the alarms raised on the stream now" }
+            AlarmKind: { type: string, enum: [silence, clipping, loudness, link-down, no-audio] }
+            Alarm:
+              type: object
+              required: [id, name, kind, change, since, detail, raised]
+              properties:
+                id: { type: string, format: uuid }
+                name: { type: string }
+                kind: { $ref: "#/components/schemas/AlarmKind" }
+                change: { type: string, enum: [raised, cleared] }
+                since: { type: string, format: date-time, description: "when the condition began (raised) or ended (cleared)" }
+                detail: { type: string }
+                raised: { type: array, items: { $ref: "#/components/schemas/AlarmKind" }, description: "every alarm raised on the stream after this change" }
             Gap:
               type: object
               required: [id, at_seconds, seconds, reason, gap_count]

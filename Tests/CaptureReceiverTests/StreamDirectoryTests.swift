@@ -73,7 +73,7 @@ final class StreamDirectoryTests: XCTestCase {
         recorder.audioReceived(endSampleTime: 48_000, levels: try levels(peak: [1200, 12_000], rms: [1501, 12_000]))
         let json = String(decoding: try StreamEvent.encoder.encode(directory.snapshot()), as: UTF8.self)
         XCTAssertEqual(json, """
-            [{"file":"studio-a/20260101T000000Z-studio-a.caf","format":"s16 48000 Hz 2 ch","gap_count":0,"gap_seconds":0,\
+            [{"alarms":[],"file":"studio-a/20260101T000000Z-studio-a.caf","format":"s16 48000 Hz 2 ch","gap_count":0,"gap_seconds":0,\
             "id":"6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b","last_audio_received":"2026-01-01T00:00:00.000Z",\
             "levels":{"peak_dbfs":[-12,-120],"rms_dbfs":[-15.01,-120]},"name":"studio-a","peer":"127.0.0.1:40000",\
             "seconds_acknowledged":0,"seconds_on_disk":0,"started":"2026-01-01T00:00:00.000Z","state":"live"}]
@@ -127,9 +127,62 @@ final class StreamDirectoryTests: XCTestCase {
         clock.advance(2)
         directory.sweep()
         XCTAssertEqual(directory.snapshot(of: Self.id)?.state, .finished)
-        let received = try await drain(events, count: 1)
-        guard case .closed(let row)? = received.first else { return XCTFail("\(received)") }
+        // Reconnecting for more than 30 s raised the link-down alarm; finishing cleared it.
+        let received = try await drain(events, count: 3)
+        XCTAssertEqual(received.map(\.name), ["alarm", "closed", "alarm"])
+        guard case .alarm(let raised) = received[0], case .closed(let row) = received[1], case .alarm(let cleared) = received[2] else {
+            return XCTFail("\(received)")
+        }
         XCTAssertEqual(row.state, .finished)
+        XCTAssertEqual(row.alarms, [.linkDown], "the row closed with the alarm still raised")
+        XCTAssertEqual([raised.kind, cleared.kind], [.linkDown, .linkDown])
+        XCTAssertEqual([raised.change, cleared.change], [.raised, .cleared])
+        XCTAssertEqual(raised.since, Date(timeIntervalSince1970: 1_767_225_600), "since the connection ended")
+        XCTAssertEqual(cleared.raised, [])
+        XCTAssertEqual(directory.snapshot(of: Self.id)?.alarms, [])
+    }
+
+    func testSilenceRaisesAndClearsAnAlarmEventOnTheFeedAndTheObserver() async throws {
+        let heard = AlarmLog()
+        let directory = StreamDirectory(settings: .init(resumeWindow: 60), now: { [clock = self.clock] in clock.now }, alarmObserver: { heard.append($0) })
+        let recorder = directory.streamOpened(opening())
+        let events = directory.events()
+        for step in 0..<34 {
+            clock.advance(0.5)
+            // 1 s of tone, 12 s of silence, then 3.5 s of tone: cleared 2 s into it.
+            let peak: UInt32 = step < 2 || step >= 26 ? 1_200 : 12_000
+            recorder.audioReceived(endSampleTime: Int64(step + 1) * 24_000, levels: try levels(peak: [peak, peak], rms: [peak, peak]))
+            if step == 24 { XCTAssertEqual(directory.snapshot(of: Self.id)?.alarms, [.silence]) }
+        }
+        // 34 levels events and the two alarms, in the order they happened.
+        let all = try await drain(events, count: 36)
+        XCTAssertEqual(all.firstIndex { $0.name == "alarm" }, 22, "raised with the AudioData 10 s into the silence")
+        let received = all.filter { $0.name == "alarm" }
+        XCTAssertEqual(received.count, 2)
+        guard case .alarm(let raised) = received.first, case .alarm(let cleared) = received.last else { return XCTFail("\(all)") }
+        XCTAssertEqual(raised.kind, .silence)
+        XCTAssertEqual(raised.change, .raised)
+        XCTAssertEqual(raised.name, "studio-a")
+        XCTAssertEqual(raised.since, Date(timeIntervalSince1970: 1_767_225_600 + 1.5), "the first silent AudioData")
+        XCTAssertEqual(raised.raised, [.silence])
+        XCTAssertEqual(cleared.change, .cleared)
+        XCTAssertEqual(heard.events, [raised, cleared], "the observer hears what the feed says")
+        let json = String(decoding: try StreamEvent.alarm(raised).encodedPayload(), as: UTF8.self)
+        XCTAssertEqual(json, """
+            {"change":"raised","detail":"every channel below -60.0 dBFS for 10 s (loudest peak -120.0 dBFS)","id":"6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b",\
+            "kind":"silence","name":"studio-a","raised":["silence"],"since":"2026-01-01T00:00:01.500Z"}
+            """)
+    }
+
+    func testAlarmsCanBeOff() throws {
+        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: nil), now: { [clock = self.clock] in clock.now })
+        let recorder = directory.streamOpened(opening())
+        for step in 0..<40 {
+            clock.advance(0.5)
+            recorder.audioReceived(endSampleTime: Int64(step + 1) * 24_000, levels: try levels(peak: [12_000, 12_000], rms: [12_000, 12_000]))
+        }
+        directory.sweep()
+        XCTAssertEqual(directory.snapshot(of: Self.id)?.alarms, [])
     }
 
     func testFinishedStreamsLeaveAfterTheirRetentionAndBeyondTheLimit() throws {
@@ -204,4 +257,13 @@ final class StreamDirectoryTests: XCTestCase {
         directory.streamOpened(opening()).gapRecorded(sampleTime: 0, lengthFrames: 1, reason: "overrun")
         XCTAssertEqual(directory.subscriberCount, 0)
     }
+}
+
+/// The alarms an observer heard, in order.
+private final class AlarmLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var heard: [StreamAlarmEvent] = []
+
+    func append(_ event: StreamAlarmEvent) { lock.withLock { heard.append(event) } }
+    var events: [StreamAlarmEvent] { lock.withLock { heard } }
 }

@@ -4,7 +4,9 @@ import Foundation
 
 /// The receiver's in-memory table of the streams it has seen, for the console and the HTTP API:
 /// one `StreamSnapshot` per stream (live, reconnecting or finished), and an event feed (opened,
-/// resumed, gap, closed, levels) for Server-Sent Events.
+/// resumed, gap, closed, levels, alarm) for Server-Sent Events. Each stream runs its own
+/// `StreamAlarmMachine` (unless alarms are off); what it raises and clears goes to the feed and to
+/// the alarm observer.
 ///
 /// Connections update their own stream's entry under that entry's lock only, so thousands of
 /// streams updating at once do not contend; the table's lock is taken when a stream opens, for
@@ -26,11 +28,14 @@ public final class StreamDirectory: @unchecked Sendable {
         public var levelsInterval: TimeInterval
         /// Events a subscriber may have unread before it is dropped.
         public var subscriberBufferLimit: Int
+        /// When each stream's alarms are raised and cleared; nil turns alarms off.
+        public var alarms: StreamAlarmConditions?
 
         public init(
             resumeWindow: TimeInterval, finishedRetention: TimeInterval = 600, maximumFinished: Int = 1_000, levelsInterval: TimeInterval = 0.1,
-            subscriberBufferLimit: Int = 4_096
+            subscriberBufferLimit: Int = 4_096, alarms: StreamAlarmConditions? = StreamAlarmConditions()
         ) {
+            self.alarms = alarms
             self.resumeWindow = resumeWindow
             self.finishedRetention = finishedRetention
             self.maximumFinished = maximumFinished
@@ -42,14 +47,20 @@ public final class StreamDirectory: @unchecked Sendable {
     private let settings: Settings
     private let now: @Sendable () -> Date
     private let hub: StreamEventHub
+    private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
     /// Guards `entries`.
     private let lock = NSLock()
     private var entries: [UUID: StreamEntry] = [:]
 
-    /// An empty directory; `now` is the clock (tests give their own).
-    public init(settings: Settings, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// An empty directory; `now` is the clock (tests give their own); `alarmObserver` hears every
+    /// alarm raised or cleared (the receiver logs it and sets its metric), on the thread that
+    /// caused it, in each stream's order.
+    public init(
+        settings: Settings, now: @escaping @Sendable () -> Date = { Date() }, alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void = { _ in }
+    ) {
         self.settings = settings
         self.now = now
+        self.alarmObserver = alarmObserver
         hub = StreamEventHub(bufferLimit: settings.subscriberBufferLimit)
     }
 
@@ -79,7 +90,8 @@ public final class StreamDirectory: @unchecked Sendable {
     /// Subscribers now.
     public var subscriberCount: Int { hub.count }
 
-    /// Finishes reconnecting streams whose resume window has passed (a `closed` event each) and
+    /// Finishes reconnecting streams whose resume window has passed (a `closed` event each),
+    /// gives each stream's alarms the time (link down, no audio, the clipping window), and
     /// removes finished streams beyond their retention. Snapshots sweep first; the receiver also
     /// calls it every second.
     public func sweep() {
@@ -87,6 +99,7 @@ public final class StreamDirectory: @unchecked Sendable {
         let all = lock.withLock { entries }
         var finished: [(id: UUID, since: Date)] = []
         for (id, entry) in all {
+            entry.tick(at: time)
             if let since = entry.expireIfReconnecting(before: time.addingTimeInterval(-settings.resumeWindow), at: time) {
                 finished.append((id, since))
             } else if let since = entry.finishedSince {
@@ -112,7 +125,8 @@ extension StreamDirectory: StreamDirectoryFeed {
     func streamOpened(_ opening: StreamOpening) -> any StreamActivityRecorder {
         let (entry, isNew) = lock.withLock { () -> (StreamEntry, Bool) in
             if let existing = entries[opening.id] { return (existing, false) }
-            let entry = StreamEntry(opening: opening, hub: hub, levelsInterval: settings.levelsInterval, now: now)
+            let entry = StreamEntry(
+                opening: opening, hub: hub, levelsInterval: settings.levelsInterval, alarms: settings.alarms, alarmObserver: alarmObserver, now: now)
             entries[opening.id] = entry
             return (entry, true)
         }
@@ -186,14 +200,39 @@ final class StreamEntry: @unchecked Sendable {
     private var gapFrames: Int64 = 0
     private var levels: AudioLevels?
     private var lastLevelsEvent = Date.distantPast
+    private var alarms: StreamAlarmMachine?
+    private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
 
-    init(opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, now: @escaping @Sendable () -> Date) {
+    init(
+        opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, alarms conditions: StreamAlarmConditions?,
+        alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void, now: @escaping @Sendable () -> Date
+    ) {
         self.opening = opening
         self.hub = hub
         self.levelsInterval = levelsInterval
+        self.alarmObserver = alarmObserver
         self.now = now
         durableSampleTime = opening.durableSampleTime
         acknowledgedSampleTime = opening.durableSampleTime
+        alarms = conditions.map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
+    }
+
+    /// Feeds the stream's alarm machine; publishes and reports what it raised or cleared. Call
+    /// with `lock` held, so a stream's alarms are reported in order.
+    private func feedAlarms(_ event: StreamAlarmMachine.Event, at time: Date) {
+        guard var machine = alarms else { return }
+        let transitions = machine.handle(event, at: time)
+        alarms = machine
+        for transition in transitions {
+            let alarm = StreamAlarmEvent(id: opening.id, name: opening.name, transition: transition, raised: machine.raised)
+            hub.publish(.alarm(alarm))
+            alarmObserver(alarm)
+        }
+    }
+
+    /// Gives the stream's alarms the time.
+    func tick(at time: Date) {
+        lock.withLock { feedAlarms(.tick, at: time) }
     }
 
     var currentEpoch: Int { lock.withLock { epoch } }
@@ -204,15 +243,20 @@ final class StreamEntry: @unchecked Sendable {
         lock.withLock {
             epoch += 1
             if !newOpening.resumed {
-                // A new recording under a known id: its counters start afresh.
+                // A new recording under a known id: its counters and its alarms start afresh.
                 gapCount = 0
                 gapFrames = 0
                 lastAudio = nil
                 levels = nil
+                if let conditions = alarms?.conditions {
+                    feedAlarms(.connection(.finished), at: now())
+                    alarms = StreamAlarmMachine(conditions: conditions, startedAt: now())
+                }
             }
             opening = newOpening
             state = .live
             stateSince = nil
+            feedAlarms(.connection(.live), at: now())
             durableSampleTime = newOpening.durableSampleTime
             acknowledgedSampleTime = newOpening.durableSampleTime
             return epoch
@@ -224,6 +268,7 @@ final class StreamEntry: @unchecked Sendable {
         lock.withLock {
             guard caller == epoch else { return }
             lastAudio = time
+            feedAlarms(.audio(levels: newLevels), at: time)
             guard let newLevels else { return }
             levels = newLevels
             if time.timeIntervalSince(lastLevelsEvent) >= levelsInterval, hub.hasSubscribers {
@@ -258,8 +303,10 @@ final class StreamEntry: @unchecked Sendable {
         lock.withLock {
             guard caller == epoch, state == .live else { return }
             state = resumable ? .reconnecting : .finished
-            stateSince = now()
+            let time = now()
+            stateSince = time
             hub.publish(.closed(row()))
+            feedAlarms(.connection(state), at: time)
         }
     }
 
@@ -271,6 +318,7 @@ final class StreamEntry: @unchecked Sendable {
                 state = .finished
                 stateSince = time
                 hub.publish(.closed(row()))
+                feedAlarms(.connection(.finished), at: time)
             }
             return state == .finished ? stateSince : nil
         }
@@ -287,7 +335,7 @@ final class StreamEntry: @unchecked Sendable {
             id: opening.id, name: opening.name, peer: opening.peer, format: opening.format.description, state: state, started: opening.started,
             secondsOnDisk: seconds(durableSampleTime - opening.startSampleTime),
             secondsAcknowledged: seconds(acknowledgedSampleTime - opening.startSampleTime), lastAudioReceived: lastAudio, gapCount: gapCount,
-            gapSeconds: seconds(gapFrames), file: opening.file, levels: levels.map(StreamLevels.init))
+            gapSeconds: seconds(gapFrames), file: opening.file, levels: levels.map(StreamLevels.init), alarms: alarms?.raised ?? [])
     }
 
     private func seconds(_ frames: Int64) -> Double { opening.format.seconds(frames: max(0, frames)) }

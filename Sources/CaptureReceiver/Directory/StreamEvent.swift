@@ -15,8 +15,10 @@ public enum StreamEvent: Sendable, Equatable {
     case closed(StreamSnapshot)
     /// The latest levels of a stream, at most about ten times a second per stream.
     case levels(StreamLevelsUpdate)
+    /// An alarm raised or cleared on a stream.
+    case alarm(StreamAlarmEvent)
 
-    /// The Server-Sent Events event name: opened, resumed, gap, closed or levels.
+    /// The Server-Sent Events event name: opened, resumed, gap, closed, levels or alarm.
     public var name: String {
         switch self {
         case .opened: return "opened"
@@ -24,6 +26,7 @@ public enum StreamEvent: Sendable, Equatable {
         case .gap: return "gap"
         case .closed: return "closed"
         case .levels: return "levels"
+        case .alarm: return "alarm"
         }
     }
 
@@ -33,6 +36,7 @@ public enum StreamEvent: Sendable, Equatable {
         case .opened(let row), .resumed(let row), .closed(let row): return row.id
         case .gap(let gap): return gap.id
         case .levels(let update): return update.id
+        case .alarm(let alarm): return alarm.id
         }
     }
 
@@ -43,6 +47,7 @@ public enum StreamEvent: Sendable, Equatable {
         case .opened(let row), .resumed(let row), .closed(let row): return try encoder.encode(row)
         case .gap(let gap): return try encoder.encode(gap)
         case .levels(let update): return try encoder.encode(update)
+        case .alarm(let alarm): return try encoder.encode(alarm)
         }
     }
 
@@ -132,5 +137,60 @@ public struct StreamLevelsUpdate: Sendable, Equatable, Codable {
         try container.encodeIfPresent(levels.momentaryLUFS, forKey: .momentaryLUFS)
         try container.encodeIfPresent(levels.shortTermLUFS, forKey: .shortTermLUFS)
         try container.encodeIfPresent(levels.truePeakDBTP, forKey: .truePeakDBTP)
+    }
+}
+
+/// An alarm raised or cleared on a stream, as the event feed (`alarm` events) and the directory's
+/// alarm observer (the receiver's log and metrics) get it.
+public struct StreamAlarmEvent: Sendable, Equatable, Codable {
+    /// The stream's id.
+    public var id: UUID
+    /// The stream's name.
+    public var name: String
+    /// What the alarm is about.
+    public var kind: StreamAlarmKind
+    /// Raised or cleared.
+    public var change: StreamAlarmTransition.Change
+    /// When its condition began (raised) or ended (cleared).
+    public var since: Date
+    /// The condition and its figures, in words.
+    public var detail: String
+    /// Every alarm raised on the stream after this change.
+    public var raised: [StreamAlarmKind]
+
+    public init(id: UUID, name: String, transition: StreamAlarmTransition, raised: [StreamAlarmKind]) {
+        self.id = id
+        self.name = name
+        kind = transition.kind
+        change = transition.change
+        since = transition.since
+        detail = transition.detail
+        self.raised = raised
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, kind, change, since, detail, raised
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(UUID.self, forKey: .id)
+        name = try container.decode(String.self, forKey: .name)
+        kind = try container.decode(StreamAlarmKind.self, forKey: .kind)
+        change = try container.decode(StreamAlarmTransition.Change.self, forKey: .change)
+        since = try APITime.decode(container.decode(String.self, forKey: .since), forKey: CodingKeys.since, in: container)
+        detail = try container.decode(String.self, forKey: .detail)
+        raised = try container.decode([StreamAlarmKind].self, forKey: .raised)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.uuidString.lowercased(), forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(kind, forKey: .kind)
+        try container.encode(change, forKey: .change)
+        try container.encode(APITime.text(since), forKey: .since)
+        try container.encode(detail, forKey: .detail)
+        try container.encode(raised, forKey: .raised)
     }
 }

@@ -82,9 +82,12 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
     /// The levels of the latest audio that carried them; nil when the sender sends none (an older
     /// sender) or none arrived yet.
     public var levels: StreamLevels?
+    /// The alarms raised on the stream now (`StreamAlarmMachine`), in `StreamAlarmKind` order;
+    /// empty when none, or when alarms are off.
+    public var alarms: [StreamAlarmKind]
 
     enum CodingKeys: String, CodingKey {
-        case id, name, peer, format, state, started
+        case id, name, peer, format, state, started, alarms
         case secondsOnDisk = "seconds_on_disk"
         case secondsAcknowledged = "seconds_acknowledged"
         case lastAudioReceived = "last_audio_received"
@@ -96,7 +99,7 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
     public init(
         id: UUID, name: String, peer: String, format: String, state: StreamState, started: Date, secondsOnDisk: Double = 0,
         secondsAcknowledged: Double = 0, lastAudioReceived: Date? = nil, gapCount: Int = 0, gapSeconds: Double = 0, file: String,
-        levels: StreamLevels? = nil
+        levels: StreamLevels? = nil, alarms: [StreamAlarmKind] = []
     ) {
         self.id = id
         self.name = name
@@ -111,6 +114,7 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
         self.gapSeconds = gapSeconds
         self.file = file
         self.levels = levels
+        self.alarms = alarms
     }
 
     public init(from decoder: any Decoder) throws {
@@ -130,6 +134,7 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
         gapSeconds = try container.decode(Double.self, forKey: .gapSeconds)
         file = try container.decode(String.self, forKey: .file)
         levels = try container.decodeIfPresent(StreamLevels.self, forKey: .levels)
+        alarms = try container.decodeIfPresent([StreamAlarmKind].self, forKey: .alarms) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -147,6 +152,7 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
         try container.encode(gapSeconds, forKey: .gapSeconds)
         try container.encode(file, forKey: .file)
         try container.encode(levels, forKey: .levels)
+        try container.encode(alarms, forKey: .alarms)
     }
 }
 

@@ -20,6 +20,7 @@ test_packages=(
   protobuf-compiler                                       # protoc: an independent decoder of the wire messages in the tests
   strace                                                  # shows the socket options the executables really set
   haproxy                                                 # the load balancer the scale-out tests put in front of two receivers
+  prometheus prometheus-alertmanager                      # promtool and amtool check the alerting rules and Alertmanager configuration in docs/prometheus
   chromium chromium-driver                                # a real browser, driven over WebDriver, for the console's test
   pulseaudio pulseaudio-utils libasound2-plugins          # a real-time paced capture device for the ALSA tests (PulseAudio's null sink via ALSA's pulse PCM)
   lintian                                                 # checks the Debian package (scripts/test-package.sh, CI)

@@ -21,6 +21,7 @@ public final class ReceiverMetrics: Sendable {
         public static let streamBacklogBytes = "capture_stream_backlog_bytes"
         public static let streamBacklogSeconds = "capture_stream_backlog_seconds"
         public static let waitingStreams = "capture_waiting_streams"
+        public static let streamAlarm = "capture_stream_alarm"
     }
 
     /// The disk write latency histogram's upper bounds: 100 µs to 2.5 s.
@@ -43,6 +44,7 @@ public final class ReceiverMetrics: Sendable {
         Name.diskWriteSeconds: "Time to write (and sync) audio to disk, in seconds.",
         Name.streamBacklogBytes: "Bytes a sender reports waiting in its spool, by stream.",
         Name.streamBacklogSeconds: "Seconds of audio a sender reports waiting in its spool, by stream.",
+        Name.streamAlarm: "1 while an alarm (kind: silence, clipping, loudness, link-down, no-audio) is raised on a stream, 0 once cleared.",
         Name.waitingStreams: "Interrupted streams whose files wait in the output folder for their senders to resume them (at the last sweep).",
     ]
 
@@ -127,6 +129,11 @@ public final class ReceiverMetrics: Sendable {
             Gauge(label: Name.streamBacklogSeconds, dimensions: [("stream", stream)], factory: factory).record(max(0, seconds))
         }
     }
+    /// An alarm of `kind` raised (1) or cleared (0) on `stream`; a cleared alarm's series stays at 0.
+    public func alarm(stream: String, kind: String, raised: Bool) {
+        Gauge(label: Name.streamAlarm, dimensions: [("stream", stream), ("kind", kind)], factory: factory).record(raised ? 1 : 0)
+    }
+
     /// Removes `stream`'s backlog series (the stream is gone).
     public func backlogCleared(stream: String) {
         // Making a series that is not there and destroying it leaves the registry as it was.

@@ -81,7 +81,20 @@ public final class CaptureReceiverServer: Sendable {
         // Hand-offs a previous run did not complete run again.
         configuration.handOff?.start()
         AbandonedStreamSweeper.start(configuration: configuration, writerPool: writerPool, eventLoop: group.next(), logger: logger)
-        let directory = StreamDirectory(settings: StreamDirectory.Settings(resumeWindow: configuration.resumeWindow))
+        let metrics = configuration.metrics
+        let directory = StreamDirectory(
+            settings: StreamDirectory.Settings(resumeWindow: configuration.resumeWindow, alarms: configuration.alarms),
+            alarmObserver: { alarm in
+            // Each alarm is one line in the log: raised as a warning, cleared as a notice.
+            let metadata: Logger.Metadata = [
+                "stream": "\(alarm.name)", "id": "\(alarm.id.uuidString.lowercased())", "alarm": "\(alarm.kind.rawValue)",
+            ]
+            switch alarm.change {
+            case .raised: logger.warning("alarm raised: \(alarm.kind.rawValue): \(alarm.detail)", metadata: metadata)
+            case .cleared: logger.notice("alarm cleared: \(alarm.kind.rawValue): \(alarm.detail)", metadata: metadata)
+            }
+            metrics?.alarm(stream: alarm.name, kind: alarm.kind.rawValue, raised: alarm.change == .raised)
+        })
         group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
         let listening = LiveListeningRegistry()
         let bootstrap = ServerBootstrap(group: group)

@@ -50,6 +50,9 @@ public struct ReceiverConfiguration: Sendable {
     /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
     /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
     public var resumeWindow: Double = 86_400
+    /// When each stream's alarms (silence, clipping, loudness, link down, no audio) are raised and
+    /// cleared; nil turns them off (`--no-alarms`).
+    public var alarms: StreamAlarmConditions? = StreamAlarmConditions()
     /// `resumeWindow` in whole seconds (for log lines), saturating instead of trapping on a window
     /// that is not finite or does not fit an Int.
     public var resumeWindowSeconds: Int {

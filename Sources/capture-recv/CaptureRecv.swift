@@ -131,6 +131,9 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "Interrupted streams")
     var durability: DurabilityOptions
 
+    @OptionGroup(title: "Alarms (docs/HTTP-API.md, \"Alarms\")")
+    var alarmOptions: AlarmOptions
+
     @OptionGroup(title: "Recordings: segments and names (docs/RECORDINGS.md)")
     var recordings: RecordingOptions
 
@@ -149,6 +152,7 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeatInterval = .nanoseconds(Saturating.nanoseconds(seconds: Double(max(1, idleTimeout / 4))))
         security.applyLimits(to: &configuration)
         durability.apply(to: &configuration)
+        alarmOptions.apply(to: &configuration)
     }
 
     func run() async throws {

@@ -68,11 +68,22 @@ enum ReceiveRanges {
     static let segment = NumericOption("segment", .duration, 1...86_400)
     /// Checked by RecordingOptions with DurationText (1 second to 24 hours).
     static let onFinalizeTimeout = NumericOption("on-finalize-timeout", .duration, 1...86_400)
+    static let alarmSilenceDBFS = NumericOption("alarm-silence-dbfs", .real, -120...0, unit: "dBFS")
+    static let alarmSilenceSeconds = NumericOption("alarm-silence-s", .real, 0.5...86_400, unit: "seconds")
+    static let alarmClippedBuffers = NumericOption("alarm-clipped-buffers", .integer, 0...1_000_000, minimumMeaning: "any clipped buffer")
+    static let alarmClippingWindow = NumericOption("alarm-clipping-window-s", .real, 0.5...86_400, unit: "seconds")
+    static let alarmLoudnessMin = NumericOption("alarm-loudness-min", .real, -120...20, unit: "LUFS")
+    static let alarmLoudnessMax = NumericOption("alarm-loudness-max", .real, -120...20, unit: "LUFS")
+    static let alarmLoudnessSeconds = NumericOption("alarm-loudness-s", .real, 0.5...86_400, unit: "seconds")
+    static let alarmLinkDownSeconds = NumericOption("alarm-link-down-s", .real, 0.5...2_592_000, unit: "seconds")
+    static let alarmNoAudioSeconds = NumericOption("alarm-no-audio-s", .real, 0.5...86_400, unit: "seconds")
     /// `capture-recv gen-cert --days`.
     static let days = NumericOption("days", .integer, 1...3_650, unit: "days")
 
     static let all = [
         maxStreams, maxFrameBytes, syncMs, handshakeTimeout, idleTimeout, authFailureLimit, authBlockSeconds, resumeWindow,
         maxWaitingStreams, checkpointSeconds, segment, onFinalizeTimeout, days,
+        alarmSilenceDBFS, alarmSilenceSeconds, alarmClippedBuffers, alarmClippingWindow, alarmLoudnessMin, alarmLoudnessMax, alarmLoudnessSeconds,
+        alarmLinkDownSeconds, alarmNoAudioSeconds,
     ]
 }

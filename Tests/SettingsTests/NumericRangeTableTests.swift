@@ -64,6 +64,8 @@ final class NumericRangeTableTests: XCTestCase {
     static let companions: [String: [String]] = [
         "reconnect-min": ["--reconnect-max=3600"],
         "reconnect-max": ["--reconnect-min=0.001"],
+        "alarm-loudness-min": ["--alarm-loudness-max=20"],
+        "alarm-loudness-max": ["--alarm-loudness-min=-120"],
     ]
 
     // MARK: Every numeric option has a range

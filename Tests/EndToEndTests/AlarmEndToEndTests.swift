@@ -1,0 +1,102 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// The receiver's alarms with the real executables (issue 30, item 2): silence in the middle of a
+/// take raises the silence alarm and the sound coming back clears it; a link cut for longer than
+/// the threshold raises link-down until the sender is back. Each reaches the log (one line per
+/// raise and per clear), the stream's row in the API, and the Prometheus metric.
+final class AlarmEndToEndTests: XCTestCase {
+    private var work: URL!
+
+    override func setUpWithError() throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("alarms-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(work)
+    }
+
+    override func tearDownWithError() throws {
+        if let work { try? FileManager.default.removeItem(at: work) }
+    }
+
+    private func httpPort(of receiver: ReceiverUnderTest) throws -> Int {
+        var port: Int?
+        XCTAssertTrue(waitFor {
+            port = receiver.child.standardOutput.split(separator: "\n")
+                .first { $0.hasPrefix("http on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
+            return port != nil
+        }, receiver.child.standardOutput)
+        return try XCTUnwrap(port)
+    }
+
+    /// The raised alarms of the API's first stream row.
+    private func raisedAlarms(_ port: Int) -> [String]? {
+        guard let response = try? OpsHTTPClient.request(port: port, path: "/api/streams"), response.status == 200,
+              let rows = (try? JSONSerialization.jsonObject(with: Data(response.body.utf8))) as? [[String: Any]], let row = rows.first
+        else { return nil }
+        return row["alarms"] as? [String]
+    }
+
+    private func lines(_ text: String, containing needle: String) -> [Substring] {
+        text.split(separator: "\n").filter { $0.contains(needle) }
+    }
+
+    func testSilenceInATakeRaisesTheAlarmAndTheSoundComingBackClearsIt() throws {
+        // 2 s of a -12 dBFS tone, 6 s of digital silence, 4 s of the tone again.
+        let take = work.appendingPathComponent("take.wav").path
+        let made = try ToolRunner.run("sox", [
+            "-n", "-r", "48000", "-c", "2", "-b", "16", take,
+            "synth", "2", "sine", "440", "vol", "0.25", ":", "synth", "6", "sine", "440", "vol", "0", ":", "synth", "4", "sine", "440", "vol", "0.25",
+        ])
+        XCTAssertEqual(made.exitStatus, 0, made.errorText)
+        Unprivileged.handOver(take)
+        let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-silence-s", "3"])
+        let port = try httpPort(of: receiver)
+        let sender = try ChildProcess(Products.send, [
+            receiver.address, "--source", "file", "--file", take, "--stream-name", "muted-mic", "--buffer-seconds", "0.1",
+        ])
+        XCTAssertTrue(waitFor(30) { raisedAlarms(port) == ["silence"] }, "raised in the silence: \(receiver.child.standardError)")
+        XCTAssertTrue(waitFor(30) { raisedAlarms(port) == [] }, "cleared when the tone is back: \(receiver.child.standardError)")
+        XCTAssertEqual(sender.wait(seconds: 60), 0, sender.standardError)
+
+        let log = receiver.child.standardError
+        let raised = lines(log, containing: "alarm raised: silence")
+        let cleared = lines(log, containing: "alarm cleared: silence")
+        XCTAssertEqual(raised.count, 1, log)
+        XCTAssertEqual(cleared.count, 1, log)
+        XCTAssertTrue(raised.first?.contains("every channel below -60.0 dBFS for 3 s") ?? false, log)
+        XCTAssertTrue(raised.first?.contains("stream=muted-mic") ?? false, log)
+        XCTAssertEqual(lines(log, containing: "alarm raised").count, 1, "no other alarm: \(log)")
+
+        let metrics = try OpsHTTPClient.request(port: port, path: "/metrics")
+        let series = metrics.body.split(separator: "\n").filter { $0.hasPrefix("capture_stream_alarm{") }
+        XCTAssertEqual(series.count, 1, metrics.body)
+        let silence = try XCTUnwrap(series.first)
+        XCTAssertTrue(silence.contains("kind=\"silence\"") && silence.contains("stream=\"muted-mic\""), "\(series)")
+        XCTAssertEqual(silence.split(separator: " ").last.flatMap { Double($0) }, 0, "cleared: \(silence)")
+        XCTAssertTrue(metrics.body.contains("# HELP capture_stream_alarm "), metrics.body)
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+
+    func testALinkCutLongerThanTheThresholdRaisesLinkDownUntilTheSenderIsBack() throws {
+        let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-link-down-s", "1"])
+        let port = try httpPort(of: receiver)
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 11)
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(proxy.port)", "--source", "tone", "--duration", "6", "--stream-name", "cut-link", "--buffer-seconds", "0.1",
+            "--spool", work.appendingPathComponent("spool").path, "--reconnect-min", "0.05", "--reconnect-max", "0.3",
+        ])
+        Resilience.waitUntil("the receiver opened the stream") { receiver.child.standardError.contains("stream opened") }
+        // Every connection is cut at once, the live one and each reconnect, until the link is back.
+        proxy.mode = .resetAfterRandomBytes(0...0)
+        proxy.resetAll()
+        XCTAssertTrue(waitFor(30) { raisedAlarms(port) == ["link-down"] }, receiver.child.standardError)
+        proxy.mode = .pass
+        XCTAssertTrue(waitFor(30) { raisedAlarms(port) == [] }, receiver.child.standardError)
+        XCTAssertEqual(Resilience.finish(sender, seconds: 60), 0, sender.standardError)
+
+        let log = receiver.child.standardError
+        XCTAssertEqual(lines(log, containing: "alarm raised: link-down").count, 1, log)
+        XCTAssertEqual(lines(log, containing: "alarm cleared: link-down: the sender is connected again").count, 1, log)
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+}

@@ -24,6 +24,10 @@ counts=${BENCH_SCALE_COUNTS:-2000 5000 10000}
 seconds=${BENCH_SCALE_SECONDS:-60}
 # BENCH_SCALE_MODES="plaintext" measures one mode only (comparing two builds quickly).
 modes=${BENCH_SCALE_MODES:-plaintext TLS}
+# Extra words for the receiver's and the generator's command lines (bench-alarms.sh: --no-alarms,
+# --levels).
+read -r -a extra_receiver <<< "${BENCH_SCALE_RECEIVER_ARGS:-}"
+read -r -a extra_load <<< "${BENCH_SCALE_LOAD_ARGS:-}"
 largest=$(maximum $counts)
 
 # Open files: each stream costs the receiver 1 descriptor (its socket: claims are bytes of one lock
@@ -100,7 +104,7 @@ run_scale() {
   local port
   port=$(free_port)
   "$BENCH_BIN/capture-recv" --out "$out" --listen "127.0.0.1:$port" --log-level warning --sync-ms 200 \
-    --max-streams "$((count + 16))" ${receiver_tls[@]+"${receiver_tls[@]}"} > /dev/null 2> "$BENCH_WORK/scale-recv-$count-$mode.log" &
+    --max-streams "$((count + 16))" ${receiver_tls[@]+"${receiver_tls[@]}"} ${extra_receiver[@]+"${extra_receiver[@]}"} > /dev/null 2> "$BENCH_WORK/scale-recv-$count-$mode.log" &
   local recv_pid=$!
   for _ in $(seq 1 200); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -109,7 +113,7 @@ run_scale() {
   local rss_before
   rss_before=$(rss_kib "$recv_pid")
   "$BENCH_BIN/capture-load" "127.0.0.1:$port" --streams "$count" --codec opus --duration "$seconds" \
-    --ramp-seconds "$ramp" --verify "$out" --json ${load_tls[@]+"${load_tls[@]}"} > "$report" 2> "$BENCH_WORK/scale-load-$count-$mode.log" &
+    --ramp-seconds "$ramp" --verify "$out" --json ${load_tls[@]+"${load_tls[@]}"} ${extra_load[@]+"${extra_load[@]}"} > "$report" 2> "$BENCH_WORK/scale-load-$count-$mode.log" &
   local load_pid=$!
   # Steady window: from 2 s after the last stream started to 2 s before the first one ends.
   local start_at end_at

@@ -1,7 +1,9 @@
 /// The console page the receiver serves at `/`: plain HTML, CSS and a small script, no build step,
 /// nothing fetched from elsewhere. It lists every stream with live meters (peak and RMS per channel,
-/// a clip marker), its state, how far its durable audio trails the live edge, its gaps, and a play
-/// button that points the browser's own `<audio>` element at the stream's listen URL.
+/// a clip marker), its state and raised alarms, how far its durable audio trails the live edge, its
+/// gaps, and a play button that points the browser's own `<audio>` element at the stream's listen
+/// URL. A banner under the header names every stream with a raised alarm, and such a stream's row
+/// is tinted.
 enum ConsolePage {
     static let html = """
         <!doctype html>
@@ -14,6 +16,7 @@ enum ConsolePage {
         </head>
         <body>
         <header><h1>capture-recv</h1><span id="link" class="link">connecting…</span></header>
+        <div id="alarms" class="banner" role="alert" hidden></div>
         <main>
         <p id="empty" class="empty">No streams yet. Field units appear here as soon as they connect.</p>
         <table id="streams" hidden>
@@ -48,6 +51,9 @@ enum ConsolePage {
         button.play { font: inherit; padding: .3em .8em; border-radius: 4px; border: 1px solid #8886; background: none; cursor: pointer; }
         button.play.playing { background: var(--ok); color: white; }
         .empty { opacity: .7; }
+        .banner { padding: .5em 1em; background: var(--bad); color: white; font-weight: 600; }
+        tr.alarmed { background: #c6282822; }
+        .alarm { display: inline-block; margin: .15em .3em 0 0; padding: 0 .4em; border-radius: 3px; background: var(--bad); color: white; font-size: .8em; }
         @media (max-width: 640px) {
           thead { display: none; }
           table, tbody, tr, td { display: block; width: auto; }
@@ -114,6 +120,14 @@ enum ConsolePage {
           const state = row.querySelector(".state");
           state.textContent = stream.state;
           state.className = "state state-" + stream.state;
+          const alarms = stream.alarms || [];
+          for (const kind of alarms) {
+            const badge = document.createElement("div");
+            badge.className = "alarm";
+            badge.textContent = kind;
+            state.appendChild(badge);
+          }
+          row.classList.toggle("alarmed", alarms.length > 0);
           const elapsed = (Date.now() - Date.parse(stream.started)) / 1000;
           const lag = Math.max(0, elapsed - stream.seconds_on_disk);
           row.querySelector(".disk").textContent = seconds(stream.seconds_on_disk) +
@@ -123,6 +137,15 @@ enum ConsolePage {
           meters(row.querySelector(".levels"), stream.levels);
           document.getElementById("streams").hidden = rows.size === 0;
           document.getElementById("empty").hidden = rows.size !== 0;
+          banner();
+        }
+
+        // The banner: every stream with a raised alarm, and which.
+        function banner() {
+          const alarmed = [...rows.values()].map((row) => row.stream).filter((stream) => (stream.alarms || []).length > 0);
+          const box = document.getElementById("alarms");
+          box.hidden = alarmed.length === 0;
+          box.textContent = alarmed.map((stream) => stream.name + ": " + stream.alarms.join(", ")).join(" · ");
         }
 
         function toggle(id) {
@@ -163,6 +186,11 @@ enum ConsolePage {
             const update = JSON.parse(e.data);
             const row = rows.get(update.id);
             if (row) meters(row.querySelector(".levels"), { peak_dbfs: update.peak_dbfs, rms_dbfs: update.rms_dbfs });
+          });
+          events.addEventListener("alarm", (e) => {
+            const alarm = JSON.parse(e.data);
+            const row = rows.get(alarm.id);
+            if (row) { row.stream.alarms = alarm.raised; render(row.stream); }
           });
           events.addEventListener("gap", (e) => {
             const gap = JSON.parse(e.data);

@@ -2,6 +2,10 @@ import Foundation
 import TestSupport
 import XCTest
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The receiver's alarms with the real executables (issue 30, item 2): silence in the middle of a
 /// take raises the silence alarm and the sound coming back clears it; a link cut for longer than
 /// the threshold raises link-down until the sender is back. Each reaches the log (one line per
@@ -51,6 +55,18 @@ final class AlarmEndToEndTests: XCTestCase {
         Unprivileged.handOver(take)
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-silence-s", "3"])
         let port = try httpPort(of: receiver)
+        // The console in a real browser watches it all (when chromium and selenium are here). The
+        // script runs as root (its Python has selenium) on a thread of its own; it says it is
+        // watching by making `ready`.
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/alarm_browser.py").path
+        let screenshot = work.appendingPathComponent("alarm.png").path
+        let ready = work.appendingPathComponent("browser-ready").path
+        let hasBrowser = ToolRunner.find("chromium") != nil && (try? ToolRunner.run("python3", ["-c", "import selenium"]))?.succeeded == true
+        let browser = BrowserRun()
+        if hasBrowser {
+            Thread.detachNewThread { browser.finish(try? ToolRunner.run("python3", [script, "http://127.0.0.1:\(port)/", screenshot, ready])) }
+            XCTAssertTrue(waitFor(60) { FileManager.default.fileExists(atPath: ready) || browser.isFinished }, "the browser is watching")
+        }
         let sender = try ChildProcess(Products.send, [
             receiver.address, "--source", "file", "--file", take, "--stream-name", "muted-mic", "--buffer-seconds", "0.1",
         ])
@@ -74,6 +90,19 @@ final class AlarmEndToEndTests: XCTestCase {
         XCTAssertTrue(silence.contains("kind=\"silence\"") && silence.contains("stream=\"muted-mic\""), "\(series)")
         XCTAssertEqual(silence.split(separator: " ").last.flatMap { Double($0) }, 0, "cleared: \(silence)")
         XCTAssertTrue(metrics.body.contains("# HELP capture_stream_alarm "), metrics.body)
+        if hasBrowser {
+            let run = try XCTUnwrap(browser.wait(seconds: 120), "the browser script ended")
+            XCTAssertEqual(run.exitStatus, 0, run.errorText)
+            let seen = try XCTUnwrap(try JSONSerialization.jsonObject(with: run.standardOutput) as? [String: Any], run.outputText)
+            let raisedInBrowser = try XCTUnwrap(seen["raised"] as? [String: Any], "the console showed the alarm: \(seen)")
+            XCTAssertEqual(raisedInBrowser["banner"] as? String, "muted-mic: silence")
+            XCTAssertEqual(raisedInBrowser["row_class"] as? String, "alarmed")
+            XCTAssertEqual(raisedInBrowser["badges"] as? [String], ["silence"])
+            XCTAssertEqual(seen["cleared"] as? Bool, true, "the console cleared it: \(seen)")
+            XCTAssertEqual(seen["row_class_after"] as? String, "")
+            XCTAssertEqual(seen["badges_after"] as? [String], [])
+            XCTAssertTrue(FileManager.default.fileExists(atPath: screenshot))
+        }
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
@@ -98,5 +127,31 @@ final class AlarmEndToEndTests: XCTestCase {
         XCTAssertEqual(lines(log, containing: "alarm raised: link-down").count, 1, log)
         XCTAssertEqual(lines(log, containing: "alarm cleared: link-down: the sender is connected again").count, 1, log)
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+}
+
+/// The result of a tool run on a thread of its own, once it ended.
+private final class BrowserRun: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var ended = false
+    private var result: ToolResult?
+
+    var isFinished: Bool { condition.withLock { ended } }
+
+    func finish(_ result: ToolResult?) {
+        condition.withLock {
+            self.result = result
+            ended = true
+            condition.broadcast()
+        }
+    }
+
+    /// The run's result once it ended, or nil when it did not end within `seconds` (or could not start).
+    func wait(seconds: Double) -> ToolResult? {
+        let deadline = Date().addingTimeInterval(seconds)
+        return condition.withLock {
+            while !ended, condition.wait(until: deadline) {}
+            return result
+        }
     }
 }

@@ -47,6 +47,9 @@ struct StreamShapeOptions: ParsableArguments {
     @Option(name: .long, help: "Seed of the deterministic payloads and stream ids.")
     var seed: UInt64 = 1
 
+    @Flag(name: .long, help: "Send levels and loudness with every AudioData, as capture-send does for a steady tone at -12 dBFS (the receiver's alarms then run on them) (default: none, as an older sender).")
+    var levels = false
+
     func validate() throws {
         guard streams >= 1 else { throw ValidationError("--streams must be at least 1") }
         guard duration > 0, duration.isFinite, duration <= 86_400 else { throw ValidationError("--duration must be between 0 and 86400 seconds") }
@@ -58,7 +61,8 @@ struct StreamShapeOptions: ParsableArguments {
     }
 
     var shape: StreamShape {
-        StreamShape(codec: codec, durationSeconds: duration, frameSeconds: frameSeconds, bitrate: bitrate, namePrefix: namePrefix, seed: seed)
+        StreamShape(
+            codec: codec, durationSeconds: duration, frameSeconds: frameSeconds, bitrate: bitrate, namePrefix: namePrefix, seed: seed, sendsLevels: levels)
     }
 
     var plans: [StreamPlan] { (0..<streams).map { StreamPlan(index: $0, shape: shape) } }

@@ -30,6 +30,8 @@ struct StreamPlan: Sendable {
     let resumeSecret: Data
     let codec: LoadCodec
     let format: StreamFormat
+    /// Every AudioData carries `steadyToneLevels`.
+    let sendsLevels: Bool
     /// Frames of real audio (the stream's duration); Opus adds priming and remainder around it.
     let capturedFrames: Int
     /// Packets in the whole stream (PCM: frames).
@@ -49,6 +51,7 @@ struct StreamPlan: Sendable {
         self.name = shape.streamName(index: index)
         self.seed = shape.seed
         self.codec = shape.codec
+        self.sendsLevels = shape.sendsLevels
         var idBytes = [UInt8](repeating: 0, count: 16)
         // The id depends on the name and the codec too, so that runs with other prefixes or shapes are other streams.
         let nameHash = (self.name + "/" + shape.codec.rawValue).utf8.reduce(UInt64(0xCBF2_9CE4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 }
@@ -163,7 +166,18 @@ struct StreamPlan: Sendable {
         message.packetSizes = sizes
         message.payload = payload(ofSequence: sequence, sizes: sizes)
         message.frameCount = UInt32(packets(ofSequence: sequence).count * framesPerPacket)
+        if sendsLevels { message.levels = Self.steadyToneLevels }
         return message
+    }
+
+    /// What capture-send measures for a steady stereo tone peaking at −12 dBFS: RMS −15.01 dBFS,
+    /// −12.7 LUFS momentary and short-term, true peak −12 dBTP.
+    static let steadyToneLevels = Capture_V1_Levels.with {
+        $0.peak = [1_200, 1_200]
+        $0.rms = [1_501, 1_501]
+        $0.momentaryLoudness = -1_270
+        $0.shortTermLoudness = -1_270
+        $0.truePeak = [-1_200, -1_200]
     }
 
     /// The RFC 7845 OpusHead a real Opus sender sends as its magic cookie (2 channels, mapping 0).
@@ -187,6 +201,8 @@ struct StreamShape: Sendable {
     var bitrate: Int
     var namePrefix: String
     var seed: UInt64
+    /// Every AudioData carries levels and loudness, as capture-send's for a steady tone (`--levels`).
+    var sendsLevels = false
 
     /// The stream name of stream `index`: the prefix and a zero-padded number.
     func streamName(index: Int) -> String {

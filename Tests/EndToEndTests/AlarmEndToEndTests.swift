@@ -106,6 +106,24 @@ final class AlarmEndToEndTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
+    func testAClippedToneRaisesTheClippingAlarmAndTheStreamsEndClearsIt() throws {
+        let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
+        let port = try httpPort(of: receiver)
+        // A sine at full scale: every 0.1 s buffer reaches it, so more than 3 within 10 s.
+        let sender = try ChildProcess(Products.send, [
+            receiver.address, "--source", "tone", "--tone-level=0", "--duration", "4", "--stream-name", "hot-input", "--buffer-seconds", "0.1",
+        ])
+        XCTAssertTrue(waitFor(30) { raisedAlarms(port) == ["clipping"] }, receiver.child.standardError)
+        XCTAssertEqual(sender.wait(seconds: 60), 0, sender.standardError)
+        XCTAssertTrue(waitFor(30) { raisedAlarms(port) == [] }, "the finished stream cleared it: \(receiver.child.standardError)")
+        let log = receiver.child.standardError
+        let raised = lines(log, containing: "alarm raised: clipping")
+        XCTAssertEqual(raised.count, 1, log)
+        XCTAssertTrue(raised.first?.contains("clipped buffers within 10 s (more than 3)") ?? false, log)
+        XCTAssertEqual(lines(log, containing: "alarm cleared: clipping: the stream finished").count, 1, log)
+        XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
+    }
+
     func testALinkCutLongerThanTheThresholdRaisesLinkDownUntilTheSenderIsBack() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-link-down-s", "1"])
         let port = try httpPort(of: receiver)

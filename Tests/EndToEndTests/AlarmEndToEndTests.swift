@@ -22,16 +22,6 @@ final class AlarmEndToEndTests: XCTestCase {
         if let work { try? FileManager.default.removeItem(at: work) }
     }
 
-    private func httpPort(of receiver: ReceiverUnderTest) throws -> Int {
-        var port: Int?
-        XCTAssertTrue(waitFor {
-            port = receiver.child.standardOutput.split(separator: "\n")
-                .first { $0.hasPrefix("http on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
-            return port != nil
-        }, receiver.child.standardOutput)
-        return try XCTUnwrap(port)
-    }
-
     /// The raised alarms of the API's first stream row.
     private func raisedAlarms(_ port: Int) -> [String]? {
         guard let response = try? OpsHTTPClient.request(port: port, path: "/api/streams"), response.status == 200,
@@ -54,7 +44,7 @@ final class AlarmEndToEndTests: XCTestCase {
         XCTAssertEqual(made.exitStatus, 0, made.errorText)
         Unprivileged.handOver(take)
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-silence-s", "3"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         // The console in a real browser watches it all (when chromium and selenium are here). The
         // script runs as root (its Python has selenium) on a thread of its own; it says it is
         // watching by making `ready`.
@@ -108,7 +98,7 @@ final class AlarmEndToEndTests: XCTestCase {
 
     func testAClippedToneRaisesTheClippingAlarmAndTheStreamsEndClearsIt() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         // A sine at full scale: every 0.1 s buffer reaches it, so more than 3 within 10 s.
         let sender = try ChildProcess(Products.send, [
             receiver.address, "--source", "tone", "--tone-level=0", "--duration", "4", "--stream-name", "hot-input", "--buffer-seconds", "0.1",
@@ -126,7 +116,7 @@ final class AlarmEndToEndTests: XCTestCase {
 
     func testALinkCutLongerThanTheThresholdRaisesLinkDownUntilTheSenderIsBack() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-link-down-s", "1"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 11)
         let sender = try ChildProcess(Products.send, [
             "127.0.0.1:\(proxy.port)", "--source", "tone", "--duration", "6", "--stream-name", "cut-link", "--buffer-seconds", "0.1",

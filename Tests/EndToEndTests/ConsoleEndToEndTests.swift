@@ -11,16 +11,6 @@ import Glibc
 /// capture-recv --http with the real executables: the streams API and its events show a live tone
 /// at the level it was sent, and access off loopback needs a token.
 final class ConsoleEndToEndTests: XCTestCase {
-    private func httpPort(of receiver: ReceiverUnderTest) throws -> Int {
-        var port: Int?
-        XCTAssertTrue(waitFor {
-            port = receiver.child.standardOutput.split(separator: "\n")
-                .first { $0.hasPrefix("http on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
-            return port != nil
-        }, receiver.child.standardOutput)
-        return try XCTUnwrap(port)
-    }
-
     private func rows(_ port: Int, headers: [String: String] = [:]) -> [[String: Any]] {
         guard let response = try? OpsHTTPClient.request(port: port, path: "/api/streams", headers: headers), response.status == 200 else { return [] }
         return (try? JSONSerialization.jsonObject(with: Data(response.body.utf8))) as? [[String: Any]] ?? []
@@ -28,7 +18,7 @@ final class ConsoleEndToEndTests: XCTestCase {
 
     func testTheAPIShowsALiveToneAtItsLevelAndItsEventsStream() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         // capture-send's tone: 440 Hz, peak -12 dBFS (a sine: RMS 3 dB lower).
         let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "6", "--stream-name", "levels-e2e", "--buffer-seconds", "0.1"])
         var row: [String: Any] = [:]
@@ -108,7 +98,7 @@ final class ConsoleEndToEndTests: XCTestCase {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "10", "--stream-name", "listen-pcm", "--buffer-seconds", "0.1"])
         var id = ""
         XCTAssertTrue(waitFor(20) {
@@ -134,7 +124,7 @@ final class ConsoleEndToEndTests: XCTestCase {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let sender = try ChildProcess(Products.send, [receiver.address, "--source", "tone", "--duration", "8", "--codec", "opus", "--stream-name", "listen-opus", "--buffer-seconds", "0.1"])
         var id = ""
         XCTAssertTrue(waitFor(20) {
@@ -171,7 +161,7 @@ final class ConsoleEndToEndTests: XCTestCase {
         try writeWAV(path: wav, subtype: Int32(SF_FORMAT_PCM_16), rate: rate, channels: 2, ints: ints)
         Unprivileged.handOver(wav)
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let senders = try ["ridge-north", "ridge-south"].map { name in
             try ChildProcess(Products.send, [receiver.address, "--source", "file", "--file", wav, "--stream-name", name, "--buffer-seconds", "0.1"])
         }
@@ -203,7 +193,7 @@ final class ConsoleEndToEndTests: XCTestCase {
     func testSIGTERMWithAnOpenEventStreamEndsTheReceiverCleanlyEveryTime() throws {
         for round in 1...12 {
             let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-            let port = try httpPort(of: receiver)
+            let port = try receiver.httpPort()
             let events = try ChildProcess("/usr/bin/curl", ["-sN", "--max-time", "30", "http://127.0.0.1:\(port)/api/events"])
             defer { events.signal(SIGKILL) }
             XCTAssertTrue(waitFor { events.standardOutput.contains("retry: 2000") }, "round \(round): the event stream is open")
@@ -227,7 +217,7 @@ final class ConsoleEndToEndTests: XCTestCase {
         chmod(tokenFile.path, 0o600)
         Unprivileged.handOver(tokenFile.path)
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "0.0.0.0:0", "--http-token-file", tokenFile.path])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         XCTAssertEqual(try OpsHTTPClient.request(port: port, path: "/api/streams").status, 401)
         XCTAssertEqual(try OpsHTTPClient.request(port: port, path: "/metrics").status, 401)
         let allowed = try OpsHTTPClient.request(port: port, path: "/api/streams", headers: ["Authorization": "Bearer console-secret-token-1"])

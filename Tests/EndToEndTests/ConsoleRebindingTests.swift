@@ -43,16 +43,6 @@ final class ConsoleRebindingTests: XCTestCase {
             headers: (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? "")
     }
 
-    private func httpPort(of receiver: ReceiverUnderTest) throws -> Int {
-        var port: Int?
-        XCTAssertTrue(waitFor {
-            port = receiver.child.standardOutput.split(separator: "\n")
-                .first { $0.hasPrefix("http on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
-            return port != nil
-        }, receiver.child.standardOutput)
-        return try XCTUnwrap(port)
-    }
-
     private func tokenFile() throws -> String {
         let file = work.appendingPathComponent("tokens")
         try "rebinding-test-token-1\n".write(to: file, atomically: true, encoding: .utf8)
@@ -96,7 +86,7 @@ final class ConsoleRebindingTests: XCTestCase {
 
     func testOnLoopbackOnlyTheMachinesLoopbackNamesAreAnswered() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let base = "http://127.0.0.1:\(port)"
         for host in ["127.0.0.1:\(port)", "localhost:\(port)", "[::1]:\(port)", "LocalHost:\(port)", "localhost", "127.0.0.1"] {
             let answer = try request(base + "/api/streams", host: host)
@@ -115,7 +105,7 @@ final class ConsoleRebindingTests: XCTestCase {
 
     func testANameAddedWithHTTPAllowHostIsAnswered() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--http-allow-host", "recorder.example", "--http-allow-host", "console.example:8443"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let base = "http://127.0.0.1:\(port)"
         for host in ["recorder.example", "recorder.example:\(port)", "Recorder.Example:443", "console.example:8443", "localhost:\(port)"] {
             XCTAssertEqual(try request(base + "/api/streams", host: host).status, 200, "Host: \(host)")
@@ -127,7 +117,7 @@ final class ConsoleRebindingTests: XCTestCase {
 
     func testOnIPv6LoopbackOnlyTheMachinesLoopbackNamesAreAnswered() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "[::1]:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let base = "http://[::1]:\(port)"
         for host in ["[::1]:\(port)", "localhost:\(port)", "[0:0:0:0:0:0:0:1]:\(port)", "127.0.0.1:\(port)"] {
             let answer = try request(base + "/api/streams", host: host)
@@ -144,7 +134,7 @@ final class ConsoleRebindingTests: XCTestCase {
     func testOnAnExplicitAddressOnlyThatAddressIsAnswered() throws {
         let address = try machineAddress()
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "\(address):0", "--http-token-file", try tokenFile()])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let base = "http://\(address):\(port)"
         XCTAssertEqual(try request(base + "/api/streams", host: "\(address):\(port)", headers: [bearer]).status, 200)
         XCTAssertEqual(try request(base + "/api/streams", host: "\(address):\(port)").status, 401, "the token is still needed")
@@ -157,7 +147,7 @@ final class ConsoleRebindingTests: XCTestCase {
     func testOnEveryAddressTheMachinesAddressesAndNameAreAnswered() throws {
         let address = try machineAddress()
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "0.0.0.0:0", "--http-token-file", try tokenFile()])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let hostName = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "localhost"
         for host in ["\(address):\(port)", "127.0.0.1:\(port)", "localhost:\(port)", "\(hostName):\(port)"] {
             XCTAssertEqual(try request("http://127.0.0.1:\(port)/api/streams", host: host, headers: [bearer]).status, 200, "Host: \(host)")
@@ -173,7 +163,7 @@ final class ConsoleRebindingTests: XCTestCase {
     /// is not GET or HEAD) is refused when its Origin is not one of the console's names.
     func testAPostFromAnotherOriginIsRefused() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--http-token-file", try tokenFile()])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let login = "http://127.0.0.1:\(port)/login"
         let form = "Content-Type: application/x-www-form-urlencoded"
         for origin in ["http://attacker.example", "http://attacker.example:\(port)", "null", "http://127.0.0.1.attacker.example:\(port)"] {
@@ -212,7 +202,7 @@ final class ConsoleRebindingTests: XCTestCase {
         let form = "Content-Type: application/x-www-form-urlencoded"
         for allowing in [false, true] {
             let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--http-token-file", tokens] + (allowing ? ["--http-allow-host", "console.example"] : []))
-            let port = try httpPort(of: receiver)
+            let port = try receiver.httpPort()
             let passing = try LoopbackPort.free()
             let replacing = try LoopbackPort.free()
             let proxy = try HAProxyUnderTest(configuration: """
@@ -260,7 +250,7 @@ final class ConsoleRebindingTests: XCTestCase {
               (try? ToolRunner.run("python3", ["-c", "import selenium"]))?.succeeded == true
         else { throw XCTSkip("chromium, chromium-driver and selenium are installed by scripts/install-deps.sh") }
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
-        let port = try httpPort(of: receiver)
+        let port = try receiver.httpPort()
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/rebinding_browser.py").path
         let run = try ToolRunner.run("python3", [script, "rebound.test", "http://rebound.test:\(port)/api/streams"])
         XCTAssertTrue(run.succeeded, run.errorText)

@@ -295,3 +295,17 @@ func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     }
     return true
 }
+
+extension ReceiverUnderTest {
+    /// The port of the receiver's `--http` server, from its `http on HOST:PORT` line (`--http
+    /// 127.0.0.1:0` picks a free one).
+    func httpPort(file: StaticString = #filePath, line: UInt = #line) throws -> Int {
+        var port: Int?
+        XCTAssertTrue(waitFor {
+            port = child.standardOutput.split(separator: "\n")
+                .first { $0.hasPrefix("http on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
+            return port != nil
+        }, child.standardOutput, file: file, line: line)
+        return try XCTUnwrap(port, file: file, line: line)
+    }
+}

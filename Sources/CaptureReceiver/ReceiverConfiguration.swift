@@ -51,8 +51,8 @@ public struct ReceiverConfiguration: Sendable {
     /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
     public var resumeWindow: Double = 86_400
     /// When each stream's alarms (silence, clipping, loudness, link down, no audio) are raised and
-    /// cleared; nil turns them off (`--no-alarms`).
-    public var alarms: StreamAlarmConditions? = StreamAlarmConditions()
+    /// cleared (`--alarm-*`, `--alarm-override`, `--no-alarms`).
+    public var alarms = StreamAlarmPolicy()
     /// `resumeWindow` in whole seconds (for log lines), saturating instead of trapping on a window
     /// that is not finite or does not fit an Int.
     public var resumeWindowSeconds: Int {

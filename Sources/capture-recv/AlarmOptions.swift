@@ -69,15 +69,64 @@ struct AlarmOptions: ParsableArguments {
         transform: ReceiveRanges.alarmNoAudioSeconds.real)
     var alarmNoAudioS = 10.0
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Other conditions for the streams whose names match a shell pattern (*, ?, [...]): PATTERN:CHANGE[,CHANGE...], each CHANGE `off`, `on` (alarms even under --no-alarms) or KEY=VALUE with KEY an --alarm-* option without `alarm-` (silence-dbfs, silence-s, clipped-buffers, clipping-window-s, loudness-min, loudness-max, loudness-s, link-down-s, no-audio-s), in the same ranges; for example `studio-*:silence-s=60` or `test-*:off`. Repeat it for more; every matching one applies, in order (in the config file: an array of such strings). (default: none)",
+            valueName: "PATTERN:CHANGES"))
+    var alarmOverride: [String] = []
+
     func validate() throws {
+        _ = try overrides()
         guard alarmLoudnessMin <= alarmLoudnessMax else {
             throw ValidationError("--alarm-loudness-min (\(alarmLoudnessMin) LUFS) must not be above --alarm-loudness-max (\(alarmLoudnessMax) LUFS)")
         }
     }
 
-    /// The conditions these options give; nil with --no-alarms.
-    var conditions: StreamAlarmConditions? {
-        guard !noAlarms else { return nil }
+    /// The `--alarm-override` values, parsed; throws one line naming the value and what is wrong.
+    func overrides() throws(ValidationError) -> [StreamAlarmOverride] {
+        try alarmOverride.map { text throws(ValidationError) in try Self.parseOverride(text) }
+    }
+
+    /// `PATTERN:CHANGE[,CHANGE...]` as a `StreamAlarmOverride`; each value within its option's range.
+    static func parseOverride(_ text: String) throws(ValidationError) -> StreamAlarmOverride {
+        let problem = { (what: String) in ValidationError("--alarm-override \(text): \(what); write PATTERN:CHANGE[,CHANGE...], such as studio-*:silence-s=60 or test-*:off") }
+        guard let colon = text.lastIndex(of: ":"), colon != text.startIndex else { throw problem("no PATTERN: before the changes") }
+        let pattern = String(text[..<colon])
+        let list = text[text.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !list.isEmpty, !list.contains(where: \.isEmpty) else { throw problem("no change after the pattern") }
+        var changes: [StreamAlarmOverride.Change] = []
+        for change in list {
+            if change == "off" { changes.append(.off); continue }
+            if change == "on" { changes.append(.on); continue }
+            let parts = change.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw problem("\(change) is not off, on or KEY=VALUE") }
+            let (key, value) = (parts[0], parts[1])
+            let setting: StreamAlarmOverride.Setting
+            do throws(ValidationError) {
+                switch key {
+                case "silence-dbfs": setting = .silenceDBFS(try ReceiveRanges.alarmSilenceDBFS.real(value))
+                case "silence-s": setting = .silenceSeconds(try ReceiveRanges.alarmSilenceSeconds.real(value))
+                case "clipped-buffers": setting = .clippedBuffers(try ReceiveRanges.alarmClippedBuffers.integer(value))
+                case "clipping-window-s": setting = .clippingWindowSeconds(try ReceiveRanges.alarmClippingWindow.real(value))
+                case "loudness-min": setting = .loudnessMinimumLUFS(try ReceiveRanges.alarmLoudnessMin.real(value))
+                case "loudness-max": setting = .loudnessMaximumLUFS(try ReceiveRanges.alarmLoudnessMax.real(value))
+                case "loudness-s": setting = .loudnessSeconds(try ReceiveRanges.alarmLoudnessSeconds.real(value))
+                case "link-down-s": setting = .linkDownSeconds(try ReceiveRanges.alarmLinkDownSeconds.real(value))
+                case "no-audio-s": setting = .noAudioSeconds(try ReceiveRanges.alarmNoAudioSeconds.real(value))
+                default:
+                    throw problem("\(key) is not a condition (silence-dbfs, silence-s, clipped-buffers, clipping-window-s, loudness-min, loudness-max, loudness-s, link-down-s, no-audio-s)")
+                }
+            } catch {
+                throw key.isEmpty || error.message.hasPrefix("--alarm-override") ? error : problem("\(key): \(error.message)")
+            }
+            changes.append(.set(setting))
+        }
+        return StreamAlarmOverride(pattern: pattern, changes: changes)
+    }
+
+    /// The conditions every stream gets unless an override changes them.
+    var conditions: StreamAlarmConditions {
         var conditions = StreamAlarmConditions()
         conditions.silenceBelowDBFS = alarmSilenceDbfs
         conditions.silenceSeconds = alarmSilenceS
@@ -90,8 +139,9 @@ struct AlarmOptions: ParsableArguments {
         return conditions
     }
 
-    /// Applies the options to the receiver's configuration.
+    /// Applies the options to the receiver's configuration. ArgumentParser runs `validate()` before
+    /// the command, so an override that does not parse never gets here.
     func apply(to configuration: inout ReceiverConfiguration) {
-        configuration.alarms = conditions
+        configuration.alarms = StreamAlarmPolicy(conditions: conditions, enabled: !noAlarms, overrides: (try? overrides()) ?? [])
     }
 }

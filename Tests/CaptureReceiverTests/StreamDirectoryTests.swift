@@ -174,8 +174,31 @@ final class StreamDirectoryTests: XCTestCase {
             """)
     }
 
+    func testEachStreamGetsTheAlarmConditionsOfItsName() throws {
+        var quick = StreamAlarmConditions()
+        quick.silenceSeconds = 2
+        let policy = StreamAlarmPolicy(
+            conditions: quick, overrides: [StreamAlarmOverride(pattern: "studio-*", changes: [.off]), .init(pattern: "van-*", changes: [.set(.silenceSeconds(4))])])
+        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: policy), now: { [clock = self.clock] in clock.now })
+        let names = ["studio-a", "van-1", "field-1"]
+        let recorders = names.enumerated().map { index, name in
+            directory.streamOpened(StreamOpening(
+                id: UUID(uuidString: "00000000-0000-4000-8000-00000000000\(index + 2)") ?? UUID(), name: name, peer: "127.0.0.1:40000",
+                format: Self.stereo, started: clock.now, startSampleTime: 0, file: "\(name).caf", resumed: false, durableSampleTime: 0))
+        }
+        var raisedAt: [String: Int] = [:]
+        for step in 1...10 {
+            clock.advance(0.5)
+            for recorder in recorders {
+                recorder.audioReceived(endSampleTime: Int64(step) * 24_000, levels: try levels(peak: [12_000, 12_000], rms: [12_000, 12_000]))
+            }
+            for row in directory.snapshot() where row.alarms == [.silence] && raisedAt[row.name] == nil { raisedAt[row.name] = step }
+        }
+        XCTAssertEqual(raisedAt, ["field-1": 5, "van-1": 9], "2 s and 4 s after the first silent AudioData at 0.5 s; none for studio-a")
+    }
+
     func testAlarmsCanBeOff() throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: nil), now: { [clock = self.clock] in clock.now })
+        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: .off), now: { [clock = self.clock] in clock.now })
         let recorder = directory.streamOpened(opening())
         for step in 0..<40 {
             clock.advance(0.5)

@@ -28,12 +28,12 @@ public final class StreamDirectory: @unchecked Sendable {
         public var levelsInterval: TimeInterval
         /// Events a subscriber may have unread before it is dropped.
         public var subscriberBufferLimit: Int
-        /// When each stream's alarms are raised and cleared; nil turns alarms off.
-        public var alarms: StreamAlarmConditions?
+        /// When each stream's alarms are raised and cleared (`StreamAlarmPolicy.off`: never).
+        public var alarms: StreamAlarmPolicy
 
         public init(
             resumeWindow: TimeInterval, finishedRetention: TimeInterval = 600, maximumFinished: Int = 1_000, levelsInterval: TimeInterval = 0.1,
-            subscriberBufferLimit: Int = 4_096, alarms: StreamAlarmConditions? = StreamAlarmConditions()
+            subscriberBufferLimit: Int = 4_096, alarms: StreamAlarmPolicy = StreamAlarmPolicy()
         ) {
             self.alarms = alarms
             self.resumeWindow = resumeWindow
@@ -201,10 +201,11 @@ final class StreamEntry: @unchecked Sendable {
     private var levels: AudioLevels?
     private var lastLevelsEvent = Date.distantPast
     private var alarms: StreamAlarmMachine?
+    private let policy: StreamAlarmPolicy
     private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
 
     init(
-        opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, alarms conditions: StreamAlarmConditions?,
+        opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, alarms policy: StreamAlarmPolicy,
         alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void, now: @escaping @Sendable () -> Date
     ) {
         self.opening = opening
@@ -214,7 +215,8 @@ final class StreamEntry: @unchecked Sendable {
         self.now = now
         durableSampleTime = opening.durableSampleTime
         acknowledgedSampleTime = opening.durableSampleTime
-        alarms = conditions.map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
+        self.policy = policy
+        alarms = policy.conditions(forStream: opening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
     }
 
     /// Feeds the stream's alarm machine; publishes and reports what it raised or cleared. Call
@@ -248,10 +250,8 @@ final class StreamEntry: @unchecked Sendable {
                 gapFrames = 0
                 lastAudio = nil
                 levels = nil
-                if let conditions = alarms?.conditions {
-                    feedAlarms(.connection(.finished), at: now())
-                    alarms = StreamAlarmMachine(conditions: conditions, startedAt: now())
-                }
+                feedAlarms(.connection(.finished), at: now())
+                alarms = policy.conditions(forStream: newOpening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
             }
             opening = newOpening
             state = .live

@@ -53,7 +53,7 @@ enum ConsolePage {
         .empty { opacity: .7; }
         .banner { padding: .5em 1em; background: var(--bad); color: white; font-weight: 600; }
         tr.alarmed { background: #c6282822; }
-        .alarm { display: inline-block; margin: .15em .3em 0 0; padding: 0 .4em; border-radius: 3px; background: var(--bad); color: white; font-size: .8em; }
+        .alarm { display: inline-block; margin: 0 0 0 .4em; padding: 0 .4em; border-radius: 3px; background: var(--bad); color: white; font-size: .8em; }
         @media (max-width: 640px) {
           thead { display: none; }
           table, tbody, tr, td { display: block; width: auto; }
@@ -120,14 +120,7 @@ enum ConsolePage {
           const state = row.querySelector(".state");
           state.textContent = stream.state;
           state.className = "state state-" + stream.state;
-          const alarms = stream.alarms || [];
-          for (const kind of alarms) {
-            const badge = document.createElement("div");
-            badge.className = "alarm";
-            badge.textContent = kind;
-            state.appendChild(badge);
-          }
-          row.classList.toggle("alarmed", alarms.length > 0);
+          showAlarms(row);
           const elapsed = (Date.now() - Date.parse(stream.started)) / 1000;
           const lag = Math.max(0, elapsed - stream.seconds_on_disk);
           row.querySelector(".disk").textContent = seconds(stream.seconds_on_disk) +
@@ -137,6 +130,20 @@ enum ConsolePage {
           meters(row.querySelector(".levels"), stream.levels);
           document.getElementById("streams").hidden = rows.size === 0;
           document.getElementById("empty").hidden = rows.size !== 0;
+        }
+
+        // A row's raised alarms: a badge each in its state cell, the row tinted, and the banner.
+        function showAlarms(row) {
+          const alarms = row.stream.alarms || [];
+          const state = row.querySelector(".state");
+          for (const badge of [...state.querySelectorAll(".alarm")]) badge.remove();
+          for (const kind of alarms) {
+            const badge = document.createElement("div");
+            badge.className = "alarm";
+            badge.textContent = kind;
+            state.appendChild(badge);
+          }
+          row.classList.toggle("alarmed", alarms.length > 0);
           banner();
         }
 
@@ -190,7 +197,7 @@ enum ConsolePage {
           events.addEventListener("alarm", (e) => {
             const alarm = JSON.parse(e.data);
             const row = rows.get(alarm.id);
-            if (row) { row.stream.alarms = alarm.raised; render(row.stream); }
+            if (row) { row.stream.alarms = alarm.raised; showAlarms(row); }
           });
           events.addEventListener("gap", (e) => {
             const gap = JSON.parse(e.data);

@@ -33,18 +33,7 @@ enum PCMSampleCodec {
     /// Reads sample `index` as a float in the nominal range [-1, 1].
     @inline(__always)
     static func loadFloat(_ bytes: UnsafeRawBufferPointer, sampleIndex index: Int, format: PCMSampleFormat) -> Float {
-        switch format {
-        case .f32:
-            let bits = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self))
-            return Float(bitPattern: bits)
-        case .s16:
-            let value = Int16(littleEndian: bytes.loadUnaligned(fromByteOffset: index * 2, as: Int16.self))
-            return Float(value) * (1 / 32_768)
-        case .s24:
-            return Float(loadInteger(bytes, sampleIndex: index, format: .s24) >> 8) * (1 / 8_388_608)
-        case .s32:
-            return Float(loadInteger(bytes, sampleIndex: index, format: .s32)) * (1 / 2_147_483_648)
-        }
+        PCMSampleReader(sample: format).float(bytes, sampleIndex: index)
     }
 
     /// Reads sample `index` as a 16-bit integer (rounded and clipped as described above).

@@ -22,6 +22,7 @@ import Darwin
 public final class LoudnessMeter {
     private let state: UnsafeMutablePointer<ebur128_state>
     private let sample: PCMSampleFormat
+    private let reader: PCMSampleReader
     private let channelCount: Int
     /// Each channel's true peak (linear, 1 = full scale) since the last `take()`.
     private var truePeaks: [Double]
@@ -38,6 +39,7 @@ public final class LoudnessMeter {
         guard let state = ebur128_init(UInt32(format.channelCount), UInt(format.sampleRate), mode) else { return nil }
         self.state = state
         self.sample = sample
+        reader = PCMSampleReader(sample: sample)
         channelCount = format.channelCount
         truePeaks = Array(repeating: 0, count: format.channelCount)
     }
@@ -54,8 +56,9 @@ public final class LoudnessMeter {
         guard frames > 0, let base = buffer.bytes.baseAddress else { return }
         let samples = frames * channelCount
         if scratch.count < samples { scratch = Array(repeating: 0, count: samples) }
+        let bytes = UnsafeRawBufferPointer(start: base, count: samples * sample.bytesPerSample)
         scratch.withUnsafeMutableBufferPointer { floats in
-            Self.convert(base, sample: sample, count: samples, into: floats)
+            for index in 0..<samples { floats[index] = reader.float(bytes, sampleIndex: index) }
             guard let pointer = floats.baseAddress else { return }
             guard ebur128_add_frames_float(state, pointer, frames) == EBUR128_SUCCESS.rawValue else { return }
             for channel in 0..<channelCount {
@@ -72,12 +75,8 @@ public final class LoudnessMeter {
     /// call, and starts the next true-peak span; nil when nothing was measured since the last call.
     public func take() -> Loudness? {
         guard framesSinceTake > 0 else { return nil }
-        var momentary = -Double.infinity
-        var shortTerm = -Double.infinity
-        if ebur128_loudness_momentary(state, &momentary) != EBUR128_SUCCESS.rawValue { momentary = -.infinity }
-        if ebur128_loudness_shortterm(state, &shortTerm) != EBUR128_SUCCESS.rawValue { shortTerm = -.infinity }
         let reading = Loudness(
-            momentaryLUFS: Self.finiteOrSilence(momentary), shortTermLUFS: Self.finiteOrSilence(shortTerm),
+            momentaryLUFS: loudness(ebur128_loudness_momentary), shortTermLUFS: loudness(ebur128_loudness_shortterm),
             truePeakDBTP: truePeaks.map { $0 > 0 ? 20 * log10($0) : -.infinity }
         )
         for channel in truePeaks.indices { truePeaks[channel] = 0 }
@@ -85,31 +84,11 @@ public final class LoudnessMeter {
         return reading
     }
 
-    /// libebur128 reports silence as −HUGE_VAL; anything not finite above it is silence too.
-    private static func finiteOrSilence(_ value: Double) -> Double { value.isFinite ? value : -.infinity }
-
-    /// Little-endian interleaved samples as floats at full scale ±1.
-    private static func convert(_ base: UnsafeRawPointer, sample: PCMSampleFormat, count: Int, into floats: UnsafeMutableBufferPointer<Float>) {
-        switch sample {
-        case .s16:
-            for index in 0..<count {
-                floats[index] = Float(Int16(littleEndian: base.loadUnaligned(fromByteOffset: index * 2, as: Int16.self))) / 32_768
-            }
-        case .s24:
-            for index in 0..<count {
-                let pointer = base + index * 3
-                let unsigned = UInt32(pointer.load(as: UInt8.self)) | UInt32(pointer.load(fromByteOffset: 1, as: UInt8.self)) << 8
-                    | UInt32(pointer.load(fromByteOffset: 2, as: UInt8.self)) << 16
-                floats[index] = Float(Int32(bitPattern: unsigned << 8) >> 8) / 8_388_608
-            }
-        case .s32:
-            for index in 0..<count {
-                floats[index] = Float(Int32(littleEndian: base.loadUnaligned(fromByteOffset: index * 4, as: Int32.self))) / 2_147_483_648
-            }
-        case .f32:
-            for index in 0..<count {
-                floats[index] = Float(bitPattern: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
-            }
-        }
+    /// One of libebur128's loudness readings, in LUFS. It reports silence as −HUGE_VAL; a failed
+    /// reading, or anything else not finite, counts as silence too.
+    private func loudness(_ read: (UnsafeMutablePointer<ebur128_state>, UnsafeMutablePointer<Double>) -> Int32) -> Double {
+        var value = -Double.infinity
+        guard read(state, &value) == EBUR128_SUCCESS.rawValue, value.isFinite else { return -.infinity }
+        return value
     }
 }

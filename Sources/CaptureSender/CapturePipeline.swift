@@ -16,7 +16,7 @@ import Foundation
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
 /// may allocate and the log may take its lock there.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards the mutable figures (failure, ends, level and loudness meters); the encoder runs on the queue's delivery thread only; the queue and the log are thread-safe.
+/// Sendability (`@unchecked Sendable`): `lock` guards the mutable figures (failure, ends, level meters, the latest loudness); the encoder and the loudness meter run on the queue's delivery thread only (and in `waitAndFinish` once it has ended); the queue and the log are thread-safe.
 public final class CapturePipeline: @unchecked Sendable {
     /// The queue, for its lifecycle (pause/resume/stop) and statistics.
     public let queue: CaptureQueue
@@ -47,7 +47,8 @@ public final class CapturePipeline: @unchecked Sendable {
     /// ones (AudioData `levels`); folded into `levels` when taken.
     private var packetLevels: LevelMeter
     /// The EBU R128 loudness of everything captured, read with each AudioData's levels; nil when
-    /// the capture is not linear PCM or not measured (`LoudnessMeasurement`).
+    /// the capture is not linear PCM or not measured (`LoudnessMeasurement`). Used on the delivery
+    /// thread only, like the encoder, so its milliseconds of work never hold `lock`.
     private let loudnessMeter: LoudnessMeter?
     /// The loudness read with the last packets logged, for the status display.
     private var latestLoudness: Loudness?
@@ -107,12 +108,12 @@ public final class CapturePipeline: @unchecked Sendable {
     /// The levels and loudness of the audio captured since the last packets were logged, for the
     /// packets logged now; the status display's meter gets them too.
     private func takePacketLevels() -> AudioLevels? {
-        let (reading, loudness) = lock.withLock {
+        let loudness = loudnessMeter?.take()
+        let reading = lock.withLock {
             let reading = packetLevels.take()
             levels.add(reading)
-            let loudness = loudnessMeter?.take()
             if let loudness { latestLoudness = loudness }
-            return (reading, loudness)
+            return reading
         }
         return AudioLevels(reading, loudness: loudness)
     }
@@ -121,10 +122,8 @@ public final class CapturePipeline: @unchecked Sendable {
         // Measured before encoding, so PCM and Opus carry the same levels. An encoder that
         // accumulates whole frames (Opus) may log nothing for this buffer: its levels then go with
         // the next packets.
-        lock.withLock {
-            packetLevels.measure(buffer)
-            loudnessMeter?.measure(buffer)
-        }
+        lock.withLock { packetLevels.measure(buffer) }
+        loudnessMeter?.measure(buffer)
         if buffer.framesLostBefore > 0 {
             let lost = Int64(buffer.framesLostBefore)
             lock.withLock { reportedLost += lost }

@@ -2,7 +2,7 @@ import CaptureWire
 import Foundation
 
 /// What a stream can be alarmed for, as the watch desk names it (`kind` in events and metrics).
-public enum StreamAlarmKind: String, CaseIterable, Sendable, Codable, Comparable {
+public enum StreamAlarmKind: String, CaseIterable, Sendable, Codable {
     /// Every channel below the silence threshold for the silence duration.
     case silence
     /// More than the allowed number of clipped buffers within the clipping window.
@@ -13,10 +13,6 @@ public enum StreamAlarmKind: String, CaseIterable, Sendable, Codable, Comparable
     case linkDown = "link-down"
     /// Connected, but no audio received for the no-audio duration.
     case noAudio = "no-audio"
-
-    public static func < (lhs: Self, rhs: Self) -> Bool {
-        allCases.firstIndex(of: lhs) ?? 0 < allCases.firstIndex(of: rhs) ?? 0
-    }
 }
 
 /// When the receiver raises and clears each alarm (`--alarm-*` options). Each condition must hold

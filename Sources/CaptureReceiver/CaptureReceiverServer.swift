@@ -41,6 +41,7 @@ public final class CaptureReceiverServer: Sendable {
     private let writerPool: WriterPool
     private let outputDirectory: String
     private let handOff: FinishedFileHandOff?
+    private let alarmHook: AlarmHook?
     private let logger: Logger
     /// The streams this receiver has seen, with their state and levels, for the console and API.
     public let directory: StreamDirectory
@@ -50,10 +51,11 @@ public final class CaptureReceiverServer: Sendable {
     private init(
         channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory,
         listening: LiveListeningRegistry,
-        outputDirectory: String, handOff: FinishedFileHandOff?, logger: Logger
+        outputDirectory: String, handOff: FinishedFileHandOff?, alarmHook: AlarmHook?, logger: Logger
     ) throws {
         self.outputDirectory = outputDirectory
         self.handOff = handOff
+        self.alarmHook = alarmHook
         self.channel = channel
         self.directory = directory
         self.listening = listening
@@ -80,6 +82,9 @@ public final class CaptureReceiverServer: Sendable {
         let overflow = RepeatedEventSummary()
         // Hand-offs a previous run did not complete run again.
         configuration.handOff?.start()
+        // Alarms raised before the last stop stay raised; hook runs not completed then run again.
+        let alarmHook = configuration.alarmHook
+        alarmHook?.start(resumeWindow: configuration.resumeWindow)
         AbandonedStreamSweeper.start(configuration: configuration, writerPool: writerPool, eventLoop: group.next(), logger: logger)
         let metrics = configuration.metrics
         let directory = StreamDirectory(
@@ -94,7 +99,8 @@ public final class CaptureReceiverServer: Sendable {
             case .cleared: logger.notice("alarm cleared: \(alarm.kind.rawValue): \(alarm.detail)", metadata: metadata)
             }
             metrics?.alarm(stream: alarm.name, kind: alarm.kind.rawValue, raised: alarm.change == .raised)
-        })
+            alarmHook?.tell(alarm)
+        }, restoredAlarms: { stream in alarmHook?.restoredAlarms(of: stream) ?? [] })
         group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
         let listening = LiveListeningRegistry()
         let bootstrap = ServerBootstrap(group: group)
@@ -157,7 +163,7 @@ public final class CaptureReceiverServer: Sendable {
             let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
             return try CaptureReceiverServer(
                 channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory, listening: listening,
-                outputDirectory: configuration.outputDirectory, handOff: configuration.handOff, logger: logger)
+                outputDirectory: configuration.outputDirectory, handOff: configuration.handOff, alarmHook: alarmHook, logger: logger)
         } catch {
             try? group.syncShutdownGracefully()
             writerPool.shutDown()
@@ -197,6 +203,7 @@ public final class CaptureReceiverServer: Sendable {
         // Running hand-off commands are stopped (their process groups: SIGTERM, then SIGKILL) while
         // the files finish; they run again at the next start, and none outlives the receiver.
         handOff?.beginStopping()
+        alarmHook?.beginStopping()
         try? channel.close().wait()
         registry.shutDownAll()
         let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
@@ -209,6 +216,9 @@ public final class CaptureReceiverServer: Sendable {
         try? group.syncShutdownGracefully()
         if let handOff, !handOff.waitUntilStopped(deadline: started + max(timeout, FinishedFileHandOff.stopGrace + 1)) {
             logger.error("a hand-off command still ran when the receiver stopped; its hand-off runs again at the next start, once that command has ended")
+        }
+        if let alarmHook, !alarmHook.waitUntilStopped(deadline: started + max(timeout, FinishedFileHandOff.stopGrace + 1)) {
+            logger.error("an alarm hook command still ran when the receiver stopped; it runs again at the next start, once that command has ended")
         }
         return clean
     }

@@ -67,6 +67,8 @@ public struct ReceiverConfiguration: Sendable {
     public var segmentLength: Duration? = nil
     /// Hands finished files on (`--on-finalize`, `--export-on-finalize`); nil: nothing runs.
     public var handOff: FinishedFileHandOff? = nil
+    /// Tells each alarm raised and cleared to a command (`--on-alarm`); nil: none runs.
+    public var alarmHook: AlarmHook? = nil
     /// How recordings are named (`--name-template`).
     public var nameTemplate: FileNameTemplate = .standard
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CaptureCLISupport
 import CaptureReceiver
+import Logging
 
 /// capture-recv's alarm conditions: when a stream's silence, clipping, loudness, link-down and
 /// no-audio alarms are raised (docs/HTTP-API.md, "Alarms"). Each condition must hold for its
@@ -76,7 +77,21 @@ struct AlarmOptions: ParsableArguments {
             valueName: "PATTERN:CHANGES"))
     var alarmOverride: [String] = []
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Run this shell command once for each alarm raised and once for each alarm cleared: `sh -c CMD capture-recv-alarm CHANGE KIND STREAM` ($1 raised or cleared, $2 silence, clipping, loudness, link-down or no-audio, $3 the stream's name), in the output folder, with CAPTURE_ALARM_ID (unique per raise or clear), CAPTURE_ALARM_CHANGE, CAPTURE_ALARM_KIND, CAPTURE_ALARM_SINCE (ISO 8601, UTC), CAPTURE_ALARM_DETAIL, CAPTURE_ALARMS_RAISED, CAPTURE_STREAM_NAME, CAPTURE_STREAM_ID in its environment, its output logged when it fails. One at a time, in the order the alarms happened; at least once (journaled in OUT/.alarm-hook), retried with backoff until it exits 0; a raise is told once, also across a restart (a stream that resumes gets its raised alarms back, and they clear as usual). Example: 'curl -fsS -d \"$3: $2 $1\" https://ntfy.sh/desk'. (default: none)",
+        valueName: "CMD"))
+    var onAlarm: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How long one run of --on-alarm may take, 1 second to 1 hour (e.g. 30s, 5m): past it the command's process group gets SIGTERM (SIGKILL 5 s later), and the attempt is logged as timed out and retried with the backoff. (default: 1m)",
+        valueName: "DURATION"))
+    var onAlarmTimeout: String?
+
     func validate() throws {
+        if let onAlarm, onAlarm.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("--on-alarm is empty; give the command to run for each alarm raised or cleared, e.g. 'logger -t desk \"$3: $2 $1\"'")
+        }
+        if let onAlarmTimeout { _ = try Self.parseTimeout(onAlarmTimeout) }
         _ = try overrides()
         guard alarmLoudnessMin <= alarmLoudnessMax else {
             throw ValidationError("--alarm-loudness-min (\(alarmLoudnessMin) LUFS) must not be above --alarm-loudness-max (\(alarmLoudnessMax) LUFS)")
@@ -144,4 +159,20 @@ struct AlarmOptions: ParsableArguments {
     func apply(to configuration: inout ReceiverConfiguration) {
         configuration.alarms = StreamAlarmPolicy(conditions: conditions, enabled: !noAlarms, overrides: (try? overrides()) ?? [])
     }
+
+    /// Sets up `--on-alarm` (once the output folder is known).
+    func applyHook(to configuration: inout ReceiverConfiguration, logger: Logger) throws {
+        guard let onAlarm else { return }
+        let timeout = try onAlarmTimeout.map(Self.parseTimeout) ?? Self.defaultTimeout
+        configuration.alarmHook = AlarmHook(
+            outputDirectory: configuration.outputDirectory, settings: .init(command: onAlarm, timeout: .seconds(timeout)), logger: logger)
+    }
+
+    /// `--on-alarm-timeout`'s seconds: at least 1 s, at most an hour.
+    static func parseTimeout(_ text: String) throws -> Int64 {
+        try DurationText.seconds(text, option: "--on-alarm-timeout", range: 1...3_600)
+    }
+
+    /// A minute.
+    static let defaultTimeout: Int64 = 60
 }

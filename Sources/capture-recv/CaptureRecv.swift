@@ -173,6 +173,7 @@ struct Serve: AsyncParsableCommand {
         applyLimits(to: &configuration, capacity: capacity)
         configuration.applicationName = "capture-recv \(ProgramVersion.version)"
         try recordings.apply(to: &configuration, logger: logger)
+        try alarmOptions.applyHook(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)
         let access: ConsoleAccess?
         do {

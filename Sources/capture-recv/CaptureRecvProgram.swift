@@ -68,6 +68,8 @@ enum ReceiveRanges {
     static let segment = NumericOption("segment", .duration, 1...86_400)
     /// Checked by RecordingOptions with DurationText (1 second to 24 hours).
     static let onFinalizeTimeout = NumericOption("on-finalize-timeout", .duration, 1...86_400)
+    /// Checked by AlarmOptions with DurationText (1 second to 1 hour).
+    static let onAlarmTimeout = NumericOption("on-alarm-timeout", .duration, 1...3_600)
     static let alarmSilenceDBFS = NumericOption("alarm-silence-dbfs", .real, -120...0, unit: "dBFS")
     static let alarmSilenceSeconds = NumericOption("alarm-silence-s", .real, 0.5...86_400, unit: "seconds")
     static let alarmClippedBuffers = NumericOption("alarm-clipped-buffers", .integer, 0...1_000_000, minimumMeaning: "any clipped buffer")
@@ -84,6 +86,6 @@ enum ReceiveRanges {
         maxStreams, maxFrameBytes, syncMs, handshakeTimeout, idleTimeout, authFailureLimit, authBlockSeconds, resumeWindow,
         maxWaitingStreams, checkpointSeconds, segment, onFinalizeTimeout, days,
         alarmSilenceDBFS, alarmSilenceSeconds, alarmClippedBuffers, alarmClippingWindow, alarmLoudnessMin, alarmLoudnessMax, alarmLoudnessSeconds,
-        alarmLinkDownSeconds, alarmNoAudioSeconds,
+        alarmLinkDownSeconds, alarmNoAudioSeconds, onAlarmTimeout,
     ]
 }

@@ -42,9 +42,9 @@ final class HandOffRunTests: XCTestCase {
         try journal.record(first)
         try journal.record(second)
         try journal.record(first)  // the same file again: one entry
-        XCTAssertEqual(Set(HandOffJournal(outputDirectory: folder).entries().recordings.map(\.relativePath)), ["a/b_100000.caf", "a/b_100010.caf"])
+        XCTAssertEqual(Set(HandOffJournal(outputDirectory: folder).entries().entries.map(\.relativePath)), ["a/b_100000.caf", "a/b_100010.caf"])
         try XCTUnwrap(locked(journal.lock(first.relativePath))).complete()
-        XCTAssertEqual(HandOffJournal(outputDirectory: folder).entries().recordings, [second])
+        XCTAssertEqual(HandOffJournal(outputDirectory: folder).entries().entries, [second])
         try Data("not json".utf8).write(to: URL(fileURLWithPath: journal.folder).appendingPathComponent("broken.json"))
         XCTAssertEqual(HandOffJournal(outputDirectory: folder).entries().damaged.count, 1)
     }
@@ -72,7 +72,7 @@ final class HandOffRunTests: XCTestCase {
         longer.frames = 960_000
         try journal.record(longer)
         lock.complete()
-        XCTAssertEqual(journal.entries().recordings, [longer])
+        XCTAssertEqual(journal.entries().entries, [longer])
         guard case .locked(_, let entry) = journal.lock(recording.relativePath) else { return XCTFail("not locked") }
         XCTAssertEqual(entry, longer, "the run reads the entry as it is now")
     }
@@ -91,7 +91,7 @@ final class HandOffRunTests: XCTestCase {
         let directory: String = folder
         Thread.detachNewThread {
             let (ending, _) = command.run(
-                command: "touch \(started); while [ ! -e \(release) ]; do sleep 0.05; done", file: "x", environment: [:], directory: directory, lockDescriptor: descriptor)
+                command: "touch \(started); while [ ! -e \(release) ]; do sleep 0.05; done", name: "capture-recv-hook", arguments: ["x"], environment: [:], directory: directory, lockDescriptor: descriptor)
             XCTAssertEqual(ending, .exited(0))
             ended.fulfill()
         }
@@ -108,7 +108,7 @@ final class HandOffRunTests: XCTestCase {
     }
 
     private static func run(_ text: String, in folder: String, lock: Int32? = nil, command: HandOffCommand = HandOffCommand()) -> (HandOffCommand.Ending, String) {
-        command.run(command: text, file: "/the/file.caf", environment: ["PATH": "/usr/bin:/bin", "CAPTURE_X": "1"], directory: folder, lockDescriptor: lock)
+        command.run(command: text, name: "capture-recv-hook", arguments: ["/the/file.caf"], environment: ["PATH": "/usr/bin:/bin", "CAPTURE_X": "1"], directory: folder, lockDescriptor: lock)
     }
 
     func testTheCommandRunsInItsOwnGroupWithPipesTheLockAndDefaultSignals() throws {

@@ -166,4 +166,22 @@ final class HandOffScheduleTests: XCTestCase {
             (.runEnded(path: "a.caf", outcome: .failed, now: 66 * s), [.keptForNextStart(path: "a.caf"), .stopped], #line),
         ])
     }
+
+    /// `inOrder` (the alarm hook): one run at a time in enqueue order; a job being retried holds
+    /// back every later one, so a clear is never told before its raise.
+    func testInOrderRunsOneJobAtATimeAndARetriedJobHoldsBackTheLaterOnes() {
+        var ordered = limits
+        ordered.inOrder = true
+        let schedule = play([
+            (.enqueued(path: "1-raise", now: 0), [.start(path: "1-raise", attempt: 1), .wake(at: 60 * s)], #line),
+            // Slots are free, but the first job runs: the second waits.
+            (.enqueued(path: "2-clear", now: 0), [.wake(at: 60 * s)], #line),
+            // The first fails: retried in 1 s, and the second still waits behind it.
+            (.runEnded(path: "1-raise", outcome: .failed, now: 10), [.retry(path: "1-raise", at: 10 + s, afterAttempt: 1, timedOut: false), .wake(at: 10 + s)], #line),
+            (.tick(now: 10 + s), [.start(path: "1-raise", attempt: 2), .wake(at: 61 * s + 10)], #line),
+            (.runEnded(path: "1-raise", outcome: .succeeded, now: 20 + s), [.completed(path: "1-raise"), .start(path: "2-clear", attempt: 1), .wake(at: 61 * s + 20)], #line),
+            (.runEnded(path: "2-clear", outcome: .succeeded, now: 30 + s), [.completed(path: "2-clear")], #line),
+        ], limits: ordered)
+        XCTAssertEqual(schedule.pending, 0)
+    }
 }

@@ -110,4 +110,29 @@ final class StreamAlarmMachineTests: XCTestCase {
         XCTAssertEqual(transitions, [StreamAlarmTransition(
             kind: .silence, change: .raised, since: start, detail: "every channel below -60.0 dBFS for 10 s (loudest peak -75.0 dBFS)")])
     }
+
+    /// Alarms raised before a restart, given back when the stream resumes: each is raised again at
+    /// once, and clears as its own condition says (link down at once: the stream is connected).
+    func testRestoredAlarmsAreRaisedAgainAndClearAsUsual() {
+        var machine = StreamAlarmMachine(conditions: .init(), startedAt: start)
+        let restored = machine.restore([.noAudio, .silence, .linkDown, .clipping, .loudness], at: start)
+        XCTAssertEqual(restored.map { "\($0.kind.rawValue) \($0.change.rawValue)" }, [
+            "silence raised", "clipping raised", "loudness raised", "link-down raised", "link-down cleared", "no-audio raised",
+        ])
+        XCTAssertTrue(restored.allSatisfy { $0.change == .cleared || $0.detail == "raised before the receiver restarted, not cleared since" })
+        XCTAssertEqual(machine.raised, [.silence, .clipping, .loudness, .noAudio])
+        XCTAssertEqual(machine.restore([.silence], at: start), [], "an alarm already raised is not raised twice")
+        var out: [String] = []
+        for (seconds, event) in audio(from: 0.5, to: 12, peak: -20, shortTerm: -20) {
+            for transition in machine.handle(event, at: start.addingTimeInterval(seconds)) {
+                out.append("\(Self.format(seconds)) \(transition.kind.rawValue) \(transition.change.rawValue)")
+            }
+        }
+        XCTAssertEqual(out, [
+            "0.5 no-audio cleared", "2.5 silence cleared", "2.5 loudness cleared", "10 clipping cleared",
+        ], "audio clears no audio; 2 s of sound and of loudness in range clear theirs; a clipping window without a clip clears clipping")
+        var finished = StreamAlarmMachine(conditions: .init(), startedAt: start)
+        _ = finished.handle(.connection(.finished), at: start)
+        XCTAssertEqual(finished.restore([.silence], at: start), [], "a finished stream takes nothing back")
+    }
 }

@@ -96,6 +96,68 @@ final class AlarmEndToEndTests: XCTestCase {
         XCTAssertEqual(receiver.stop(), 0, receiver.child.standardError)
     }
 
+    /// `--on-alarm` runs exactly once for the raise and once for the clear of a silence alarm, with
+    /// the receiver SIGKILLed in between: the restarted receiver gives the resumed stream its
+    /// raised alarm back, does not tell it again, and tells its clear when the tone comes back.
+    func testTheAlarmHookRunsOncePerRaiseAndPerClearAcrossAReceiverKill() throws {
+        // 2 s of a -12 dBFS tone, 20 s of digital silence, 8 s of the tone again.
+        let take = work.appendingPathComponent("take.wav").path
+        let made = try ToolRunner.run("sox", [
+            "-n", "-r", "48000", "-c", "2", "-b", "16", take,
+            "synth", "2", "sine", "440", "vol", "0.25", ":", "synth", "20", "sine", "440", "vol", "0", ":", "synth", "8", "sine", "440", "vol", "0.25",
+        ])
+        XCTAssertEqual(made.exitStatus, 0, made.errorText)
+        Unprivileged.handOver(take)
+        let output = work.appendingPathComponent("out")
+        let told = work.appendingPathComponent("told.log")
+        let hook = #"printf '%s %s %s %s %s\n' "$1" "$2" "$3" "$CAPTURE_ALARM_CHANGE" "$CAPTURE_ALARM_ID" >> "# + told.path
+        // The silence alarm only (20 s of silence would raise the loudness alarm too).
+        let options = ["--on-alarm", hook, "--alarm-silence-s", "2", "--alarm-loudness-s", "86400", "--log-level", "info", "--http", "127.0.0.1:0"]
+            + Resilience.receiverOptions
+        let first = try ReceiverUnderTest(extraArguments: options, outputDirectory: output)
+        let sender = try ChildProcess(Products.send, [
+            first.address, "--source", "file", "--file", take, "--stream-name", "muted-mic", "--buffer-seconds", "0.1",
+        ] + Resilience.senderOptions(spool: work.appendingPathComponent("spool")))
+        func toldLines() -> [[Substring]] {
+            ((try? String(contentsOf: told, encoding: .utf8)) ?? "").split(separator: "\n").map { $0.split(separator: " ") }
+        }
+        func pendingRuns() -> Int {
+            ((try? FileManager.default.contentsOfDirectory(atPath: output.appendingPathComponent(".alarm-hook").path)) ?? []).filter { $0.hasSuffix(".json") }.count
+        }
+        Resilience.waitUntil("the raise was told") { toldLines().count == 1 }
+        Resilience.waitUntil("its run completed (its journal entry is gone)") { pendingRuns() == 0 }
+        first.child.signal(SIGKILL)
+        _ = first.child.wait(seconds: 10)
+        let second = try ReceiverUnderTest(extraArguments: options, outputDirectory: output, port: first.port)
+        Resilience.waitUntil("the clear was told") { toldLines().count == 2 }
+        XCTAssertEqual(Resilience.finish(sender), 0, sender.standardError)
+        let runs = toldLines()
+        XCTAssertEqual(runs.map { $0.prefix(4).joined(separator: " ") }, ["raised silence muted-mic raised", "cleared silence muted-mic cleared"], "\(runs)")
+        XCTAssertEqual(Set(runs.compactMap(\.last)).count, 2, "each run has its own CAPTURE_ALARM_ID: \(runs)")
+        let log = second.child.standardError
+        XCTAssertEqual(lines(log, containing: "alarm raised: silence: raised before the receiver restarted").count, 1, log)
+        XCTAssertEqual(lines(log, containing: "alarm cleared: silence").count, 1, log)
+        XCTAssertEqual(lines(log, containing: "alarm hook done").count, 1, "only the clear ran in the second receiver: \(log)")
+        XCTAssertEqual(second.stop(), 0, log)
+        XCTAssertEqual(toldLines().count, 2, "nothing more at the stop")
+        XCTAssertEqual(pendingRuns(), 0)
+    }
+
+    func testTheAlarmHooksOptionsAreCheckedAndDocumented() throws {
+        let never = work.appendingPathComponent("never").path
+        let empty = try ToolRunner.run(Products.recv, ["--out", never, "--on-alarm", " "])
+        XCTAssertEqual(empty.exitStatus, 64, empty.errorText)
+        XCTAssertTrue(empty.errorText.contains("--on-alarm is empty; give the command to run for each alarm raised or cleared"), empty.errorText)
+        for value in ["0s", "2h", "soon"] {
+            let run = try ToolRunner.run(Products.recv, ["--out", never, "--on-alarm", "true", "--on-alarm-timeout=\(value)"])
+            XCTAssertEqual(run.exitStatus, 64, "\(value): \(run.errorText)")
+            XCTAssertTrue(run.errorText.contains("--on-alarm-timeout \(value) is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 1 hour)"), "\(value): \(run.errorText)")
+        }
+        let help = try ToolRunner.run(Products.recv, ["--help"])
+        let text = help.outputText.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        XCTAssertTrue(text.contains("--on-alarm <CMD>") && text.contains("--on-alarm-timeout <DURATION>") && text.contains("(default: 1m)"), help.outputText)
+    }
+
     func testAClippedToneRaisesTheClippingAlarmAndTheStreamsEndClearsIt() throws {
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0"])
         let port = try receiver.httpPort()

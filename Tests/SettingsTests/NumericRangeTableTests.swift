@@ -57,7 +57,7 @@ final class NumericRangeTableTests: XCTestCase {
         "capture-recv": [
             "out", "listen", "log-format", "log-level", "tls-cert", "tls-key", "client-ca", "token-file", "http", "metrics",
             "http-token-file", "http-allow-host", "name-template", "on-finalize", "export-on-finalize", "to", "host", "owner", "log-dir",
-            "alarm-override",
+            "alarm-override", "on-alarm",
         ],
     ]
 

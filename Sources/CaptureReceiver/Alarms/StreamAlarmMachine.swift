@@ -152,6 +152,38 @@ public struct StreamAlarmMachine: Sendable {
         return out
     }
 
+    /// Takes back alarms raised on the stream before the receiver restarted (the `--on-alarm` hook
+    /// remembers them), when the stream resumes: each is raised again at `time`, so the desk sees
+    /// it, and then clears as usual. Silence and loudness clear once their levels are over; clipping
+    /// once a whole clipping window passes without a clipped buffer; no audio with the next audio;
+    /// link down at once, as the stream is connected again.
+    public mutating func restore(_ kinds: [StreamAlarmKind], at time: Date) -> [StreamAlarmTransition] {
+        guard state != .finished else { return [] }
+        var out: [StreamAlarmTransition] = []
+        let detail = "raised before the receiver restarted, not cleared since"
+        for kind in StreamAlarmKind.allCases where kinds.contains(kind) && !raised.contains(kind) {
+            out.append(.init(kind: kind, change: .raised, since: time, detail: detail))
+            switch kind {
+            case .silence:
+                silence = Debounce(holdingSince: time, overSince: nil, raised: true)
+            case .loudness:
+                loudness = Debounce(holdingSince: time, overSince: nil, raised: true)
+            case .clipping:
+                clippingRaised = true
+                clipped.append(time)
+            case .noAudio:
+                noAudioRaised = true
+            case .linkDown:
+                if state == .reconnecting {
+                    linkDownRaised = true
+                } else {
+                    out.append(.init(kind: .linkDown, change: .cleared, since: time, detail: "the sender is connected again"))
+                }
+            }
+        }
+        return out
+    }
+
     /// The level conditions for one AudioData's levels.
     private mutating func measure(_ levels: AudioLevels, at time: Date) -> [StreamAlarmTransition] {
         var out: [StreamAlarmTransition] = []

@@ -48,19 +48,24 @@ public final class StreamDirectory: @unchecked Sendable {
     private let now: @Sendable () -> Date
     private let hub: StreamEventHub
     private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
+    private let restoredAlarms: @Sendable (UUID) -> [StreamAlarmKind]
     /// Guards `entries`.
     private let lock = NSLock()
     private var entries: [UUID: StreamEntry] = [:]
 
     /// An empty directory; `now` is the clock (tests give their own); `alarmObserver` hears every
     /// alarm raised or cleared (the receiver logs it and sets its metric), on the thread that
-    /// caused it, in each stream's order.
+    /// caused it, in each stream's order. `restoredAlarms` names the alarms a stream had raised
+    /// before the receiver restarted (`AlarmHook.restoredAlarms(of:)`): a stream that resumes here
+    /// gets them back.
     public init(
-        settings: Settings, now: @escaping @Sendable () -> Date = { Date() }, alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void = { _ in }
+        settings: Settings, now: @escaping @Sendable () -> Date = { Date() }, alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void = { _ in },
+        restoredAlarms: @escaping @Sendable (UUID) -> [StreamAlarmKind] = { _ in [] }
     ) {
         self.settings = settings
         self.now = now
         self.alarmObserver = alarmObserver
+        self.restoredAlarms = restoredAlarms
         hub = StreamEventHub(bufferLimit: settings.subscriberBufferLimit)
     }
 
@@ -133,6 +138,11 @@ extension StreamDirectory: StreamDirectoryFeed {
         let epoch = isNew ? entry.currentEpoch : entry.reopen(opening)
         let row = entry.snapshot()
         hub.publish(opening.resumed ? .resumed(row) : .opened(row))
+        if isNew, opening.resumed {
+            // Resumed after a restart: the alarms it had raised are raised again.
+            let kinds = restoredAlarms(opening.id)
+            if !kinds.isEmpty { entry.restoreAlarms(kinds) }
+        }
         return StreamEntryRecorder(entry: entry, epoch: epoch)
     }
 }
@@ -225,10 +235,25 @@ final class StreamEntry: @unchecked Sendable {
         guard var machine = alarms else { return }
         let transitions = machine.handle(event, at: time)
         alarms = machine
+        publish(transitions, raised: machine.raised)
+    }
+
+    /// Publishes and reports alarms raised or cleared. Call with `lock` held.
+    private func publish(_ transitions: [StreamAlarmTransition], raised: [StreamAlarmKind]) {
         for transition in transitions {
-            let alarm = StreamAlarmEvent(id: opening.id, name: opening.name, transition: transition, raised: machine.raised)
+            let alarm = StreamAlarmEvent(id: opening.id, name: opening.name, transition: transition, raised: raised)
             hub.publish(.alarm(alarm))
             alarmObserver(alarm)
+        }
+    }
+
+    /// Raises again the alarms the stream had raised before the receiver restarted.
+    func restoreAlarms(_ kinds: [StreamAlarmKind]) {
+        lock.withLock {
+            guard var machine = alarms else { return }
+            let transitions = machine.restore(kinds, at: now())
+            alarms = machine
+            publish(transitions, raised: machine.raised)
         }
     }
 

@@ -4,7 +4,7 @@ import Glibc
 import CSpawn
 import Synchronization
 
-/// One run of the `--on-finalize` command: `/bin/sh -c CMD capture-recv-hook FILE` in a process
+/// One run of a hook's command (`--on-finalize`, `--on-alarm`): `/bin/sh -c CMD NAME ARGUMENTS...` in a process
 /// group of its own, with standard input from /dev/null, standard output and error into a pipe the
 /// receiver reads (the last 2 KB are kept for the log: nothing is written to a file), default
 /// signal handling and mask, and no descriptor of the receiver's but the hand-off's lock (as
@@ -59,7 +59,10 @@ final class HandOffCommand: Sendable {
     }
 
     /// Runs `command` to its end on the calling thread; returns how it ended and the end of its output.
-    func run(command: String, file: String, environment: [String: String], directory: String, lockDescriptor: Int32?) -> (ending: Ending, output: String) {
+    /// `name` is the command's `$0`, `arguments` its `$1`...
+    func run(
+        command: String, name: String, arguments: [String], environment: [String: String], directory: String, lockDescriptor: Int32?
+    ) -> (ending: Ending, output: String) {
         var pipeEnds: [Int32] = [-1, -1]
         guard pipe2(&pipeEnds, O_CLOEXEC) == 0 else { return (.cannotStart("cannot make a pipe for its output: \(Self.reason(errno))"), "") }
         let readEnd = pipeEnds[0]
@@ -106,7 +109,7 @@ final class HandOffCommand: Sendable {
         sigfillset(&everySignal)
         posix_spawnattr_setsigdefault(&attributes, &everySignal)
 
-        let arguments = ["/bin/sh", "-c", command, "capture-recv-hook", file].map { text in text.withCString { strdup($0) } }
+        let arguments = (["/bin/sh", "-c", command, name] + arguments).map { text in text.withCString { strdup($0) } }
         let variables = environment.sorted { $0.key < $1.key }.map { entry in "\(entry.key)=\(entry.value)".withCString { strdup($0) } }
         defer { (arguments + variables).forEach { free($0) } }
         let started: (pid: pid_t?, failure: Ending?) = state.withLock { state in

@@ -1,5 +1,6 @@
-/// When each finished file's hand-off runs (`--on-finalize`): a pure state machine, events in,
-/// actions out. Times are nanoseconds of a monotonic clock.
+/// When each job of a hook runs (a finished file's hand-off, `--on-finalize`; an alarm's,
+/// `--on-alarm`): a pure state machine, events in, actions out. Times are nanoseconds of a monotonic
+/// clock. Jobs are named by their journal key (`path`: a file's path, or an alarm event's key).
 ///
 /// - One run per file at a time in this receiver. Across receivers sharing `--out`, and across a
 ///   restart while a command a killed receiver started still runs, the journal entry's lock
@@ -13,6 +14,8 @@
 ///   then `kill`: SIGKILL `grace` later if it still runs); it counts as a failed attempt, marked
 ///   timed out.
 /// - A failed run is retried after 1 s, 2 s, 4 s... up to `maximumBackoff`, forever (at least once).
+/// - `inOrder` (alarms): one run at a time, strictly in enqueue order; a job being retried holds
+///   back every later one, so a clear is never told before its raise.
 /// - A file finished again while its hand-off runs (a segment cut repeated after a crash) runs once
 ///   more after.
 /// - `stop` (the receiver stops): every run is stopped as above, nothing starts any more, and
@@ -87,6 +90,8 @@ struct HandOffSchedule: Equatable {
         var firstBackoff: Int64 = second
         var maximumBackoff: Int64 = 300 * second
         var maximumBusyWait: Int64 = 10 * second
+        /// One run at a time, in enqueue order, whatever failed.
+        var inOrder = false
 
         static let second: Int64 = 1_000_000_000
     }
@@ -236,9 +241,14 @@ struct HandOffSchedule: Equatable {
         jobs.values.filter { job in job.run.map { now - $0.startedAt < limits.patience } ?? false }.count
     }
 
-    /// Jobs due and not running, fewest failures first, then in enqueue order.
+    /// Jobs due and not running, fewest failures first, then in enqueue order (`inOrder`: only the
+    /// oldest job, and only while none runs).
     private func due(now: Int64) -> [String] {
-        jobs.filter { $0.value.run == nil && $0.value.dueAt <= now }
+        if limits.inOrder {
+            guard running == 0, let (path, job) = jobs.min(by: { $0.value.sequence < $1.value.sequence }), job.dueAt <= now else { return [] }
+            return [path]
+        }
+        return jobs.filter { $0.value.run == nil && $0.value.dueAt <= now }
             .sorted { ($0.value.failures, $0.value.sequence) < ($1.value.failures, $1.value.sequence) }
             .map(\.key)
     }

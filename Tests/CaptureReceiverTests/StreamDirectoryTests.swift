@@ -52,6 +52,47 @@ final class StreamDirectoryTests: XCTestCase {
         return received
     }
 
+    /// A stream's timeline: each connection, gap, pause, alarm and end, in order, with the stream
+    /// time of gaps and pauses; its JSON; and its bound.
+    func testTheTimelineListsConnectionsGapsPausesAlarmsAndTheEnd() throws {
+        let clock = self.clock
+        var conditions = StreamAlarmConditions()
+        conditions.noAudioSeconds = 5
+        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: StreamAlarmPolicy(conditions: conditions)), now: { clock.now })
+        let first = directory.streamOpened(opening())
+        clock.advance(1)
+        first.gapRecorded(sampleTime: 48_000, lengthFrames: 24_000, reason: "overrun")
+        first.gapRecorded(sampleTime: 96_000, lengthFrames: 96_000, reason: "paused")
+        first.connectionEnded(resumable: true)
+        clock.advance(1)
+        let second = directory.streamOpened(opening(resumed: true))
+        clock.advance(6)
+        directory.sweep()
+        second.audioReceived(endSampleTime: 240_000, levels: nil)
+        second.connectionEnded(resumable: false)
+        let timeline = try XCTUnwrap(directory.timeline(of: Self.id))
+        XCTAssertEqual(timeline.entries.map(\.kind), [.opened, .gap, .pause, .reconnecting, .resumed, .alarmRaised, .alarmCleared, .finished])
+        XCTAssertEqual(timeline.entries.map(\.detail), [
+            "from 127.0.0.1:40000 into studio-a/20260101T000000Z-studio-a.caf", "0.500 s, overrun", "2.000 s",
+            "the connection was lost; the file waits for the sender to resume it",
+            "resumed from 127.0.0.1:40000 into studio-a/20260101T000000Z-studio-a.caf",
+            "no-audio: connected, no audio for 5 s", "no-audio: audio arrives again", "the stream ended",
+        ])
+        XCTAssertEqual(timeline.entries.map(\.streamSeconds), [nil, 1, 2, nil, nil, nil, nil, nil])
+        XCTAssertEqual(timeline.dropped, 0)
+        XCTAssertNil(directory.timeline(of: Self.otherID))
+        let json = String(decoding: try StreamEvent.encoder.encode(timeline), as: UTF8.self)
+        XCTAssertTrue(json.hasPrefix(#"{"dropped":0,"entries":[{"at":"2026-01-01T00:00:00.000Z","detail":"from 127.0.0.1:40000 into studio-a/20260101T000000Z-studio-a.caf","kind":"opened","stream_seconds":null},{"at":"2026-01-01T00:00:01.000Z","detail":"0.500 s, overrun","kind":"gap","stream_seconds":1}"#), json)
+        XCTAssertTrue(json.hasSuffix(#""id":"6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b"}"#), json)
+
+        // A unit that reconnects all day keeps its latest entries and says how many it let go.
+        var bounded = StreamTimeline()
+        for second in 0..<1_000 { bounded.append(StreamTimelineEntry(at: Date(timeIntervalSince1970: Double(second)), kind: .gap, detail: "\(second)")) }
+        XCTAssertLessThanOrEqual(bounded.entries.count, StreamTimeline.limit)
+        XCTAssertEqual(bounded.entries.last?.detail, "999")
+        XCTAssertEqual(bounded.dropped + bounded.entries.count, 1_000)
+    }
+
     func testAReportedStreamReadsBackAsItsRow() throws {
         let directory = directory()
         let recorder = directory.streamOpened(opening())

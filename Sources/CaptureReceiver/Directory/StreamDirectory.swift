@@ -76,6 +76,12 @@ public final class StreamDirectory: @unchecked Sendable {
         return all.map { $0.snapshot() }.sorted { ($0.started, $0.name, $0.id.uuidString) < ($1.started, $1.name, $1.id.uuidString) }
     }
 
+    /// One stream's timeline (connections, gaps, pauses, markers, alarms), or nil when the table
+    /// does not hold it.
+    public func timeline(of id: UUID) -> StreamTimelineSnapshot? {
+        lock.withLock { entries[id] }?.timelineSnapshot()
+    }
+
     /// One stream's row, or nil when the table does not hold it.
     public func snapshot(of id: UUID) -> StreamSnapshot? {
         sweep()
@@ -213,6 +219,7 @@ final class StreamEntry: @unchecked Sendable {
     private var alarms: StreamAlarmMachine?
     private let policy: StreamAlarmPolicy
     private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
+    private var timeline = StreamTimeline()
 
     init(
         opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, alarms policy: StreamAlarmPolicy,
@@ -227,6 +234,19 @@ final class StreamEntry: @unchecked Sendable {
         acknowledgedSampleTime = opening.durableSampleTime
         self.policy = policy
         alarms = policy.conditions(forStream: opening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
+        timeline.append(Self.connected(opening, at: now()))
+    }
+
+    /// The timeline entry of a connection accepted.
+    private static func connected(_ opening: StreamOpening, at time: Date) -> StreamTimelineEntry {
+        StreamTimelineEntry(
+            at: time, kind: opening.resumed ? .resumed : .opened,
+            detail: (opening.resumed ? "resumed from " : "from ") + opening.peer + " into " + opening.file)
+    }
+
+    /// The stream's timeline, oldest first.
+    func timelineSnapshot() -> StreamTimelineSnapshot {
+        lock.withLock { StreamTimelineSnapshot(id: opening.id, dropped: timeline.dropped, entries: timeline.entries) }
     }
 
     /// Feeds the stream's alarm machine; publishes and reports what it raised or cleared. Call
@@ -241,6 +261,9 @@ final class StreamEntry: @unchecked Sendable {
     /// Publishes and reports alarms raised or cleared. Call with `lock` held.
     private func publish(_ transitions: [StreamAlarmTransition], raised: [StreamAlarmKind]) {
         for transition in transitions {
+            timeline.append(StreamTimelineEntry(
+                at: now(), kind: transition.change == .raised ? .alarmRaised : .alarmCleared,
+                detail: transition.kind.rawValue + ": " + transition.detail))
             let alarm = StreamAlarmEvent(id: opening.id, name: opening.name, transition: transition, raised: raised)
             hub.publish(.alarm(alarm))
             alarmObserver(alarm)
@@ -281,6 +304,7 @@ final class StreamEntry: @unchecked Sendable {
             opening = newOpening
             state = .live
             stateSince = nil
+            timeline.append(Self.connected(newOpening, at: now()))
             feedAlarms(.connection(.live), at: now())
             durableSampleTime = newOpening.durableSampleTime
             acknowledgedSampleTime = newOpening.durableSampleTime
@@ -307,12 +331,15 @@ final class StreamEntry: @unchecked Sendable {
         lock.withLock {
             guard caller == epoch else { return }
             gapCount += 1
+            let at = seconds(sampleTime - opening.startSampleTime)
+            let length = seconds(lengthFrames)
+            timeline.append(StreamTimelineEntry(
+                at: now(), kind: reason == "paused" ? .pause : .gap, streamSeconds: at,
+                detail: String(format: "%.3f s", length) + (reason == "paused" ? "" : ", " + reason)))
             // The protocol keeps gaps within the sample timeline; saturate anyway rather than trap.
             let (sum, overflow) = gapFrames.addingReportingOverflow(max(0, lengthFrames))
             gapFrames = overflow ? .max : sum
-            hub.publish(.gap(StreamGap(
-                id: opening.id, atSeconds: seconds(sampleTime - opening.startSampleTime), seconds: seconds(lengthFrames), reason: reason,
-                gapCount: gapCount)))
+            hub.publish(.gap(StreamGap(id: opening.id, atSeconds: at, seconds: length, reason: reason, gapCount: gapCount)))
         }
     }
 
@@ -330,6 +357,9 @@ final class StreamEntry: @unchecked Sendable {
             state = resumable ? .reconnecting : .finished
             let time = now()
             stateSince = time
+            timeline.append(StreamTimelineEntry(
+                at: time, kind: resumable ? .reconnecting : .finished,
+                detail: resumable ? "the connection was lost; the file waits for the sender to resume it" : "the stream ended"))
             hub.publish(.closed(row()))
             feedAlarms(.connection(state), at: time)
         }
@@ -342,6 +372,7 @@ final class StreamEntry: @unchecked Sendable {
             if state == .reconnecting, let since = stateSince, since < cutoff {
                 state = .finished
                 stateSince = time
+                timeline.append(StreamTimelineEntry(at: time, kind: .finished, detail: "the sender did not resume within the resume window"))
                 hub.publish(.closed(row()))
                 feedAlarms(.connection(.finished), at: time)
             }

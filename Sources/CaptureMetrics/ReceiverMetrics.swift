@@ -5,7 +5,11 @@ import struct Prometheus.PrometheusMetricsFactory
 /// The receiver's metrics, as swift-metrics objects made by a `PrometheusMetricsFactory` over this
 /// object's own registry (never the global `MetricsSystem`), so several receivers (or tests) in one
 /// process each count on their own. The receiver calls the small methods below as things happen;
-/// `exposition()` renders everything in the Prometheus text format.
+/// `exposition()` renders everything in the Prometheus text format, with the figures read at scrape
+/// time (the live streams' levels, which the receiver already keeps for its console) added.
+///
+/// What the receiver feeds per audio message is one atomic increment (`packetsReceived`); the
+/// rest is per connection, per Ack, per disk round or per scrape.
 public final class ReceiverMetrics: Sendable {
     /// Metric names, as they appear in the exposition.
     public enum Name {
@@ -22,6 +26,19 @@ public final class ReceiverMetrics: Sendable {
         public static let streamBacklogSeconds = "capture_stream_backlog_seconds"
         public static let waitingStreams = "capture_waiting_streams"
         public static let streamAlarm = "capture_stream_alarm"
+        public static let ackLatencySeconds = "capture_ack_latency_seconds"
+        public static let diskRounds = "capture_disk_rounds_total"
+        public static let diskRoundSeconds = "capture_disk_round_seconds"
+        public static let diskRoundStreams = "capture_disk_round_streams"
+        public static let streamPeakDBFS = "capture_stream_peak_dbfs"
+        public static let streamShortTermLUFS = "capture_stream_short_term_lufs"
+
+        /// Every name above, in name order.
+        public static let all: [String] = [
+            activeStreams, activeConnections, bytesReceived, packetsReceived, acksSent, filesFinalized, refusals, errors,
+            diskWriteSeconds, streamBacklogBytes, streamBacklogSeconds, waitingStreams, streamAlarm, ackLatencySeconds,
+            diskRounds, diskRoundSeconds, diskRoundStreams, streamPeakDBFS, streamShortTermLUFS,
+        ].sorted()
     }
 
     /// The disk write latency histogram's upper bounds: 100 µs to 2.5 s.
@@ -30,6 +47,17 @@ public final class ReceiverMetrics: Sendable {
         .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
         .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2_500),
     ]
+
+    /// The ack latency histogram's upper bounds: 1 ms to 10 s (a round starts 200 ms after the first
+    /// audio not yet in one, by default, so most Acks come within 200 ms and a sync).
+    public static let ackLatencyBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(150), .milliseconds(200), .milliseconds(250), .milliseconds(300), .milliseconds(400), .milliseconds(500),
+        .milliseconds(750), .seconds(1), .milliseconds(2_500), .seconds(5), .seconds(10),
+    ]
+
+    /// The streams-per-round histogram's upper bounds: 1 to 10,000 streams in one group commit.
+    public static let roundStreamBuckets: [Double] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000]
 
     /// One `# HELP` text per metric name.
     static let helpTexts: [String: String] = [
@@ -46,6 +74,12 @@ public final class ReceiverMetrics: Sendable {
         Name.streamBacklogSeconds: "Seconds of audio a sender reports waiting in its spool, by stream.",
         Name.streamAlarm: "1 while an alarm (kind: silence, clipping, loudness, link-down, no-audio) is raised on a stream, 0 once cleared.",
         Name.waitingStreams: "Interrupted streams whose files wait in the output folder for their senders to resume them (at the last sweep).",
+        Name.ackLatencySeconds: "Seconds from an audio message's arrival to the first Ack that covers it, sampled at most once per Ack: the first audio message to arrive after the previous sample's Ack.",
+        Name.diskRounds: "Disk rounds (group commits) run: each appends every stream's new audio to the commit log and syncs it once.",
+        Name.diskRoundSeconds: "Time a disk round took, from taking the streams' audio to the commit log's sync, in seconds.",
+        Name.diskRoundStreams: "Streams whose audio one disk round made durable.",
+        Name.streamPeakDBFS: "A live stream's latest sample peak per channel (1, 2, ...), in dBFS (-120 is silence), as its sender measured it.",
+        Name.streamShortTermLUFS: "A live stream's latest EBU R128 short-term loudness (last 3 s), in LUFS (-120 is silence), when its sender measures it.",
     ]
 
     /// The registry the metrics live in; `exposition()` renders it.
@@ -59,6 +93,10 @@ public final class ReceiverMetrics: Sendable {
     private let acksSentCounter: Counter
     private let filesFinalizedCounter: Counter
     private let diskWriteTimer: CoreMetrics.Timer
+    private let ackLatencyTimer: CoreMetrics.Timer
+    private let diskRoundsCounter: Counter
+    private let diskRoundTimer: CoreMetrics.Timer
+    private let diskRoundStreamsRecorder: Recorder
 
     /// Metrics in a new registry of their own.
     /// - Parameters:
@@ -71,6 +109,9 @@ public final class ReceiverMetrics: Sendable {
         self.registry = registry
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[Name.diskWriteSeconds] = Self.diskWriteBuckets
+        factory.durationHistogramBuckets[Name.diskRoundSeconds] = Self.diskWriteBuckets
+        factory.durationHistogramBuckets[Name.ackLatencySeconds] = Self.ackLatencyBuckets
+        factory.valueHistogramBuckets[Name.diskRoundStreams] = Self.roundStreamBuckets
         self.factory = factory
         activeStreams = Meter(label: Name.activeStreams, factory: factory)
         activeConnections = Meter(label: Name.activeConnections, factory: factory)
@@ -80,6 +121,10 @@ public final class ReceiverMetrics: Sendable {
         acksSentCounter = Counter(label: Name.acksSent, factory: factory)
         filesFinalizedCounter = Counter(label: Name.filesFinalized, factory: factory)
         diskWriteTimer = CoreMetrics.Timer(label: Name.diskWriteSeconds, factory: factory)
+        ackLatencyTimer = CoreMetrics.Timer(label: Name.ackLatencySeconds, factory: factory)
+        diskRoundsCounter = Counter(label: Name.diskRounds, factory: factory)
+        diskRoundTimer = CoreMetrics.Timer(label: Name.diskRoundSeconds, factory: factory)
+        diskRoundStreamsRecorder = Recorder(label: Name.diskRoundStreams, aggregate: true, factory: factory)
         activeStreams.set(0)
         activeConnections.set(0)
         waitingStreamsMeter.set(0)
@@ -118,9 +163,15 @@ public final class ReceiverMetrics: Sendable {
     /// A disk write (with its sync, if any) took `seconds`.
     public func diskWrite(seconds: Double) { diskWriteTimer.recordSeconds(max(0, seconds)) }
     /// A disk write (with its sync, if any) took `duration`.
-    public func diskWrite(duration: Duration) {
-        let components = duration.components
-        diskWriteTimer.recordNanoseconds(max(0, components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000))
+    public func diskWrite(duration: Duration) { diskWriteTimer.recordNanoseconds(Self.nanoseconds(duration)) }
+    /// An Ack was sent `duration` after the sampled audio message it is the first to cover arrived
+    /// (`ReceiverMetricsTap` picks the sample).
+    public func ackLatency(_ duration: Duration) { ackLatencyTimer.recordNanoseconds(Self.nanoseconds(duration)) }
+    /// A disk round (group commit) made `streams` streams' new audio durable in `duration`.
+    public func diskRound(duration: Duration, streams: Int) {
+        diskRoundsCounter.increment()
+        diskRoundTimer.recordNanoseconds(Self.nanoseconds(duration))
+        diskRoundStreamsRecorder.record(max(0, streams))
     }
     /// What a sender reports waiting in its spool for `stream`.
     public func backlog(stream: String, bytes: Int, seconds: Double? = nil) {
@@ -142,6 +193,11 @@ public final class ReceiverMetrics: Sendable {
         }
     }
 
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let components = duration.components
+        return max(0, components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
+    }
+
     private func reasonCounter(_ name: String, _ reason: String) -> Counter {
         Counter(label: name, dimensions: [("reason", reason)], factory: factory)
     }
@@ -149,8 +205,10 @@ public final class ReceiverMetrics: Sendable {
     // MARK: Exposition
 
     /// Every metric in the Prometheus text format 0.0.4, families sorted by name, each with its
-    /// `# HELP` and `# TYPE` lines.
-    public func exposition() -> String {
-        ExpositionText.sortedWithHelp(registry.emitToString(), helpTexts: Self.helpTexts)
+    /// `# HELP` and `# TYPE` lines, with `streamLevels` (read by the caller at scrape time: the
+    /// console passes its stream directory's live streams) as `capture_stream_peak_dbfs` and
+    /// `capture_stream_short_term_lufs`; those families are absent when no stream has levels.
+    public func exposition(streamLevels: [StreamLevelReading] = []) -> String {
+        ExpositionText.sortedWithHelp(registry.emitToString() + "\n" + StreamLevelReading.exposition(streamLevels), helpTexts: Self.helpTexts)
     }
 }

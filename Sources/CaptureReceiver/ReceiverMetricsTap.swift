@@ -4,7 +4,15 @@ import NIOCore
 
 /// Counts what a connection does for the receiver's metrics by watching the protocol messages that
 /// pass between the frame codec and the session handler: streams opened and finished, audio packets
-/// received, acknowledgements sent, refusals and errors by reason. It changes nothing it sees.
+/// received, acknowledgements sent and their latency, refusals and errors by reason. It changes
+/// nothing it sees.
+///
+/// Ack latency is sampled, so an audio message costs no clock read: the first audio message of the
+/// connection, and then the first to arrive after each sample's Ack, has its arrival noted, and the
+/// first Ack whose durable sequence covers it records the time between. Acks are cumulative, so the
+/// sample is the longest wait among the messages that arrived after the previous sample's Ack and
+/// that this Ack covers; messages that arrived before that Ack without being covered by it are not
+/// sampled.
 final class ReceiverMetricsTap: ChannelDuplexHandler {
     typealias InboundIn = WireMessage
     typealias InboundOut = WireMessage
@@ -14,6 +22,8 @@ final class ReceiverMetricsTap: ChannelDuplexHandler {
     private let metrics: ReceiverMetrics
     private var streamOpen = false
     private var streamName = ""
+    /// The audio message whose Ack is awaited for the latency sample, and when it arrived.
+    private var sampled: (sequence: UInt64, arrived: ContinuousClock.Instant)?
 
     init(metrics: ReceiverMetrics) {
         self.metrics = metrics
@@ -34,7 +44,9 @@ final class ReceiverMetricsTap: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .hello(let hello): streamName = hello.streamName
-        case .audioData(let audio): metrics.packetsReceived(Int(audio.packetCount))
+        case .audioData(let audio):
+            metrics.packetsReceived(Int(audio.packetCount))
+            if sampled == nil { sampled = (audio.sequence, .now) }
         default: break
         }
         context.fireChannelRead(data)
@@ -45,10 +57,15 @@ final class ReceiverMetricsTap: ChannelDuplexHandler {
         case .helloAccepted:
             streamOpen = true
             metrics.streamOpened()
-        case .ack:
+        case .ack(let ack):
             metrics.ackSent()
+            if let sample = sampled, ack.durableSequence >= sample.sequence {
+                metrics.ackLatency(.now - sample.arrived)
+                sampled = nil
+            }
         case .endAccepted:
             metrics.fileFinalized()
+            sampled = nil
             if streamOpen { metrics.streamClosed(stream: streamName) }
             streamOpen = false
         case .error(let error):

@@ -37,7 +37,7 @@ import Logging
 public final class WriterPool: @unchecked Sendable {
     /// When rounds and checkpoints run.
     let policy: SyncPolicy
-    /// Where disk latency is recorded.
+    /// Where disk latency and rounds are recorded.
     let metrics: ReceiverMetrics?
     /// The folder the recordings are in.
     let outputDirectory: String
@@ -294,7 +294,9 @@ public final class WriterPool: @unchecked Sendable {
             onLanesLater(logged, lane: \.writer.lane) { $0.writer.failSync(.writeFailed(error.description)) }
             return
         }
-        metrics?.diskWrite(duration: ContinuousClock.now - started)
+        let took = ContinuousClock.now - started
+        metrics?.diskWrite(duration: took)
+        metrics?.diskRound(duration: took, streams: logged.count)
         // The round is counted before anything is acknowledged: whoever saw an Ack of this round
         // sees the round counted.
         let checkpoint: (LogPosition, [CheckpointEntry])? = condition.withLock {

@@ -1,6 +1,7 @@
 import CAF
 import CaptureCommitLog
 import CaptureCore
+import CaptureMetrics
 @testable import CaptureReceiver
 import CaptureWire
 import Foundation
@@ -199,7 +200,8 @@ final class WriterPoolTests: XCTestCase {
     }
 
     func testOneRoundCommitsEveryStreamWithOneSyncOfTheLog() throws {
-        let pool = try makePool(threads: 2, policy: Self.noTimer)
+        let metrics = ReceiverMetrics()
+        let pool = try makePool(threads: 2, policy: Self.noTimer, metrics: metrics)
         let opened = try (0..<30).map { try open(pool, name: "round-\($0)") }
         for stream in opened {
             stream.writer.write(sequence: 1, payload: Self.samples(stream: 0, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
@@ -209,6 +211,13 @@ final class WriterPoolTests: XCTestCase {
         pool.shutDown()
         XCTAssertEqual(pool.roundCount, 1)
         XCTAssertEqual(pool.fileSystemSyncCount, 1, "one syncfs makes the 30 new streams' files durable; the round syncs only the log")
+        let lines = Set(metrics.exposition().split(separator: "\n").map(String.init))
+        for line in [
+            "capture_disk_rounds_total 1", "capture_disk_round_seconds_count 1", #"capture_disk_round_streams_bucket{le="20.0"} 0"#,
+            #"capture_disk_round_streams_bucket{le="50.0"} 1"#, "capture_disk_round_streams_sum 30.0", "capture_disk_round_streams_count 1",
+        ] {
+            XCTAssertTrue(lines.contains(line), "missing \(line) in \(metrics.exposition())")
+        }
         for stream in opened {
             XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
             XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "no position record per round")
@@ -570,12 +579,12 @@ final class WriterPoolTests: XCTestCase {
     }
 
     private func makePool(
-        threads: Int, policy: SyncPolicy, syncMethod: RecordingSyncMethod = .fileSystem,
+        threads: Int, policy: SyncPolicy, syncMethod: RecordingSyncMethod = .fileSystem, metrics: ReceiverMetrics? = nil,
         synchronizeFileSystem: (@Sendable (String) -> Int32?)? = nil
     ) throws -> WriterPool {
         let fileSystems = FileSystemSync()
         return try WriterPool(
-            threads: threads, policy: policy, metrics: nil, outputDirectory: folder, logRoot: nil, segmentSize: 1 << 20, syncMethod: syncMethod,
+            threads: threads, policy: policy, metrics: metrics, outputDirectory: folder, logRoot: nil, segmentSize: 1 << 20, syncMethod: syncMethod,
             logger: Logger(label: "test"), synchronizeFileSystem: synchronizeFileSystem ?? { fileSystems.synchronize(directory: $0) })
     }
 

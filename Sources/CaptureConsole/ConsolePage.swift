@@ -1,9 +1,10 @@
 /// The console page the receiver serves at `/`: plain HTML, CSS and a small script, no build step,
-/// nothing fetched from elsewhere. It lists every stream with live meters (peak and RMS per channel,
-/// a clip marker), its state and raised alarms, how far its durable audio trails the live edge, its
-/// gaps, and a play button that points the browser's own `<audio>` element at the stream's listen
-/// URL. A banner under the header names every stream with a raised alarm, and such a stream's row
-/// is tinted.
+/// nothing fetched from elsewhere. It lists every stream with live meters (peak and RMS per channel
+/// on a dBFS scale, the peak and the loudness in figures, a clip lamp that stays lit until clicked),
+/// its state and raised alarms, how far its durable audio trails the live edge, its gaps, a
+/// timeline (connections, reconnects, gaps, pauses, markers, alarms) and a play button that points
+/// the browser's own `<audio>` element at the stream's listen URL. A banner under the header names
+/// every stream with a raised alarm, and such a stream's row is tinted. It fits a phone's screen.
 enum ConsolePage {
     static let html = """
         <!doctype html>
@@ -43,6 +44,19 @@ enum ConsolePage {
         .sub { font-size: .8em; opacity: .75; }
         .state-live { color: var(--ok); } .state-reconnecting { color: var(--warn); } .state-finished { opacity: .6; }
         .meters { display: grid; gap: 3px; min-width: 10em; }
+        .scale { position: relative; height: 1.1em; font-size: .7em; opacity: .7; }
+        .scale span { position: absolute; transform: translateX(-50%); white-space: nowrap; }
+        .scale span:first-child { transform: none; } .scale span:last-child { transform: translateX(-100%); }
+        .figures { font-size: .8em; font-variant-numeric: tabular-nums; white-space: nowrap; }
+        .lamp { display: inline-block; margin-right: .5em; padding: 0 .35em; border-radius: 3px; border: 1px solid #8886; font-size: .75em; font-weight: 700; opacity: .35; cursor: pointer; }
+        .lamp.lit { opacity: 1; background: var(--bad); border-color: var(--bad); color: white; }
+        button.timeline-toggle { font: inherit; font-size: .85em; padding: .2em .6em; border-radius: 4px; border: 1px solid #8886; background: none; cursor: pointer; margin-top: .3em; }
+        tr.timeline-row td { padding-top: 0; }
+        ol.timeline { list-style: none; margin: 0; padding: 0 0 .4em 0; max-height: 16em; overflow-y: auto; font-size: .85em; }
+        ol.timeline li { display: grid; grid-template-columns: 6.5em 7.5em 1fr; gap: .5em; padding: .15em 0; border-bottom: 1px dotted #8884; }
+        ol.timeline .kind { font-weight: 600; }
+        .kind-gap, .kind-reconnecting { color: var(--warn); } .kind-alarm-raised { color: var(--bad); } .kind-alarm-cleared, .kind-opened, .kind-resumed { color: var(--ok); }
+        .kind-pause { color: #5c6bc0; } .kind-marker { color: #8e24aa; }
         .meter { position: relative; height: 10px; background: #8882; border-radius: 2px; overflow: hidden; }
         .meter .rms { position: absolute; inset: 0 auto 0 0; background: var(--bar); }
         .meter .peak { position: absolute; top: 0; bottom: 0; width: 2px; background: currentColor; }
@@ -60,6 +74,10 @@ enum ConsolePage {
           tr { border-bottom: 1px solid #8885; padding: .4em 0; }
           td { border: 0; padding: .2em 0; }
           td[data-label]::before { content: attr(data-label) ": "; opacity: .6; font-size: .85em; }
+          .meters, .scale { min-width: 0; width: 100%; }
+          ol.timeline li { grid-template-columns: 5.5em 1fr; }
+          ol.timeline li .detail { grid-column: 1 / -1; }
+          .figures { white-space: normal; }
         }
         """
 
@@ -74,11 +92,17 @@ enum ConsolePage {
         function percent(dbfs) { return Math.max(0, Math.min(100, (dbfs + 60) / 60 * 100)); }
         function seconds(s) { return s < 60 ? s.toFixed(1) + " s" : (s / 60).toFixed(1) + " min"; }
 
-        function meters(cell, levels) {
+        const SCALE = [-60, -48, -36, -24, -18, -12, -6, -3, 0];
+        function fixed(value) { return (value <= -120 ? "-inf" : value.toFixed(1)); }
+
+        // The meters of a stream's levels: a bar (RMS) and a tick (peak) per channel on a dBFS
+        // scale, the loudest peak and the loudness in figures, and the clip lamp.
+        function meters(cell, levels, row) {
           const count = levels ? levels.peak_dbfs.length : 0;
           let box = cell.querySelector(".meters");
           if (!box || box.children.length !== count) {
             cell.textContent = "";
+            if (count === 0) { cell.textContent = "—"; return; }
             box = document.createElement("div");
             box.className = "meters";
             for (let i = 0; i < count; i++) {
@@ -87,17 +111,95 @@ enum ConsolePage {
               meter.innerHTML = '<div class="rms"></div><div class="peak"></div>';
               box.appendChild(meter);
             }
-            cell.appendChild(box);
-            if (count === 0) { cell.textContent = "—"; return; }
+            const scale = document.createElement("div");
+            scale.className = "scale";
+            for (const mark of SCALE) {
+              const label = document.createElement("span");
+              label.style.left = percent(mark) + "%";
+              label.textContent = mark;
+              scale.appendChild(label);
+            }
+            const figures = document.createElement("div");
+            figures.className = "figures";
+            figures.innerHTML = '<span class="lamp" title="lights when a channel reaches full scale; click to reset">CLIP</span><span class="numbers"></span>';
+            figures.querySelector(".lamp").addEventListener("click", (e) => { e.target.classList.remove("lit"); e.target.title = "lights when a channel reaches full scale; click to reset"; });
+            cell.append(box, scale, figures);
           }
+          let loudest = -120;
+          let clipped = false;
           for (let i = 0; i < count; i++) {
             const meter = box.children[i];
             const peak = levels.peak_dbfs[i], rms = levels.rms_dbfs[i];
+            loudest = Math.max(loudest, peak);
             meter.querySelector(".rms").style.width = percent(rms) + "%";
             meter.querySelector(".peak").style.left = "calc(" + percent(peak) + "% - 2px)";
             meter.classList.toggle("clip", peak >= -0.1);
-            meter.title = "peak " + peak.toFixed(1) + " dBFS, RMS " + rms.toFixed(1) + " dBFS";
+            clipped = clipped || peak >= -0.1 || (levels.true_peak_dbtp || [])[i] >= 0;
+            meter.title = "channel " + (i + 1) + ": peak " + fixed(peak) + " dBFS, RMS " + fixed(rms) + " dBFS";
           }
+          const parts = ["peak " + fixed(loudest) + " dBFS"];
+          if (levels.short_term_lufs !== undefined && levels.short_term_lufs !== null) parts.push("S " + fixed(levels.short_term_lufs) + " LUFS");
+          if (levels.momentary_lufs !== undefined && levels.momentary_lufs !== null) parts.push("M " + fixed(levels.momentary_lufs) + " LUFS");
+          if (levels.true_peak_dbtp && levels.true_peak_dbtp.length) parts.push("TP " + fixed(Math.max(...levels.true_peak_dbtp)) + " dBTP");
+          cell.querySelector(".numbers").textContent = parts.join(" · ");
+          if (clipped) {
+            const lamp = cell.querySelector(".lamp");
+            lamp.classList.add("lit");
+            lamp.title = "clipped at " + new Date().toLocaleTimeString() + "; click to reset";
+          }
+        }
+
+        // A stream's timeline, under its row while open: fetched, and fetched again on each event
+        // about the stream.
+        const openTimelines = new Set();
+        function timelineRow(row) {
+          let next = row.nextElementSibling;
+          if (next && next.classList.contains("timeline-row")) return next;
+          next = document.createElement("tr");
+          next.className = "timeline-row";
+          next.innerHTML = '<td colspan="6"><ol class="timeline"></ol></td>';
+          row.after(next);
+          return next;
+        }
+        function toggleTimeline(id) {
+          const row = rows.get(id);
+          const button = row.querySelector(".timeline-toggle");
+          if (openTimelines.has(id)) {
+            openTimelines.delete(id);
+            timelineRow(row).remove();
+            button.textContent = "Timeline";
+            return;
+          }
+          openTimelines.add(id);
+          button.textContent = "Hide timeline";
+          loadTimeline(id);
+        }
+        async function loadTimeline(id) {
+          if (!openTimelines.has(id)) return;
+          try {
+            const response = await fetch("/api/streams/" + id + "/timeline", { cache: "no-store" });
+            if (!response.ok || !openTimelines.has(id)) return;
+            const timeline = await response.json();
+            const list = timelineRow(rows.get(id)).querySelector("ol");
+            list.textContent = "";
+            if (timeline.dropped > 0) {
+              const note = document.createElement("li");
+              note.textContent = timeline.dropped + " earlier entries not kept";
+              list.appendChild(note);
+            }
+            for (const entry of timeline.entries) {
+              const item = document.createElement("li");
+              item.className = "entry kind-" + entry.kind;
+              item.dataset.kind = entry.kind;
+              const at = entry.stream_seconds === null ? "" : " @ " + entry.stream_seconds.toFixed(1) + " s";
+              item.innerHTML = '<span class="time"></span><span class="kind"></span><span class="detail"></span>';
+              item.querySelector(".time").textContent = new Date(entry.at).toLocaleTimeString();
+              item.querySelector(".kind").textContent = entry.kind.replace("-", " ");
+              item.querySelector(".detail").textContent = entry.detail + at;
+              list.appendChild(item);
+            }
+            list.scrollTop = list.scrollHeight;
+          } catch (e) { /* shown by the event link */ }
         }
 
         function render(stream) {
@@ -108,8 +210,9 @@ enum ConsolePage {
             row.innerHTML = '<td data-label="Stream"><div class="name"></div><div class="sub peer"></div><div class="sub format"></div></td>' +
               '<td data-label="State" class="state"></td><td data-label="Levels" class="levels"></td>' +
               '<td data-label="On disk" class="disk"></td><td data-label="Gaps" class="gaps"></td>' +
-              '<td><button class="play" type="button">Play</button></td>';
-            row.querySelector("button").addEventListener("click", () => toggle(stream.id));
+              '<td><button class="play" type="button">Play</button><br><button class="timeline-toggle" type="button">Timeline</button></td>';
+            row.querySelector("button.play").addEventListener("click", () => toggle(stream.id));
+            row.querySelector("button.timeline-toggle").addEventListener("click", () => toggleTimeline(stream.id));
             rows.set(stream.id, row);
             tbody.appendChild(row);
           }
@@ -126,8 +229,8 @@ enum ConsolePage {
           row.querySelector(".disk").textContent = seconds(stream.seconds_on_disk) +
             (stream.state === "live" ? " (" + lag.toFixed(1) + " s behind)" : "");
           row.querySelector(".gaps").textContent = stream.gap_count === 0 ? "none" : stream.gap_count + " (" + seconds(stream.gap_seconds) + ")";
-          row.querySelector("button").disabled = stream.state !== "live";
-          meters(row.querySelector(".levels"), stream.levels);
+          row.querySelector("button.play").disabled = stream.state !== "live";
+          meters(row.querySelector(".levels"), stream.levels, row);
           document.getElementById("streams").hidden = rows.size === 0;
           document.getElementById("empty").hidden = rows.size !== 0;
         }
@@ -156,7 +259,7 @@ enum ConsolePage {
         }
 
         function toggle(id) {
-          const button = rows.get(id).querySelector("button");
+          const button = rows.get(id).querySelector("button.play");
           if (playing === id) {
             player.pause();
             player.removeAttribute("src");
@@ -187,22 +290,29 @@ enum ConsolePage {
           events.onopen = () => { link.textContent = "live"; refresh(); };
           events.onerror = () => { link.textContent = "reconnecting…"; };
           for (const name of ["opened", "resumed", "closed"]) {
-            events.addEventListener(name, (e) => render(JSON.parse(e.data)));
+            events.addEventListener(name, (e) => { const stream = JSON.parse(e.data); render(stream); loadTimeline(stream.id); });
           }
           events.addEventListener("levels", (e) => {
             const update = JSON.parse(e.data);
             const row = rows.get(update.id);
-            if (row) meters(row.querySelector(".levels"), { peak_dbfs: update.peak_dbfs, rms_dbfs: update.rms_dbfs });
+            if (row) meters(row.querySelector(".levels"), update, row);
           });
           events.addEventListener("alarm", (e) => {
             const alarm = JSON.parse(e.data);
             const row = rows.get(alarm.id);
             if (row) { row.stream.alarms = alarm.raised; showAlarms(row); }
+            loadTimeline(alarm.id);
           });
           events.addEventListener("gap", (e) => {
             const gap = JSON.parse(e.data);
             const row = rows.get(gap.id);
-            if (row) { row.stream.gap_count = gap.gap_count; row.stream.gap_seconds += gap.seconds; render(row.stream); }
+            // The row's figures only: its lag is re-read with the next refresh.
+            if (row) {
+              row.stream.gap_count = gap.gap_count;
+              row.stream.gap_seconds += gap.seconds;
+              row.querySelector(".gaps").textContent = row.stream.gap_count + " (" + seconds(row.stream.gap_seconds) + ")";
+            }
+            loadTimeline(gap.id);
           });
         }
 

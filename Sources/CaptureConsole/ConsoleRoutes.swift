@@ -19,7 +19,9 @@ struct ConsoleRoutes: Sendable {
             guard let metrics else { return Self.notFound("no metrics here") }
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: metrics.exposition())))
+            // The live streams' levels are read now, from the directory the console already keeps.
+            let levels = directory.map { ReceiverMetrics.StreamLevelReading.live(in: $0.snapshot()) } ?? []
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: metrics.exposition(streamLevels: levels))))
         }
         router.get("/api/streams") { _, _ in
             try Self.json(directory?.snapshot() ?? [])
@@ -30,6 +32,13 @@ struct ConsoleRoutes: Sendable {
             }
             guard let row = directory?.snapshot(of: id) else { return Self.notFound("no stream \(id.uuidString.lowercased()) on this receiver") }
             return try Self.json(row)
+        }
+        router.get("/api/streams/{id}/timeline") { _, context in
+            guard let text = context.parameters.get("id"), let id = UUID(uuidString: text) else {
+                return Self.error(.badRequest, "a stream id is a UUID, e.g. /api/streams/6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b/timeline")
+            }
+            guard let timeline = directory?.timeline(of: id) else { return Self.notFound("no stream \(id.uuidString.lowercased()) on this receiver") }
+            return try Self.json(timeline)
         }
         router.get("/api/events") { _, _ in
             guard let directory else { return Self.notFound("no stream directory here") }

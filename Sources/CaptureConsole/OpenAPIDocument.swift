@@ -44,6 +44,20 @@ enum OpenAPIDocument {
                 "400": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Unauthorized" }
+          /api/streams/{id}/timeline:
+            get:
+              summary: "The stream's timeline: connections, reconnects, gaps, pauses, markers, alarms and its end, oldest first (its latest 500)."
+              parameters:
+                - { name: id, in: path, required: true, schema: { type: string, format: uuid } }
+              responses:
+                "200":
+                  description: The timeline.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Timeline" }
+                "400": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Unauthorized" }
           /api/streams/{id}/listen:
             get:
               summary: The stream's live audio as Ogg Opus (RFC 7845), from the live edge, for as long as it is live.
@@ -148,6 +162,22 @@ enum OpenAPIDocument {
                 seconds: { type: number }
                 reason: { type: string }
                 gap_count: { type: integer }
+            Timeline:
+              type: object
+              required: [id, dropped, entries]
+              properties:
+                id: { type: string, format: uuid }
+                dropped: { type: integer, description: older entries let go (a stream keeps its latest 500) }
+                entries:
+                  type: array
+                  items:
+                    type: object
+                    required: [at, kind, stream_seconds, detail]
+                    properties:
+                      at: { type: string, format: date-time }
+                      kind: { type: string, enum: [opened, resumed, reconnecting, finished, gap, pause, marker, alarm-raised, alarm-cleared] }
+                      stream_seconds: { type: number, nullable: true, description: "gaps, pauses, markers: seconds from the stream's first sample" }
+                      detail: { type: string }
 
         """
 }

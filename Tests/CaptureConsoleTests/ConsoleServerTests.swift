@@ -131,6 +131,20 @@ final class ConsoleServerTests: XCTestCase {
         XCTAssertEqual(bad.status, 400)
         let notLive = try await HTTP.get(port: console.port, path: "/api/streams/\(UUID().uuidString)/listen")
         XCTAssertEqual(notLive.status, 404)
+
+        // The stream's timeline.
+        recorder.gapRecorded(sampleTime: 24_000, lengthFrames: 4_800, reason: "overrun")
+        let timeline = try await HTTP.get(port: console.port, path: "/api/streams/6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b/timeline")
+        XCTAssertEqual(timeline.status, 200)
+        let body = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(timeline.body.utf8)) as? [String: Any])
+        let entries = try XCTUnwrap(body["entries"] as? [[String: Any]])
+        XCTAssertEqual(entries.compactMap { $0["kind"] as? String }, ["opened", "gap"])
+        XCTAssertEqual(entries.last?["stream_seconds"] as? Double, 0.5)
+        XCTAssertEqual(entries.last?["detail"] as? String, "0.100 s, overrun")
+        let unknownTimeline = try await HTTP.get(port: console.port, path: "/api/streams/\(UUID().uuidString)/timeline")
+        XCTAssertEqual(unknownTimeline.status, 404)
+        let badTimeline = try await HTTP.get(port: console.port, path: "/api/streams/x/timeline")
+        XCTAssertEqual(badTimeline.status, 400)
     }
 
     func testEventsArriveAsServerSentEventsInOrder() async throws {
@@ -221,7 +235,7 @@ final class ConsoleServerTests: XCTestCase {
         addTeardownBlock { await console.stop() }
         let document = try await HTTP.get(port: console.port, path: "/api/openapi.yaml")
         XCTAssertEqual(document.status, 200)
-        for path in ["/api/streams:", "/api/streams/{id}:", "/api/streams/{id}/listen:", "/api/events:", "/metrics:"] {
+        for path in ["/api/streams:", "/api/streams/{id}:", "/api/streams/{id}/listen:", "/api/streams/{id}/timeline:", "/api/events:", "/metrics:"] {
             XCTAssertTrue(document.body.contains("  \(path)\n"), path)
         }
         let directory = StreamDirectory(settings: .init(resumeWindow: 60))

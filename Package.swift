@@ -146,12 +146,13 @@ let package = Package(
         .target(
             name: "CaptureConsole",
             dependencies: [
-                "CaptureReceiver", "CaptureListen", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText",
+                "CaptureReceiver", "CaptureListen", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText", "CaptureExport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -296,7 +297,7 @@ let package = Package(
         .testTarget(
             name: "CaptureConsoleTests",
             dependencies: [
-                "CaptureConsole", "CaptureMetrics", "CaptureReceiver", "CaptureSecurity", "CaptureCore", "TestSupport",
+                "CaptureConsole", "CaptureMetrics", "CaptureReceiver", "CaptureSecurity", "CaptureCore", "CAF", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

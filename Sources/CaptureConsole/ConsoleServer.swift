@@ -40,16 +40,18 @@ public struct ConsoleSettings: Sendable {
 /// connections are closed, and access is as `ConsoleAccess` says. It runs as a `ConsoleService`
 /// in the receiver's service group and stops with it.
 public enum ConsoleServer {
-    /// The server as a service. `onListening` is called with the port once it listens.
+    /// The server as a service. `onListening` is called with the port once it listens;
+    /// `recordings` is the output folder's catalogue for the recordings view (`/api/recordings`).
     public static func make(
         settings: ConsoleSettings, metrics: ReceiverMetrics?, directory: StreamDirectory?, listening: (any LiveListening)? = nil,
-        logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+        recordings: RecordingCatalogue? = nil, logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) throws(ConsoleSetupError) -> ConsoleService {
         let router = Router()
         router.add(middleware: HostCheckMiddleware(hosts: settings.access.hosts, secure: settings.tlsCertificatePath != nil))
         router.add(middleware: AccessMiddleware(access: settings.access, secure: settings.tlsCertificatePath != nil))
         ConsoleRoutes(metrics: metrics, directory: directory, listening: listening, access: settings.access, secure: settings.tlsCertificatePath != nil)
             .register(on: router)
+        RecordingRoutes(catalogue: recordings).register(on: router)
         let http1 = HTTPServerBuilder.http1(configuration: .init(idleTimeout: .init(settings.idleTimeout)))
         let server: HTTPServerBuilder
         if let certificate = settings.tlsCertificatePath, let key = settings.tlsKeyPath {

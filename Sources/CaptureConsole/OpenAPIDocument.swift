@@ -81,6 +81,80 @@ enum OpenAPIDocument {
                     text/event-stream:
                       schema: { type: string }
                 "401": { $ref: "#/components/responses/Unauthorized" }
+          /api/recordings:
+            get:
+              summary: "The output folder's finished recordings, newest first (by start time). Files still being recorded or waiting for their stream to resume are not listed (they are in /api/streams)."
+              parameters:
+                - { name: stream, in: query, required: false, schema: { type: string }, description: "only this stream name (exact)" }
+                - { name: day, in: query, required: false, schema: { type: string, format: date }, description: "only recordings starting on this UTC day, YYYY-MM-DD" }
+              responses:
+                "200":
+                  description: The recordings.
+                  content:
+                    application/json:
+                      schema:
+                        type: array
+                        items: { $ref: "#/components/schemas/Recording" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Unauthorized" }
+          /api/recordings/file/{path}:
+            get:
+              summary: "A finished recording's CAF file, whole or one byte range (Range: bytes=A-B, bytes=A-, bytes=-N; several ranges get the whole file; If-Range honoured)."
+              parameters:
+                - { name: path, in: path, required: true, schema: { type: string }, description: "the recording's path as listed, relative to --out; its / are kept (not encoded)" }
+                - { name: Range, in: header, required: false, schema: { type: string } }
+              responses:
+                "200":
+                  description: "The whole file (Accept-Ranges: bytes; Content-Disposition: attachment)."
+                  content:
+                    audio/x-caf:
+                      schema: { type: string, format: binary }
+                "206":
+                  description: "The range asked for, with Content-Range: bytes A-B/SIZE."
+                  content:
+                    audio/x-caf:
+                      schema: { type: string, format: binary }
+                "400": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "409": { $ref: "#/components/responses/Error" }
+                "416":
+                  description: "No byte of the range is in the file: Content-Range: bytes */SIZE."
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Error" }
+                "401": { $ref: "#/components/responses/Unauthorized" }
+            head:
+              summary: The same status and headers as GET, without the body.
+              parameters:
+                - { name: path, in: path, required: true, schema: { type: string } }
+                - { name: Range, in: header, required: false, schema: { type: string } }
+              responses:
+                "200": { description: "The whole file's headers." }
+                "206": { description: "The range's headers." }
+                "404": { description: "No finished recording there." }
+                "416": { description: "No byte of the range is in the file." }
+          /api/recordings/export/{path}:
+            get:
+              summary: "A finished recording exported (as capture-recv export does) and streamed: Broadcast Wave, RF64, FLAC, or Ogg Opus for Opus recordings."
+              parameters:
+                - { name: path, in: path, required: true, schema: { type: string }, description: "the recording's path as listed, relative to --out" }
+                - { name: format, in: query, required: true, schema: { type: string, enum: [wav, rf64, flac, ogg] } }
+              responses:
+                "200":
+                  description: "The export, with Content-Disposition: attachment; filename=NAME.wav (.rf64.wav, .flac, .opus)."
+                  content:
+                    audio/wav:
+                      schema: { type: string, format: binary }
+                    audio/flac:
+                      schema: { type: string, format: binary }
+                    audio/ogg:
+                      schema: { type: string, format: binary }
+                "400": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "409": { $ref: "#/components/responses/Error" }
+                "422": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Unauthorized" }
           /metrics:
             get:
               summary: Prometheus metrics (text exposition format 0.0.4).
@@ -111,6 +185,25 @@ enum OpenAPIDocument {
               required: [error]
               properties:
                 error: { type: string }
+            Recording:
+              type: object
+              required: [path, stream, stream_id, start, duration_seconds, frames, sample_rate, channels, format, gap_count, gap_seconds, marker_count, bytes, modified, complete]
+              properties:
+                path: { type: string, description: "relative to --out, / between folders" }
+                stream: { type: string }
+                stream_id: { type: string, description: "a lowercase UUID; empty when the file has none" }
+                start: { type: [string, "null"], format: date-time, description: "UTC time of the file's first valid sample" }
+                duration_seconds: { type: number }
+                frames: { type: integer, description: "valid frames (Opus: priming and remainder left out)" }
+                sample_rate: { type: number }
+                channels: { type: integer }
+                format: { type: string }
+                gap_count: { type: integer, description: "gap markers, pauses included" }
+                gap_seconds: { type: number }
+                marker_count: { type: integer, description: "the other markers of the file's mark chunk (markers from the field)" }
+                bytes: { type: integer }
+                modified: { type: string, format: date-time }
+                complete: { type: [boolean, "null"], description: "true: ended with its stream's end, or a segment its stream went on from; false: finalized without its end; null: no longer known (the stream index keeps how a stream ended for one resume window)" }
             Levels:
               type: object
               required: [peak_dbfs, rms_dbfs]

@@ -208,7 +208,8 @@ struct Serve: AsyncParsableCommand {
             let scheme = configuration.tls == nil ? "http" : "https"
             do {
                 services.append(try ConsoleServer.make(
-                    settings: settings, metrics: metrics, directory: server.directory, listening: server.listening, logger: logger,
+                    settings: settings, metrics: metrics, directory: server.directory, listening: server.listening,
+                    recordings: RecordingCatalogue(outputDirectory: out), logger: logger,
                     onListening: { port in
                         // Announced once it listens: tests and scripts read the port from here.
                         StandardStreams.writeOutput("http on \(address.host):\(port)\nmetrics on \(address.host):\(port)\n")

@@ -15,14 +15,14 @@ final class RunningConsole: @unchecked Sendable {
     init(
         host: String = "127.0.0.1", access: ConsoleAccess? = nil, metrics: ReceiverMetrics? = ReceiverMetrics(),
         directory: StreamDirectory? = nil, listening: (any LiveListening)? = nil, idleTimeout: Duration = .seconds(30),
-        tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil
+        tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil, recordings: RecordingCatalogue? = nil
     ) async throws {
         let portBox = PortBox()
         let settings = ConsoleSettings(
             host: host, port: 0, access: try access ?? ConsoleAccess(host: host, tokens: nil),
             tlsCertificatePath: tlsCertificatePath, tlsKeyPath: tlsKeyPath, idleTimeout: idleTimeout)
         let service = try ConsoleServer.make(
-            settings: settings, metrics: metrics, directory: directory, listening: listening, logger: Logger(label: "console-test"),
+            settings: settings, metrics: metrics, directory: directory, listening: listening, recordings: recordings, logger: Logger(label: "console-test"),
             onListening: { portBox.set($0) })
         group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [service], logger: Logger(label: "console-test")))
         let group = self.group

@@ -4,7 +4,9 @@
 /// its state and raised alarms, how far its durable audio trails the live edge, its gaps, a
 /// timeline (connections, reconnects, gaps, pauses, markers, alarms) and a play button that points
 /// the browser's own `<audio>` element at the stream's listen URL. A banner under the header names
-/// every stream with a raised alarm, and such a stream's row is tinted. It fits a phone's screen.
+/// every stream with a raised alarm, and such a stream's row is tinted. Below, the recordings view
+/// lists the finished files (by stream and day), each to download or export. It fits a phone's
+/// screen.
 enum ConsolePage {
     static let html = """
         <!doctype html>
@@ -24,6 +26,18 @@ enum ConsolePage {
         <thead><tr><th>Stream</th><th>State</th><th>Levels</th><th>On disk</th><th>Gaps</th><th>Listen</th></tr></thead>
         <tbody></tbody>
         </table>
+        <section id="recordings-view">
+        <h2>Recordings</h2>
+        <form id="recordings-filter" class="filter">
+        <label>Stream <select id="filter-stream"><option value="">all</option></select></label>
+        <label>Day (UTC) <input type="date" id="filter-day"></label>
+        </form>
+        <p id="no-recordings" class="empty">No finished recordings.</p>
+        <table id="recordings" hidden>
+        <thead><tr><th>File</th><th>Start (UTC)</th><th>Duration</th><th>Gaps</th><th>Markers</th><th>Complete</th><th>Get</th></tr></thead>
+        <tbody></tbody>
+        </table>
+        </section>
         </main>
         <audio id="player" preload="none"></audio>
         <script src="/console.js"></script>
@@ -57,6 +71,12 @@ enum ConsolePage {
         ol.timeline .kind { font-weight: 600; }
         .kind-gap, .kind-reconnecting { color: var(--warn); } .kind-alarm-raised { color: var(--bad); } .kind-alarm-cleared, .kind-opened, .kind-resumed { color: var(--ok); }
         .kind-pause { color: #5c6bc0; } .kind-marker { color: #8e24aa; }
+        h2 { font-size: 1.05em; margin: 1.5em 0 .4em; }
+        .filter { display: flex; flex-wrap: wrap; gap: .5em 1.5em; margin-bottom: .5em; }
+        .filter select, .filter input { font: inherit; }
+        .get a { margin-right: .6em; white-space: nowrap; }
+        .incomplete { color: var(--warn); }
+        td.path { word-break: break-all; }
         .meter { position: relative; height: 10px; background: #8882; border-radius: 2px; overflow: hidden; }
         .meter .rms { position: absolute; inset: 0 auto 0 0; background: var(--bar); }
         .meter .peak { position: absolute; top: 0; bottom: 0; width: 2px; background: currentColor; }
@@ -290,7 +310,13 @@ enum ConsolePage {
           events.onopen = () => { link.textContent = "live"; refresh(); };
           events.onerror = () => { link.textContent = "reconnecting…"; };
           for (const name of ["opened", "resumed", "closed"]) {
-            events.addEventListener(name, (e) => { const stream = JSON.parse(e.data); render(stream); loadTimeline(stream.id); });
+            events.addEventListener(name, (e) => {
+              const stream = JSON.parse(e.data);
+              render(stream);
+              loadTimeline(stream.id);
+              offerStream(stream.name);
+              if (name === "closed") loadRecordings();
+            });
           }
           events.addEventListener("levels", (e) => {
             const update = JSON.parse(e.data);
@@ -316,9 +342,77 @@ enum ConsolePage {
           });
         }
 
+        // The recordings view: finished files from /api/recordings, by stream and day.
+        function duration(s) {
+          const h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60), sec = s % 60;
+          return (h ? h + ":" + String(m).padStart(2, "0") : m) + ":" + sec.toFixed(1).padStart(4, "0");
+        }
+        function encodedPath(path) { return path.split("/").map(encodeURIComponent).join("/"); }
+        const knownStreams = new Set();
+        function offerStream(name) {
+          if (!name || knownStreams.has(name)) return;
+          knownStreams.add(name);
+          const select = document.getElementById("filter-stream");
+          const option = document.createElement("option");
+          option.value = name;
+          option.textContent = name;
+          select.appendChild(option);
+        }
+        async function loadRecordings() {
+          const query = new URLSearchParams();
+          const stream = document.getElementById("filter-stream").value;
+          const day = document.getElementById("filter-day").value;
+          if (stream) query.set("stream", stream);
+          if (day) query.set("day", day);
+          try {
+            const response = await fetch("/api/recordings?" + query.toString(), { cache: "no-store" });
+            if (!response.ok) return;
+            const recordings = await response.json();
+            const body = document.querySelector("#recordings tbody");
+            body.textContent = "";
+            for (const recording of recordings) {
+              offerStream(recording.stream);
+              const row = document.createElement("tr");
+              row.dataset.path = recording.path;
+              row.innerHTML = '<td data-label="File" class="path"><div class="name"></div><div class="sub"></div></td>' +
+                '<td data-label="Start" class="start"></td><td data-label="Duration" class="duration"></td>' +
+                '<td data-label="Gaps" class="gaps"></td><td data-label="Markers" class="markers"></td>' +
+                '<td data-label="Complete" class="complete"></td><td data-label="Get" class="get"></td>';
+              row.querySelector(".name").textContent = recording.path;
+              row.querySelector(".sub").textContent = recording.stream + " · " + recording.format;
+              row.querySelector(".start").textContent = recording.start ? recording.start.replace("T", " ").replace(".000Z", "Z") : "unknown";
+              row.querySelector(".duration").textContent = duration(recording.duration_seconds);
+              row.querySelector(".gaps").textContent = recording.gap_count === 0 ? "none" : recording.gap_count + " (" + seconds(recording.gap_seconds) + ")";
+              row.querySelector(".markers").textContent = recording.marker_count;
+              const complete = row.querySelector(".complete");
+              complete.textContent = recording.complete === true ? "yes" : recording.complete === false ? "no: ended without its stream's end" : "unknown";
+              complete.classList.toggle("incomplete", recording.complete === false);
+              const get = row.querySelector(".get");
+              const links = [["CAF", "/api/recordings/file/" + encodedPath(recording.path)]];
+              const formats = recording.format.startsWith("opus") ? ["ogg", "wav", "flac"] : ["wav", "rf64", "flac"];
+              for (const format of formats) links.push([format.toUpperCase(), "/api/recordings/export/" + encodedPath(recording.path) + "?format=" + format]);
+              for (const [label, href] of links) {
+                const link = document.createElement("a");
+                link.href = href;
+                link.textContent = label;
+                link.setAttribute("download", "");
+                link.className = "get-" + label.toLowerCase();
+                get.appendChild(link);
+              }
+              body.appendChild(row);
+            }
+            document.getElementById("recordings").hidden = recordings.length === 0;
+            document.getElementById("no-recordings").hidden = recordings.length !== 0;
+          } catch (e) { /* shown by the event link */ }
+        }
+        document.getElementById("filter-stream").addEventListener("change", loadRecordings);
+        document.getElementById("filter-day").addEventListener("change", loadRecordings);
+
         refresh();
         connect();
+        loadRecordings();
         setInterval(refresh, 2000);
+        setInterval(loadRecordings, 10000);
         """
 
     /// The login form (a token of `--http-token-file` sets the session cookie); `message` says why

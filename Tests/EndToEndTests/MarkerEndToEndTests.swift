@@ -154,6 +154,27 @@ final class MarkerEndToEndTests: XCTestCase {
         XCTAssertTrue(audio[split..<(split + pausedFrames * 4)].allSatisfy { $0 == 0 }, "silence over the pause")
         XCTAssertEqual(Array(audio[(split + pausedFrames * 4)...]), Array(tone[split...]), "the tone after it, without a hole or a duplicate")
         XCTAssertEqual(second.stop(), 0)
+
+        // Exported: Broadcast Wave cue points with the labels, FLAC chapters.
+        let exports = work.appendingPathComponent("exports")
+        try Unprivileged.makeDirectory(exports)
+        let export = try ChildProcess(Products.recv, ["export", file.path, "--to", "wav", "--out", exports.path])
+        XCTAssertEqual(export.wait(), 0, export.standardError)
+        let wav = exports.appendingPathComponent(file.deletingPathExtension().lastPathComponent + ".wav").path
+        let read = try ToolRunner.run("python3", [Self.scripts.appendingPathComponent("riff_cues.py").path, wav])
+        XCTAssertTrue(read.succeeded, read.errorText)
+        let cues = try XCTUnwrap(try JSONSerialization.jsonObject(with: read.standardOutput) as? [[String: Any]])
+        XCTAssertEqual(cues.compactMap { $0["label"] as? String }, [
+            "intro", "gap: \(pausedFrames) frames not captured (paused)", "marker", "nach dem Neustart ✓",
+        ])
+        XCTAssertEqual(cues.compactMap { $0["position"] as? Int }, caf.markers.map { Int($0.framePosition) })
+        let flacExport = try ChildProcess(Products.recv, ["export", file.path, "--to", "flac", "--out", exports.path])
+        XCTAssertEqual(flacExport.wait(), 0, flacExport.standardError)
+        let flac = exports.appendingPathComponent(file.deletingPathExtension().lastPathComponent + ".flac").path
+        let probe = try ToolRunner.run("ffprobe", ["-v", "error", "-show_chapters", "-of", "json", flac])
+        XCTAssertTrue(probe.succeeded, probe.errorText)
+        let chapters = try XCTUnwrap(probe.jsonObject?["chapters"] as? [[String: Any]])
+        XCTAssertEqual(chapters.compactMap { ($0["tags"] as? [String: String])?["title"] }, ["intro", "marker 2", "nach dem Neustart ✓"])
     }
 
     /// `-i` is refused, clearly, when standard input is not a terminal.

@@ -1,4 +1,5 @@
 import CAF
+import CaptureWire
 import Foundation
 import TestSupport
 import XCTest
@@ -233,5 +234,88 @@ final class MarkerEndToEndTests: XCTestCase {
         XCTAssertEqual(caf.markers.map(\.name), ["marker", "marker", "marker"], sender.standardError)
         XCTAssertEqual(try markersReadByPython(file.path), caf.markers)
         XCTAssertEqual(receiver.stop(), 0)
+    }
+}
+
+/// A receiver older than markers (its HelloAccepted lists no frame types) is never sent one: a
+/// marker dropped once it answered is refused at once, and one dropped before it answered stops the
+/// delivery at the marker, saying to upgrade the receiver, with the audio kept in the spool.
+final class MarkerOlderReceiverTests: XCTestCase {
+    private var work: URL!
+
+    override func setUpWithError() throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("markers-old-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(work)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: work)
+    }
+
+    /// An older receiver: HelloAccepted without `accepted_frame_types`, after `delay` seconds.
+    private func olderReceiver(delay: Double) throws -> ScriptedReceiver {
+        try ScriptedReceiver(delay: delay) { hello in
+            [.helloAccepted(.with {
+                $0.nextSequence = 1
+                $0.nextSampleTime = hello.startSampleTime
+                $0.heartbeatIntervalMs = 5_000
+                $0.maxFrameBytes = UInt32(WireProtocol.defaultMaxFrameBytes)
+                $0.fileName = "older.caf"
+            })]
+        }
+    }
+
+    /// The frame types in what the sender sent on every connection that ended.
+    private func frameTypes(_ receiver: ScriptedReceiver) -> [WireMessageType] {
+        receiver.bytesSent.flatMap { bytes -> [WireMessageType] in
+            var decoder = FrameDecoder(role: .receiver)
+            return ((try? decoder.decode(bytes)) ?? []).map(\.type)
+        }
+    }
+
+    /// A sender to `receiver` that reconnects fast and waits the default 20 s for an answer.
+    private func sender(_ receiver: ScriptedReceiver) throws -> ChildProcess {
+        try ChildProcess(Products.send, [
+            "127.0.0.1:\(receiver.port)", "--source", "tone", "--stream-name", "older", "--buffer-seconds", "0.1",
+            "--spool", work.appendingPathComponent("spool").path, "--reconnect-min", "0.05", "--reconnect-max", "0.3", "--log-level", "info",
+        ])
+    }
+
+    func testAMarkerForAnOlderReceiverIsRefusedOnceItAnswered() throws {
+        let receiver = try olderReceiver(delay: 0)
+        defer { receiver.stop() }
+        let sender = try sender(receiver)
+        Resilience.waitUntil("the older receiver accepted the stream") { sender.standardError.contains("resumed=false") || !sender.process.isRunning }
+        sender.signal(SIGUSR1)
+        Resilience.waitUntil("the marker was refused") { sender.standardError.contains("no marker dropped") || !sender.process.isRunning }
+        XCTAssertTrue(sender.standardError.contains("does not accept markers (it predates them): upgrade capture-recv there"), sender.standardError)
+        XCTAssertTrue(sender.process.isRunning, "the stream goes on")
+        sender.signal(SIGKILL)
+        sender.wait()
+        Resilience.waitUntil("the connection ended at the receiver") { !receiver.bytesSent.isEmpty }
+        let types = frameTypes(receiver)
+        XCTAssertTrue(types.contains(.audioData), "audio went on: \(types)")
+        XCTAssertFalse(types.contains(.marker), "no Marker frame reached the older receiver")
+    }
+
+    func testAMarkerDroppedBeforeAnOlderReceiverAnsweredStopsTheDeliveryThere() throws {
+        // The receiver answers 5 s after the Hello: the marker is dropped well before.
+        let receiver = try olderReceiver(delay: 5)
+        defer { receiver.stop() }
+        let sender = try sender(receiver)
+        Resilience.waitUntil("capture started") { sender.standardError.contains("capturing") || !sender.process.isRunning }
+        sender.signal(SIGUSR1)
+        Resilience.waitUntil("the marker was dropped") { sender.standardError.contains("marker dropped") || !sender.process.isRunning }
+        XCTAssertEqual(receiver.connectionsServed, 0, "the marker came before the receiver's answer: \(sender.standardError)")
+        Resilience.waitUntil("the sender stopped at the marker", seconds: 120) {
+            sender.standardError.contains("does not accept markers (it predates them): upgrade capture-recv") || !sender.process.isRunning
+        }
+        XCTAssertTrue(sender.process.isRunning, "the sender keeps the stream and retries: \(sender.standardError)")
+        sender.signal(SIGKILL)
+        sender.wait()
+        Resilience.waitUntil("the connection ended at the receiver") { !receiver.bytesSent.isEmpty }
+        XCTAssertFalse(frameTypes(receiver).contains(.marker), "no Marker frame reached the older receiver")
+        let spooled = try FileManager.default.contentsOfDirectory(atPath: work.appendingPathComponent("spool").path)
+        XCTAssertEqual(spooled.count, 1, "the stream, marker and audio, stays in the spool")
     }
 }

@@ -221,7 +221,10 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// captured and encoded so far. It travels as a protocol `Marker` with its own sequence number,
     /// through the spool like audio, so it reaches each receiver exactly once, across reconnects and
     /// resumes, and lands in the recording's `mark` chunk. Returns its sequence number; throws when
-    /// the label is too long or holds a NUL character, or when the stream has already ended.
+    /// the label is too long or holds a NUL character, when the stream has already ended, or when a
+    /// receiver (main or backup) said it does not accept markers. A marker dropped before a receiver
+    /// that predates markers first answered stops that receiver's delivery at the marker (it says
+    /// so, and keeps the audio in the spool until the receiver is upgraded).
     @discardableResult
     public func mark(label: String = "") throws(CaptureStreamerError) -> UInt64 {
         guard label.utf8.count <= WireProtocol.maximumMarkerLabelBytes else {
@@ -230,6 +233,13 @@ public final class CaptureStreamer: @unchecked Sendable {
         guard !label.utf8.contains(0) else { throw .invalidMarker("a marker label must not contain a NUL character") }
         let running = lock.withLock { phase == .running }
         guard running else { throw .invalidState("a marker can be dropped only while the stream runs (after start(), before it ends)") }
+        // A receiver known to predate markers would stop getting the stream at the marker (its
+        // sequence cannot be skipped): refuse the marker instead, while the audio goes on.
+        if let older = links.enumerated().first(where: { index, link in
+            link.sender.receiverAcceptsMarkers == false && log.givenUpRoom(for: LogDestination(index: index)) == nil
+        }) {
+            throw .invalidMarker("the receiver \(older.element.receiver) does not accept markers (it predates them): upgrade capture-recv there; no marker was dropped")
+        }
         let sequence = log.appendMarker(label: label)
         guard sequence > 0 else { throw .invalidState("the stream has ended: a marker can no longer be added to it") }
         return sequence

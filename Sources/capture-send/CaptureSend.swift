@@ -224,7 +224,11 @@ struct CaptureSend: ParsableCommand {
         } catch {
             throw CLIError(error.description)
         }
-        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(streamer.outputFormat)"])
+        // SIGUSR1 drops a marker; trapped before capture starts, so that it never ends the process.
+        let markers = SignalDelivery(signals: [.sigusr1]) { _ in
+            InteractiveTerminal.dropMarker(streamer: streamer, label: "", logger: logger)
+        }
+        defer { markers.cancel() }
         let stop = StopController(
             stopTimeout: stopTimeout, logger: logger,
             stopCapture: {
@@ -241,17 +245,13 @@ struct CaptureSend: ParsableCommand {
             }
         )
         stop.start()
-        // SIGUSR1 drops a marker; trapped before capture starts, so that it never ends the process.
-        let markers = SignalDelivery(signals: [.sigusr1]) { _ in
-            InteractiveTerminal.dropMarker(streamer: streamer, label: "", logger: logger)
-        }
-        defer { markers.cancel() }
         do throws(CaptureStreamerError) {
             try streamer.start()
         } catch {
             streamer.dispose()
             throw CLIError(error.description)
         }
+        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(streamer.outputFormat)"])
         var terminal: InteractiveTerminal?
         if interactive {
             let keys = InteractiveTerminal(streamer: streamer, console: console, logger: logger) { stop.interrupt() }

@@ -19,22 +19,38 @@ final class PipelinePauseTests: XCTestCase {
         let isRealTime = true
         let readAllowed = DispatchSemaphore(value: 0)
         let stopped = DispatchSemaphore(value: 0)
-        private let lock = NSLock()
+        private let condition = NSCondition()
         private var ending = false
+        private var readsEntered = 0
+
+        /// Waits until the capture thread has entered its `count`th read (and waits in it).
+        func waitUntilReading(_ count: Int) -> Bool {
+            let deadline = Date().addingTimeInterval(60)
+            return condition.withLock {
+                while readsEntered < count {
+                    guard condition.wait(until: deadline) else { return false }
+                }
+                return true
+            }
+        }
 
         init(format: StreamFormat) { self.format = format }
 
         /// The next read ends the stream.
         func end() {
-            lock.withLock { ending = true }
+            condition.withLock { ending = true }
             readAllowed.signal()
         }
 
         func start() throws(CaptureError) {}
 
         func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
+            condition.withLock {
+                readsEntered += 1
+                condition.broadcast()
+            }
             readAllowed.wait()
-            if lock.withLock({ ending }) { return .endOfStream }
+            if condition.withLock({ ending }) { return .endOfStream }
             for index in 0..<(frameCapacity * Int(format.bytesPerFrame)) { buffer[index] = UInt8(truncatingIfNeeded: index) }
             return .frames(frameCapacity)
         }
@@ -66,9 +82,10 @@ final class PipelinePauseTests: XCTestCase {
         source.readAllowed.signal()
         source.readAllowed.signal()
         waitForEntries(log, 2)
+        XCTAssertTrue(source.waitUntilReading(3), "the capture thread never started its third read")
         let pauseCalled = MonotonicClock.nanoseconds()
         pipeline.queue.pause()
-        // The capture thread sees the pause once its current read returns (a third buffer).
+        // The capture thread waits in its third read: it sees the pause once that read returns.
         source.readAllowed.signal()
         XCTAssertEqual(source.stopped.wait(timeout: .now() + 60), .success, "the source was never stopped for the pause")
         // Capture is paused now, and the encoder has had the third buffer once it is logged.
@@ -80,7 +97,7 @@ final class PipelinePauseTests: XCTestCase {
         try pipeline.queue.resume()
         source.readAllowed.signal()
         source.readAllowed.signal()
-        waitForEntries(log, before + (encoder.fillsLostFrames ? 2 : 3))
+        waitForEntries(log, before + (encoder.fillsLostFrames ? 3 : 4))  // the marker, the gap (PCM), two buffers
         let pausedAtMost = Double(MonotonicClock.nanoseconds() - pauseCalled) / 1e9
         source.end()
         _ = try pipeline.waitAndFinish().get()
@@ -90,14 +107,16 @@ final class PipelinePauseTests: XCTestCase {
     func testAPCMPauseIsAGapOfThePausedTimeAndTheReceiverAcceptsIt() throws {
         let run = try run(encoder: try PCMEncoder(inputFormat: format))
         let frames = Int64(Self.framesPerBuffer)
-        guard run.entries.count == 7 else { return XCTFail("expected 3 buffers, a marker, a pause gap and 2 buffers: \(run.entries.map(\.content))") }
+        guard run.entries.count == 7 else {
+            return XCTFail("expected 3 buffers, a marker, a pause gap and 2 buffers: \(run.entries.map { "\($0.firstSampleTime)..<\($0.endSampleTime)" })")
+        }
         XCTAssertEqual(run.entries[3].content, .marker(sampleTime: 3 * frames, label: "while paused"), "the marker stands where capture paused")
-        guard case .gap(let start, let length, let reason) = run.entries[4].content else { return XCTFail("no gap after the pause: \(run.entries[4].content)") }
+        guard case .gap(let start, let length, let reason) = run.entries[4].content else { return XCTFail("no gap after the pause at \(run.entries[4].firstSampleTime)") }
         XCTAssertEqual(reason, "paused")
         XCTAssertEqual(start, 3 * frames, "the pause begins where the audio before it ends")
         XCTAssertGreaterThanOrEqual(length, 48_000 * 50 / 1_000, "the pause lasted at least the 50 ms the test held it")
         XCTAssertLessThanOrEqual(Double(length) / 48_000, run.pausedAtMost, "no longer than from pause() to the audio after it")
-        guard case .audio(let after) = run.entries[5].content else { return XCTFail("\(run.entries[5].content)") }
+        guard case .audio(let after) = run.entries[5].content else { return XCTFail("no audio after the gap, at \(run.entries[5].firstSampleTime)") }
         XCTAssertEqual(after.firstSampleTime, start + length, "the audio after the pause starts where the gap ends")
         XCTAssertEqual(run.end.endSampleTime, start + length + 2 * frames)
         try assertReceiverAccepts(run.entries, end: run.end, pipeline: run.pipeline)
@@ -128,7 +147,7 @@ final class PipelinePauseTests: XCTestCase {
         }))
         try receiver.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
         for entry in entries {
-            XCTAssertNoThrow(try receiver.receive(entry.wireMessage), "sequence \(entry.sequence): \(entry.content)")
+            XCTAssertNoThrow(try receiver.receive(entry.wireMessage), "sequence \(entry.sequence) at \(entry.firstSampleTime)")
         }
         XCTAssertNoThrow(try receiver.receive(.endOfStream(.with {
             $0.lastSequence = entries.last?.sequence ?? 0

@@ -321,8 +321,8 @@ let package = Package(
                 "CAF", "CaptureCommitLog", "CaptureCore", "CaptureWire", "CaptureCLISupport", "CaptureSecurity", "CSndFile", "TestSupport",
                 "capture-send-main", "capture-recv-main", "capture-load",
             ],
-            // The browser tests' WebDriver scripts and the power-cut file system, run by path with python3.
-            exclude: ["Browser", "GlusterFS", "PowerCut"]
+            // The browser tests' WebDriver scripts, the power-cut file system and the pseudo-terminal driver, run by path with python3.
+            exclude: ["Browser", "GlusterFS", "Interactive", "PowerCut"]
         ),
         .testTarget(name: "CaptureCommitLogTests", dependencies: ["CaptureCommitLog", "CaptureCore", "TestSupport"]),
         .testTarget(name: "CaptureExportTests", dependencies: ["CaptureExport", "CAF", "CaptureCore", "CaptureCodecs", "CSndFile", "TestSupport"]),

@@ -1,6 +1,8 @@
 /// A named position in a CAF file's audio, stored in the `mark` chunk with its name in the `strg` chunk.
 ///
-/// The receiver records capture gaps and overruns as markers at the frame where they happened.
+/// The receiver records capture gaps and overruns as markers at the frame where they happened, named
+/// `gap: …`, and the markers the person recording dropped (protocol `Marker`) named `marker` or
+/// `marker: <label>` (`userMarkerName(label:)`, read back with `userLabel`).
 public struct CAFMarker: Hashable, Sendable {
     /// The frame (sample index) the marker points at, counted from the start of the audio data.
     public var framePosition: Int64
@@ -10,6 +12,27 @@ public struct CAFMarker: Hashable, Sendable {
     public init(framePosition: Int64, name: String) {
         self.framePosition = framePosition
         self.name = name
+    }
+
+    /// The name prefix of a marker the person recording dropped.
+    public static let userMarkerPrefix = "marker"
+
+    /// The name of a marker the person recording dropped: `marker`, or `marker: <label>`.
+    public static func userMarkerName(label: String) -> String {
+        label.isEmpty ? userMarkerPrefix : "\(userMarkerPrefix): \(label)"
+    }
+
+    /// The label of a marker the person recording dropped (empty when it has none); nil for any
+    /// other marker (a gap's).
+    public var userLabel: String? {
+        if name == Self.userMarkerPrefix { return "" }
+        let prefix = Self.userMarkerPrefix + ": "
+        return name.hasPrefix(prefix) ? String(name.dropFirst(prefix.count)) : nil
+    }
+
+    /// The name of the marker of a gap with `reason` covering `length` frames.
+    public static func gapName(length: Int64, reason: String) -> String {
+        "gap: \(length) frames not captured (\(reason))"
     }
 }
 

@@ -475,11 +475,17 @@ public final class CAFWriter {
     /// Records a marker at `framePosition` (for example a capture gap or overrun). It is journaled at
     /// the next `flush()` (durable with the next `synchronize()`) and written to the `mark` and `strg`
     /// chunks at `finalize()`. If it throws, the marker is not recorded.
-    public func addMarker(framePosition: Int64, name: String) throws(CAFError) {
+    ///
+    /// A marker equal to one the file already holds (the same frame position and name) is not added
+    /// again, and false is returned: markers are idempotent, so a marker journaled before a crash and
+    /// written again when the stream resumes (or its commit log round is replayed) appears once.
+    @discardableResult
+    public func addMarker(framePosition: Int64, name: String) throws(CAFError) -> Bool {
         guard isOpen else { throw .writerClosed(path: path) }
         guard framePosition >= 0 else { throw .invalidArgument("a marker's frame position must not be negative") }
         guard !name.utf8.contains(0) else { throw .invalidArgument("a marker name must not contain a NUL character") }
         let marker = CAFMarker(framePosition: framePosition, name: name)
+        guard !markers.contains(marker) else { return false }
         pendingMarkers.append(marker)
         if writeBehind == 0 {
             do throws(CAFError) {
@@ -490,6 +496,7 @@ public final class CAFWriter {
             }
         }
         markers.append(marker)
+        return true
     }
 
     /// Finishes the file: sets the data chunk's size, appends the `pakt` chunk (variable bit rate formats;

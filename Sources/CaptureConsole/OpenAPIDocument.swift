@@ -73,7 +73,7 @@ enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Unauthorized" }
           /api/events:
             get:
-              summary: "Server-Sent Events: opened, resumed, gap, closed (data: a Stream, or a Gap), levels (about 10 a second per live stream) and alarm (an Alarm raised or cleared)."
+              summary: "Server-Sent Events: opened, resumed, gap, closed (data: a Stream, or a Gap), levels (about 10 a second per live stream), alarm (an Alarm raised or cleared) and marker (a Marker the person recording dropped)."
               responses:
                 "200":
                   description: An event stream; each event's data is one JSON object.
@@ -227,6 +227,13 @@ enum OpenAPIDocument {
                 seconds_acknowledged: { type: number }
                 last_audio_received: { type: [string, "null"], format: date-time }
                 gap_count: { type: integer }
+            Marker:
+              type: object
+              required: [id, at_seconds, label]
+              properties:
+                id: { type: string, format: uuid }
+                at_seconds: { type: number, description: "seconds from the stream's first sample" }
+                label: { type: string, description: "empty when the marker has none" }
                 gap_seconds: { type: number }
                 file: { type: string }
                 levels:

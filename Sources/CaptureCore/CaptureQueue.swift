@@ -35,6 +35,9 @@ public struct CaptureStatistics: Equatable, Sendable {
 ///
 /// Lifecycle, as `AudioQueueStart`/`Pause`/`Stop`/`Dispose`: `start()`, `pause()`, `resume()`,
 /// `stop(immediate:)` (immediate drops queued buffers; otherwise they are delivered first), `dispose()`.
+/// For a real-time source the timeline goes on through a pause: the first buffer after `resume()`
+/// starts as many frames later as the pause lasted, and reports them in `framesPausedBefore` (a
+/// pause that a stop ends adds nothing: the stream ends where capture paused).
 ///
 /// Sendability (`@unchecked Sendable`): the capture and delivery threads hand buffers to each other only through the two single-producer, single-consumer `IndexRing`s and the semaphores; flags and counters are `Atomic`s, the lifecycle state is in a `Mutex`, everything else is immutable after `init`.
 public final class CaptureQueue: @unchecked Sendable {
@@ -72,6 +75,7 @@ public final class CaptureQueue: @unchecked Sendable {
         var hostTime: UInt64 = 0
         var frames: Int = 0
         var framesLostBefore: Int = 0
+        var framesPausedBefore: Int = 0
     }
 
     /// The format the source really delivers.
@@ -270,6 +274,7 @@ public final class CaptureQueue: @unchecked Sendable {
     private func captureLoop() {
         var nextSample: Int64 = 0
         var pendingLost = 0
+        var pendingPaused = 0
         var heldSlot: Int?
         var inOverrun = false
         var sourceRunning = true
@@ -285,7 +290,15 @@ public final class CaptureQueue: @unchecked Sendable {
             case .pause:
                 wakeDelivery(&deliveryOwed)
                 if sourceRunning { source.stop(); sourceRunning = false }
+                let pausedAt = MonotonicClock.nanoseconds()
                 resumed.wait()
+                // Resumed (not stopped): a real-time source's timeline went on meanwhile.
+                if isRealTime, Control(rawValue: control.load(ordering: .acquiring)) == .run {
+                    let elapsed = Double(MonotonicClock.nanoseconds() &- pausedAt) / 1e9
+                    let frames = Int((elapsed * format.sampleRate).rounded())
+                    pendingPaused += frames
+                    nextSample += Int64(frames)
+                }
                 continue loop
             case .run:
                 if !sourceRunning {
@@ -335,10 +348,11 @@ public final class CaptureQueue: @unchecked Sendable {
                 guard count > 0 else { continue loop }
                 slots[slot] = Slot(
                     startSample: nextSample, hostTime: MonotonicClock.nanoseconds(),
-                    frames: count, framesLostBefore: pendingLost
+                    frames: count, framesLostBefore: pendingLost, framesPausedBefore: pendingPaused
                 )
                 nextSample += Int64(count)
                 pendingLost = 0
+                pendingPaused = 0
                 inOverrun = false
                 heldSlot = nil
                 framesCaptured.add(Int64(count), ordering: .relaxed)
@@ -426,7 +440,8 @@ public final class CaptureQueue: @unchecked Sendable {
                     bytes: UnsafeRawBufferPointer(start: memory + slot * bufferByteSize, count: info.frames * bytesPerFrame),
                     startTime: CaptureTimestamp(sampleTime: info.startSample, hostTime: info.hostTime),
                     packetCount: info.frames,
-                    framesLostBefore: info.framesLostBefore
+                    framesLostBefore: info.framesLostBefore,
+                    framesPausedBefore: info.framesPausedBefore
                 )
                 callback(buffer)
                 buffersDelivered.add(1, ordering: .relaxed)

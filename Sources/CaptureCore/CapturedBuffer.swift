@@ -46,12 +46,17 @@ public struct CapturedBuffer {
     /// Frames lost (overrun) immediately before this buffer; its `startTime.sampleTime` already
     /// counts them.
     public let framesLostBefore: Int
+    /// Frames of a pause immediately before this buffer (capture paused, then resumed): the time
+    /// the pause lasted, at the format's rate. Its `startTime.sampleTime` already counts them, so
+    /// the timeline keeps going through a pause and the recording keeps wall-clock positions.
+    public let framesPausedBefore: Int
 
     public init(
         bytes: UnsafeRawBufferPointer, startTime: CaptureTimestamp, packetCount: Int,
         packetDescriptions: UnsafeBufferPointer<PacketDescription> = UnsafeBufferPointer(start: nil, count: 0),
-        framesLostBefore: Int = 0
+        framesLostBefore: Int = 0, framesPausedBefore: Int = 0
     ) {
+        self.framesPausedBefore = framesPausedBefore
         self.bytes = bytes
         self.startTime = startTime
         self.packetCount = packetCount

@@ -31,7 +31,8 @@ enum OggOpusExport {
             throw .unsupported("cannot export \(file.path): it has \(preSkip) priming frames, more than the 65535 an OpusHead's pre-skip holds")
         }
         try body(Packet(bytes: identificationHeader(plan, preSkip: Int(preSkip)), granule: 0, number: 0, isLast: false))
-        try body(Packet(bytes: try commentHeader(plan.facts, path: file.path), granule: 0, number: 1, isLast: false))
+        let chapters = ExportChapters.comments(file.markers, leadingFrames: plan.leadingFrames, validFrames: plan.validFrames, sampleRate: 48_000)
+        try body(Packet(bytes: try commentHeader(plan.facts, path: file.path, chapters: chapters), granule: 0, number: 1, isLast: false))
         // The reader checked preSkip + validFrames ≤ packets × frames per packet (≤ 5760): the
         // granules below never exceed `end` nor overflow.
         let framesPerPacket = Int64(file.format.framesPerPacket)
@@ -93,8 +94,9 @@ enum OggOpusExport {
         return head
     }
 
-    /// RFC 7845 §5.2: vendor and comments with the recording's times.
-    static func commentHeader(_ facts: RecordingFacts, path: String) throws(ExportError) -> [UInt8] {
+    /// RFC 7845 §5.2: vendor and comments with the recording's times, and `chapters` (the markers
+    /// the person recording dropped, `ExportChapters`).
+    static func commentHeader(_ facts: RecordingFacts, path: String, chapters: [String] = []) throws(ExportError) -> [UInt8] {
         var comments: [String] = []
         if !facts.title.isEmpty { comments.append("TITLE=\(facts.title)") }
         if let iso = facts.isoTime { comments.append("DATE=\(iso)") }
@@ -104,6 +106,7 @@ enum OggOpusExport {
         if !facts.sourceHost.isEmpty { comments.append("SOURCE_HOST=\(facts.sourceHost)") }
         if let reference = facts.timeReference(rate: 48_000) { comments.append("TIME_REFERENCE=\(reference)") }
         comments.append("CLOCK_SYNCHRONIZED=\(facts.clockSynchronized)")
+        comments += chapters
         let vendor = Array("capture-recv".utf8)
         var bytes = Array("OpusTags".utf8) + RIFFLabels.le32(UInt32(vendor.count)) + vendor + RIFFLabels.le32(UInt32(comments.count))
         for comment in comments {

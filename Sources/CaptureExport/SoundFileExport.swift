@@ -6,10 +6,11 @@ import Foundation
 
 /// Writes a recording's valid audio through libsndfile as Broadcast Wave (WAV or RF64) or FLAC:
 /// `bext` with the origination date and time and TimeReference (samples since UTC midnight) of the
-/// first valid sample, gap markers as `cue` points (libsndfile) labelled by a `LIST`/`adtl` chunk of
-/// `labl`s (appended here: libsndfile 1.2 writes cue points without their names), the channel mask
-/// from the CAF's channel bitmap, and the times as text (`LIST`/`INFO` in WAV, Vorbis comments in
-/// FLAC).
+/// first valid sample, gap markers and the markers the person recording dropped as `cue` points
+/// (libsndfile) labelled by a `LIST`/`adtl` chunk of `labl`s (appended here: libsndfile 1.2 writes
+/// cue points without their names; a dropped marker's label is its label), the channel mask from
+/// the CAF's channel bitmap, and the times as text (`LIST`/`INFO` in WAV, Vorbis comments in FLAC,
+/// where the dropped markers are chapters too: `ExportChapters`).
 enum SoundFileExport {
     /// Sample format of the export (libsndfile subtype) for a recording. FLAC holds at most 24 bits:
     /// 32-bit integer and float recordings become 24-bit. Decoded Opus becomes 24-bit.
@@ -129,8 +130,14 @@ enum SoundFileExport {
         }
         closed = true
         guard sf_close(handle) == 0 else { throw failed("libsndfile could not finish it") }
+        if format == .flac {
+            let chapters = ExportChapters.comments(file.markers, leadingFrames: audio.leadingFrames, validFrames: audio.validFrames, sampleRate: audio.sampleRate)
+            try FLACComments.add(chapters, to: path, destination: destination)
+        }
         if format != .flac, !cues.isEmpty {
-            try RIFFLabels.append(RIFFLabels.chunk(labels(cues)), to: path, rf64: format == .rf64, destination: destination)
+            // libsndfile 1.2 writes the cue chunk for WAV only: an RF64 export gets it here.
+            let cueChunk = format == .rf64 ? RIFFLabels.cueChunk(cues.map(\.position)) : []
+            try RIFFLabels.append(cueChunk + RIFFLabels.chunk(labels(cues)), to: path, rf64: format == .rf64, destination: destination)
         }
     }
 
@@ -139,14 +146,16 @@ enum SoundFileExport {
         cues.enumerated().map { (UInt32($0.offset + 1), $0.element.name) }
     }
 
-    /// Gap markers as cue points on the export's timeline (stored frames less `leadingFrames`),
-    /// those inside the valid audio only; at most 100 (libsndfile's limit).
+    /// Markers as cue points on the export's timeline (stored frames less `leadingFrames`), those
+    /// inside the valid audio only; at most 100 (libsndfile's limit). A gap's is named as in the
+    /// CAF; a marker the person recording dropped is named by its label (`marker` without one).
     static func cuePoints(_ markers: [CAFMarker], leadingFrames: Int64, validFrames: Int64) -> [(position: UInt32, name: String)] {
         markers.compactMap { marker in
             // The reader keeps positions in 0..<2^62 and priming is an Int32: no overflow.
             let position = marker.framePosition - leadingFrames
             guard position >= 0, position <= validFrames, position <= Int64(UInt32.max) else { return nil }
-            return (UInt32(position), marker.name)
+            let name = marker.userLabel.flatMap { $0.isEmpty ? nil : $0 } ?? marker.name
+            return (UInt32(position), name)
         }.prefix(100).map { $0 }
     }
 
@@ -183,6 +192,16 @@ enum RIFFLabels {
             body += Array("labl".utf8) + le32(size) + le32(label.id) + text
         }
         return Array("LIST".utf8) + le32(UInt32(body.count)) + body
+    }
+
+    /// A `cue ` chunk with one cue point per position, numbered from 1, each in the `data` chunk at
+    /// that sample (as libsndfile writes them in WAV).
+    static func cueChunk(_ positions: [UInt32]) -> [UInt8] {
+        var body = le32(UInt32(positions.count))
+        for (index, position) in positions.enumerated() {
+            body += le32(UInt32(index + 1)) + le32(position) + Array("data".utf8) + le32(0) + le32(0) + le32(position)
+        }
+        return Array("cue ".utf8) + le32(UInt32(body.count)) + body
     }
 
     /// `text` cut to at most `maximumText` bytes of UTF-8, at a character boundary.

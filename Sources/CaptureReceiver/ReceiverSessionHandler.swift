@@ -193,6 +193,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             writer?.write(audio)
         case .recordGap(let gap):
             writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(clamping: gap.lengthFrames), reason: gap.reason)
+        case .recordMarker(let marker):
+            writer?.recordMarker(sequence: marker.sequence, sampleTime: marker.sampleTime, label: marker.label)
         case .finishFile(let end):
             guard let writer else { return }
             let loopBound = self.loopBound

@@ -131,6 +131,15 @@ public final class StreamWriter: @unchecked Sendable {
         }
     }
 
+    /// Records a marker with `label` at `sampleTime` for `sequence` (it covers no frames).
+    public func recordMarker(sequence: UInt64, sampleTime: Int64, label: String) {
+        lane.submit { [self] in
+            record(through: DurablePosition(sequence: sequence, sampleTime: sampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+                try recording.writeMarker(sampleTime: sampleTime, label: label, round: &round)
+            }
+        }
+    }
+
     /// Writes one message into the recording (`step`, given the position before it and the pending
     /// round), and then counts the stream as written through `position`. When the recording finished
     /// a file at a segment cut meanwhile, that file holds, durably, everything written before the

@@ -13,6 +13,12 @@ import Foundation
 /// cover the capture timeline, and a loss at the very end leaves nothing to cover (the stream ends
 /// after its last captured frame).
 ///
+/// Pauses: a pause of a real-time source (`CaptureStreamer.pause()`) is recorded as what it is, a
+/// Gap with reason `paused` covering the time it lasted (PCM), so the file keeps wall-clock
+/// positions. An encoder that fills lost frames (Opus) cannot leave a hole in its packets' timeline:
+/// it is given the capture's timeline without the pauses, so an Opus stream closes over a pause as
+/// before (no silence, no gap).
+///
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
 /// may allocate and the log may take its lock there.
 ///
@@ -41,6 +47,9 @@ public final class CapturePipeline: @unchecked Sendable {
     private var lastOutputEnd: Int64 = 0
     /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
     private var reportedLost: Int64 = 0
+    /// Frames of every pause so far (`framesPausedBefore`), taken out of the timeline an encoder that
+    /// fills lost frames sees. Delivery thread only.
+    private var pausedFrames: Int64 = 0
     /// The levels for the status display: everything captured since `takeLevels()`.
     private var levels: LevelMeter
     /// The levels of the audio captured since the last packets were logged, sent with the next
@@ -118,7 +127,25 @@ public final class CapturePipeline: @unchecked Sendable {
         return AudioLevels(reading, loudness: loudness)
     }
 
-    private func handle(_ buffer: CapturedBuffer) {
+    private func handle(_ captured: CapturedBuffer) {
+        var buffer = captured
+        if captured.framesPausedBefore > 0 {
+            let paused = Int64(captured.framesPausedBefore)
+            if encoder.fillsLostFrames {
+                pausedFrames += paused
+            } else {
+                // The pause came before any frames lost since (an overrun right after resuming).
+                let lost = Int64(captured.framesLostBefore)
+                log.appendGap(sampleTime: captured.startTime.sampleTime - lost - paused, length: paused, reason: "paused")
+            }
+        }
+        if pausedFrames > 0 {
+            buffer = CapturedBuffer(
+                bytes: captured.bytes,
+                startTime: CaptureTimestamp(sampleTime: captured.startTime.sampleTime - pausedFrames, hostTime: captured.startTime.hostTime),
+                packetCount: captured.packetCount, packetDescriptions: captured.packetDescriptions,
+                framesLostBefore: captured.framesLostBefore)
+        }
         // Measured before encoding, so PCM and Opus carry the same levels. An encoder that
         // accumulates whole frames (Opus) may log nothing for this buffer: its levels then go with
         // the next packets.

@@ -3,7 +3,7 @@ import Foundation
 
 extension LoggedPacket {
     /// The message that carries this entry to the receiver: AudioData for audio (with its levels
-    /// when the entry has them), Gap for a gap.
+    /// when the entry has them), Gap for a gap, Marker for a marker.
     public var wireMessage: WireMessage {
         switch content {
         case .audio(let packets):
@@ -22,6 +22,12 @@ extension LoggedPacket {
                 $0.sampleTime = sampleTime
                 $0.lengthFrames = UInt64(length)
                 $0.reason = reason
+            })
+        case .marker(let sampleTime, let label):
+            return .marker(.with {
+                $0.sequence = sequence
+                $0.sampleTime = sampleTime
+                $0.label = label
             })
         }
     }

@@ -4,7 +4,7 @@ import CaptureCodecs
 import CaptureWire
 import Foundation
 
-/// One entry of the packet log: audio packets or a gap, with its sequence number.
+/// One entry of the packet log: audio packets, a gap or a marker, with its sequence number.
 public struct LoggedPacket: Sendable, Equatable {
     /// What the entry carries.
     public enum Content: Sendable, Equatable {
@@ -12,6 +12,9 @@ public struct LoggedPacket: Sendable, Equatable {
         case audio(EncodedPackets)
         /// Audio that was not captured: `length` frames at `sampleTime`, for `reason`.
         case gap(sampleTime: Int64, length: Int64, reason: String)
+        /// A point the person recording marked, at `sampleTime`, with an optional `label`: it
+        /// covers no frames.
+        case marker(sampleTime: Int64, label: String)
     }
 
     /// 1, 2, 3... without holes.
@@ -40,6 +43,7 @@ public struct LoggedPacket: Sendable, Equatable {
         switch content {
         case .audio(let packets): return packets.firstSampleTime
         case .gap(let sampleTime, _, _): return sampleTime
+        case .marker(let sampleTime, _): return sampleTime
         }
     }
 
@@ -47,6 +51,7 @@ public struct LoggedPacket: Sendable, Equatable {
         switch content {
         case .audio(let packets): return packets.firstSampleTime + Int64(packets.frameCount)
         case .gap(let sampleTime, let length, _): return sampleTime + length
+        case .marker(let sampleTime, _): return sampleTime
         }
     }
 }
@@ -322,8 +327,20 @@ public final class PacketLog: @unchecked Sendable {
         return appendEntry(.gap(sampleTime: sampleTime, length: length, reason: reason), bytes: 0)
     }
 
-    private func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil) -> UInt64 {
+    /// Appends a marker with `label` where the stream's timeline stands now (just past the last
+    /// entry appended); returns its sequence number, or 0 when the stream has already ended (or the
+    /// log is closed) and nothing more can be recorded in it.
+    @discardableResult
+    public func appendMarker(label: String) -> UInt64 {
+        appendEntry(.marker(sampleTime: 0, label: label), bytes: 0, atTimelineEnd: true)
+    }
+
+    /// Appends `content`; `atTimelineEnd`: a marker placed where the timeline stands, decided under
+    /// the lock so that no other entry comes between (0 is returned, and nothing appended, once the
+    /// stream ended).
+    private func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil, atTimelineEnd: Bool = false) -> UInt64 {
         condition.lock()
+        var content = content
         var givenUp = GivenUp()
         if !producerIsRealTime {
             // The main receiver sets the pace (and the disk, for what waits in memory to be
@@ -335,6 +352,15 @@ public final class PacketLog: @unchecked Sendable {
                 condition.wait()
                 producersWaiting -= 1
             }
+        }
+        if atTimelineEnd, case .marker(_, let label) = content {
+            guard end == nil, !closed else {
+                condition.unlock()
+                announce(givenUp)
+                return 0
+            }
+            // After any wait for room: what others appended meanwhile comes before the marker.
+            content = .marker(sampleTime: appendedEnd, label: label)
         }
         let sequence = nextSequence
         nextSequence += 1

@@ -1,13 +1,14 @@
 import CaptureCodecs
 import CaptureCore
 
-/// One record of a spool segment: a log entry (audio or gap) or the end of the stream.
+/// One record of a spool segment: a log entry (audio, gap or marker) or the end of the stream.
 enum SpoolRecord: Equatable {
     case entry(LoggedPacket)
     case end(StreamEnd, lastSequence: UInt64)
 
     static let audioType: UInt8 = 0x41  // 'A'
     static let gapType: UInt8 = 0x47  // 'G'
+    static let markerType: UInt8 = 0x4D  // 'M': sequence, sample time (Int64), the label's UTF-8 bytes
     static let endType: UInt8 = 0x45  // 'E'
     /// Length (UInt32) and checksum (UInt64) before each body.
     static let headerSize = 12
@@ -59,6 +60,11 @@ enum SpoolRecord: Equatable {
                 body.append(sampleTime)
                 body.append(length)
                 body.append(contentsOf: reason.utf8)
+            case .marker(let sampleTime, let label):
+                body.append(Self.markerType)
+                body.append(entry.sequence)
+                body.append(sampleTime)
+                body.append(contentsOf: label.utf8)
             }
         case .end(let end, let lastSequence):
             body.append(Self.endType)
@@ -80,7 +86,7 @@ enum SpoolRecord: Equatable {
     /// What the recovery scan needs of a record, without its payload: where it sits in the
     /// sequences and on the sample timeline.
     struct Summary: Equatable {
-        enum Kind: Equatable { case audio, gap, end }
+        enum Kind: Equatable { case audio, gap, marker, end }
         var kind: Kind
         /// The entry's sequence; for the end record, the sequence after the last entry.
         var position: UInt64
@@ -113,9 +119,9 @@ enum SpoolRecord: Equatable {
     /// scan asks this at every byte of a damaged stretch).
     static func mightStart(_ bytes: UnsafeRawBufferPointer, at offset: Int, positions: ClosedRange<UInt64>) -> Bool {
         guard offset >= 0, bytes.count - offset >= minimumSize else { return false }
-        // The type byte first: it turns away all but 3 offsets in 256 with one comparison.
+        // The type byte first: it turns away all but 4 offsets in 256 with one comparison.
         let type = bytes[offset + headerSize]
-        guard type == audioType || type == gapType || type == endType else { return false }
+        guard type == audioType || type == gapType || type == markerType || type == endType else { return false }
         let length = Int(load(UInt32.self, bytes, offset))
         guard length >= minimumBody, length <= maximumBody, length <= bytes.count - offset - headerSize else { return false }
         let sequence = load(UInt64.self, bytes, offset + headerSize + 1)
@@ -133,7 +139,7 @@ enum SpoolRecord: Equatable {
         let sequence = load(UInt64.self, bytes, offset + headerSize + 1)
         guard sequence < maximumSequence else { return nil }
         switch type {
-        case audioType, gapType: return (type, sequence)
+        case audioType, gapType, markerType: return (type, sequence)
         case endType: return (type, sequence + 1)
         default: return nil
         }
@@ -205,7 +211,9 @@ enum SpoolRecord: Equatable {
         }
         switch decode(body: ArraySlice(body)) {
         case .entry(let entry)?:
-            return Summary(kind: .gap, position: entry.sequence, firstSampleTime: entry.firstSampleTime, endSampleTime: entry.endSampleTime, payloadBytes: 0)
+            let kind: Summary.Kind
+            if case .marker = entry.content { kind = .marker } else { kind = .gap }
+            return Summary(kind: kind, position: entry.sequence, firstSampleTime: entry.firstSampleTime, endSampleTime: entry.endSampleTime, payloadBytes: 0)
         case .end(let end, let last)?:
             return Summary(kind: .end, position: last + 1, firstSampleTime: end.endSampleTime, endSampleTime: end.endSampleTime, payloadBytes: 0, streamEnd: end)
         case nil:
@@ -230,6 +238,10 @@ enum SpoolRecord: Equatable {
             else { return nil }
             let reason = String(decoding: reader.readRest(), as: UTF8.self)
             return .entry(LoggedPacket(sequence: sequence, content: .gap(sampleTime: sampleTime, length: length, reason: reason)))
+        case markerType:
+            guard let sampleTime = reader.readInt64(), sampleTime >= 0, sampleTime <= maximumSampleTime else { return nil }
+            let label = String(decoding: reader.readRest(), as: UTF8.self)
+            return .entry(LoggedPacket(sequence: sequence, content: .marker(sampleTime: sampleTime, label: label)))
         case endType:
             guard sequence < maximumSequence, let endTime = reader.readInt64(), let remainder = reader.readUInt32(),
                 endTime >= 0, endTime <= maximumSampleTime

@@ -294,7 +294,7 @@ public struct SpoolScanner {
             pending = []
         }
         switch record.kind {
-        case .audio, .gap:
+        case .audio, .gap, .marker:
             items.append(.entry(Entry(
                 sequence: record.position, location: location, payloadBytes: record.payloadBytes,
                 firstSampleTime: record.firstSampleTime, endSampleTime: record.endSampleTime, isAudio: record.kind == .audio)))

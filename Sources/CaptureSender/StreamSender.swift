@@ -153,6 +153,10 @@ public final class StreamSender: Sendable {
     /// Whether the connection uses TLS.
     public var usesTLS: Bool { configuration.tls != nil }
 
+    /// Whether the receiver accepts markers, as its last HelloAccepted said (nil before the first):
+    /// a receiver that predates them is never sent one (PROTOCOL.md §6.10).
+    public var receiverAcceptsMarkers: Bool? { control.acceptsMarkers }
+
     /// Stops trying to deliver: the current connection is closed and `run()` returns `.abandoned`.
     /// What the receiver has not acknowledged stays in the spool for the next run.
     public func abandon() {
@@ -342,6 +346,7 @@ public final class StreamSender: Sendable {
                                 let before = control.link
                                 _ = control.decide(.accepted(at: Self.now()))
                                 control.fileName = accepted.fileName
+                                control.acceptsMarkers = accepted.acceptedFrameTypes.contains(UInt32(WireMessageType.marker.rawValue))
                                 if !accepted.resumed, let continuation {
                                     let fileEnd = accepted.hasContinuedFileEndSampleTime ? accepted.continuedFileEndSampleTime : nil
                                     control.noteJoin(continuation, fileEnd: fileEnd)
@@ -568,6 +573,7 @@ final class SenderControl: @unchecked Sendable {
     private var policy: DeliveryPolicy
     private var channel: Channel?
     private var announcedFileName = ""
+    private var announcedMarkers: Bool?
     /// Every continuation made, in order, with what the receiver said when it first accepted it:
     /// where the continued stream's file ends (`HelloAccepted.continued_file_end_sample_time`; nil:
     /// it cannot confirm, or it has not accepted the continuation).
@@ -605,6 +611,12 @@ final class SenderControl: @unchecked Sendable {
     var fileName: String {
         get { condition.withLock { announcedFileName } }
         set { condition.withLock { announcedFileName = newValue } }
+    }
+
+    /// Whether the receiver's last HelloAccepted listed Marker (nil before any).
+    var acceptsMarkers: Bool? {
+        get { condition.withLock { announcedMarkers } }
+        set { condition.withLock { announcedMarkers = newValue } }
     }
 
     /// A continuation and what its receiver said of the join.

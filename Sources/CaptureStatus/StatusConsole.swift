@@ -21,7 +21,19 @@ public final class StatusConsole: @unchecked Sendable {
     private let lock = NSLock()
     private let write: @Sendable (String) -> Void
     private var statusLine: String?
+    /// A prompt drawn after the status line (a marker's label being typed, `--interactive`).
+    private var prompt: String?
     private var closed = false
+
+    /// The status line with the prompt after it, as drawn; nil when neither is there.
+    private var drawnLine: String? {
+        switch (statusLine, prompt) {
+        case (nil, nil): return nil
+        case (let line?, nil): return line
+        case (nil, let prompt?): return prompt
+        case (let line?, let prompt?): return line + "  " + prompt
+        }
+    }
 
     /// A console writing through `write` (each call gets text to write as is).
     public init(write: @escaping @Sendable (String) -> Void) {
@@ -37,10 +49,10 @@ public final class StatusConsole: @unchecked Sendable {
     /// drawn, and draws the status line again under it.
     public func writeLine(_ line: String) {
         lock.withLock {
-            if let statusLine {
+            if let drawnLine {
                 write(
                     StatusLineRenderer.carriageReturn + StatusLineRenderer.clearToEndOfLine + line + "\n"
-                        + StatusLineRenderer.carriageReturn + statusLine + StatusLineRenderer.clearToEndOfLine
+                        + StatusLineRenderer.carriageReturn + drawnLine + StatusLineRenderer.clearToEndOfLine
                 )
             } else {
                 write(line + "\n")
@@ -54,7 +66,18 @@ public final class StatusConsole: @unchecked Sendable {
         lock.withLock {
             guard !closed else { return }
             statusLine = line
-            write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine)
+            write(StatusLineRenderer.carriageReturn + (drawnLine ?? line) + StatusLineRenderer.clearToEndOfLine)
+        }
+    }
+
+    /// Draws `prompt` after the status line (or alone, when none is drawn), in place; nil takes it
+    /// away. For a terminal the user types on: `capture-send --interactive` shows a marker's label
+    /// there while it is typed.
+    public func showPrompt(_ prompt: String?) {
+        lock.withLock {
+            guard !closed else { return }
+            self.prompt = prompt
+            write(StatusLineRenderer.carriageReturn + (drawnLine ?? "") + StatusLineRenderer.clearToEndOfLine)
         }
     }
 
@@ -64,6 +87,7 @@ public final class StatusConsole: @unchecked Sendable {
         lock.withLock {
             guard statusLine != nil else { return }
             statusLine = nil
+            prompt = nil
             write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine + "\n")
         }
     }
@@ -79,6 +103,7 @@ extension StatusConsole {
                 StatusLineRenderer.carriageReturn + $0 + StatusLineRenderer.clearToEndOfLine + "\n"
             } ?? ""
             statusLine = nil
+            prompt = nil
             closed = true
             write(status + line + "\n")
         }

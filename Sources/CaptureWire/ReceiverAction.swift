@@ -7,6 +7,8 @@ public enum ReceiverAction: Sendable, Equatable {
     case writeAudio(Capture_V1_AudioData)
     /// The next sequence is lost audio: record the gap at its sample time; send an Ack once durable.
     case recordGap(Capture_V1_Gap)
+    /// The next sequence is a marker: record it at its sample time; send an Ack once durable.
+    case recordMarker(Capture_V1_Marker)
     /// A sequence already received (a resend after reconnect): ignore it but send the current
     /// durable Ack again, so the sender can drop what it holds.
     case ignoreDuplicate(sequence: UInt64)

@@ -114,12 +114,14 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
             return try receiveAudio(audio)
         case (.streaming, .gap(let gap)):
             return try receiveGap(gap, now: now)
+        case (.streaming, .marker(let marker)):
+            return try receiveMarker(marker)
         case (.streaming, .endOfStream(let end)):
             return try receiveEnd(end)
         case (.awaitingDecision, _):
             throw .unexpectedMessage(message.type, expecting: "nothing until HelloAccepted is sent")
         case (.streaming, _):
-            throw .unexpectedMessage(message.type, expecting: "AudioData, Gap, Heartbeat or EndOfStream")
+            throw .unexpectedMessage(message.type, expecting: "AudioData, Gap, Marker, Heartbeat or EndOfStream")
         case (.ended, _):
             throw .unexpectedMessage(message.type, expecting: "nothing after EndOfStream")
         case (.closed, _):
@@ -127,7 +129,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         }
     }
 
-    /// Sequence rule shared by AudioData and Gap: true when it is the next one, false for a duplicate.
+    /// Sequence rule shared by AudioData, Gap and Marker: true when it is the next one, false for a duplicate.
     private func isNext(_ sequence: UInt64, type: WireMessageType) throws(WireError) -> Bool {
         guard sequence >= WireProtocol.firstSequence else {
             throw .invalidField(message: type, field: "sequence", reason: "sequences start at 1")
@@ -193,6 +195,26 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         nextSampleTime = end
         nextSequence += 1
         return .recordGap(gap)
+    }
+
+    /// A marker takes the next sequence and covers no frames: it stands where the timeline stands.
+    /// Its label is at most `WireProtocol.maximumMarkerLabelBytes` of UTF-8 without NUL (a CAF
+    /// marker name is a C string).
+    private mutating func receiveMarker(_ marker: Capture_V1_Marker) throws(WireError) -> ReceiverAction {
+        guard try isNext(marker.sequence, type: .marker) else { return .ignoreDuplicate(sequence: marker.sequence) }
+        guard marker.sampleTime == nextSampleTime else {
+            throw .sampleTimeMismatch(sequence: marker.sequence, expected: nextSampleTime, received: marker.sampleTime)
+        }
+        guard marker.label.utf8.count <= WireProtocol.maximumMarkerLabelBytes else {
+            throw .invalidField(
+                message: .marker, field: "label",
+                reason: "sequence \(marker.sequence)'s label has \(marker.label.utf8.count) bytes; at most \(WireProtocol.maximumMarkerLabelBytes) are allowed")
+        }
+        guard !marker.label.utf8.contains(0) else {
+            throw .invalidField(message: .marker, field: "label", reason: "sequence \(marker.sequence)'s label contains a NUL character")
+        }
+        nextSequence += 1
+        return .recordMarker(marker)
     }
 
     private mutating func receiveEnd(_ end: Capture_V1_EndOfStream) throws(WireError) -> ReceiverAction {

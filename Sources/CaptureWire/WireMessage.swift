@@ -12,6 +12,7 @@ public enum WireMessage: Sendable, Equatable {
     case endOfStream(Capture_V1_EndOfStream)
     case endAccepted(Capture_V1_EndAccepted)
     case error(Capture_V1_Error)
+    case marker(Capture_V1_Marker)
 
     /// The frame type this message travels as.
     public var type: WireMessageType {
@@ -25,6 +26,7 @@ public enum WireMessage: Sendable, Equatable {
         case .endOfStream: return .endOfStream
         case .endAccepted: return .endAccepted
         case .error: return .error
+        case .marker: return .marker
         }
     }
 
@@ -56,6 +58,7 @@ public enum WireMessage: Sendable, Equatable {
             case .endOfStream(let message): return WireBodyParts(head: try message.serializedBytes())
             case .endAccepted(let message): return WireBodyParts(head: try message.serializedBytes())
             case .error(let message): return WireBodyParts(head: try message.serializedBytes())
+            case .marker(let message): return WireBodyParts(head: try message.serializedBytes())
             }
         } catch {
             throw .encodingFailed(type: type, reason: "\(error)")
@@ -90,6 +93,7 @@ public enum WireMessage: Sendable, Equatable {
             case .endOfStream: return .endOfStream(try Capture_V1_EndOfStream(serializedBytes: bytes))
             case .endAccepted: return .endAccepted(try Capture_V1_EndAccepted(serializedBytes: bytes))
             case .error: return .error(try Capture_V1_Error(serializedBytes: bytes))
+            case .marker: return .marker(try Capture_V1_Marker(serializedBytes: bytes))
             }
         } catch {
             throw .undecodableBody(type: type, byteCount: body.count, reason: "\(error)")

@@ -9,6 +9,9 @@ public enum WireMessageType: UInt8, CaseIterable, Sendable, CustomStringConverti
     case endOfStream = 7
     case endAccepted = 8
     case error = 9
+    /// A marker (a point the person recording marked). Sent only to a receiver whose
+    /// HelloAccepted lists it in `accepted_frame_types` (PROTOCOL.md §6.10).
+    case marker = 10
 
     /// The message's name as PROTOCOL.md spells it.
     public var description: String {
@@ -22,6 +25,7 @@ public enum WireMessageType: UInt8, CaseIterable, Sendable, CustomStringConverti
         case .endOfStream: return "EndOfStream"
         case .endAccepted: return "EndAccepted"
         case .error: return "Error"
+        case .marker: return "Marker"
         }
     }
 }

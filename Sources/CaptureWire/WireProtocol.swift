@@ -35,6 +35,11 @@ public enum WireProtocol {
     public static let maximumTimelineSeconds: Int64 = 3_155_760_000
     /// The first sequence number of a stream; sequence 0 means "nothing" in acks.
     public static let firstSequence: UInt64 = 1
+    /// The longest marker label, in UTF-8 bytes (PROTOCOL.md §6.10).
+    public static let maximumMarkerLabelBytes = 255
+    /// The frame types a receiver of this version accepts beyond version 1's first nine; it lists
+    /// them in `HelloAccepted.accepted_frame_types` (PROTOCOL.md §12).
+    public static let extendedFrameTypes: [WireMessageType] = [.marker]
     /// How often each side sends a Heartbeat when it has sent nothing else.
     public static let heartbeatInterval: Duration = .seconds(5)
     /// Silence after which a peer declares the connection dead.

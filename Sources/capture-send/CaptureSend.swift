@@ -136,6 +136,9 @@ struct CaptureSend: ParsableCommand {
         transform: SendRanges.stopTimeout.real)
     var stopTimeout = 10.0
 
+    @Flag(name: [.customShort("i"), .long], help: "Keys on the terminal, as arecord -i: space pauses and resumes capture (the pause is recorded as a gap), m drops a marker (type an optional label, then Enter; Esc cancels), q stops as the first Ctrl-C. Standard input must be a terminal. SIGUSR1 drops a marker without a label, with or without this flag.")
+    var interactive = false
+
     @Option(name: .long, help: "Log format: text or json.")
     var logFormat: LogFormat = .text
 
@@ -161,6 +164,9 @@ struct CaptureSend: ParsableCommand {
         if listDevices { return }
         guard receiver != nil else {
             throw ValidationError("name the receiver as HOST:PORT, for example capture-send 127.0.0.1:7373")
+        }
+        if interactive, !InteractiveTerminal.standardInputIsATerminal {
+            throw ValidationError("--interactive (-i) needs a terminal on standard input, as arecord -i does: run capture-send in a terminal, or without -i drop markers with SIGUSR1 (kill -USR1 PID)")
         }
         if source == .file, file == nil { throw ValidationError("--source file needs --file PATH") }
         if source != .file, file != nil { throw ValidationError("--file goes with --source file") }
@@ -218,7 +224,11 @@ struct CaptureSend: ParsableCommand {
         } catch {
             throw CLIError(error.description)
         }
-        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(streamer.outputFormat)"])
+        // SIGUSR1 drops a marker; trapped before capture starts, so that it never ends the process.
+        let markers = SignalDelivery(signals: [.sigusr1]) { _ in
+            InteractiveTerminal.dropMarker(streamer: streamer, label: "", logger: logger)
+        }
+        defer { markers.cancel() }
         let stop = StopController(
             stopTimeout: stopTimeout, logger: logger,
             stopCapture: {
@@ -241,6 +251,20 @@ struct CaptureSend: ParsableCommand {
             streamer.dispose()
             throw CLIError(error.description)
         }
+        logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(streamer.outputFormat)"])
+        var terminal: InteractiveTerminal?
+        if interactive {
+            let keys = InteractiveTerminal(streamer: streamer, console: console, logger: logger) { stop.interrupt() }
+            stop.beforeExit { keys.restore() }
+            do throws(CLIError) {
+                try keys.start()
+            } catch {
+                stop.interrupt()
+                throw error
+            }
+            terminal = keys
+        }
+        defer { terminal?.restore() }
         let figures = StatusFigures(streamer: streamer)
         let status = statusOptions.makeReporter(console: console, logFormat: logFormat) { figures.snapshot() }
         status.start()

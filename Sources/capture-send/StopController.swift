@@ -25,6 +25,7 @@ final class StopController: @unchecked Sendable {
     private var finalLineWritten = false
     private var deliveredEverything = false
     private var signals: SignalDelivery?
+    private var exitHook: (@Sendable () -> Void)?
     private let logger: Logger
     private let stopCapture: @Sendable () -> Void
     private let abandonDelivery: @Sendable () -> Void
@@ -58,6 +59,16 @@ final class StopController: @unchecked Sendable {
             self?.handle(.signal(signal == .sigterm ? .terminate : .interrupt))
         }
         lock.withLock { signals = delivery }
+    }
+
+    /// Stops as the first SIGINT does (`q` in `--interactive`).
+    func interrupt() {
+        handle(.signal(.interrupt))
+    }
+
+    /// Runs right before the process is ended at once (the terminal's settings given back).
+    func beforeExit(_ body: @escaping @Sendable () -> Void) {
+        lock.withLock { exitHook = body }
     }
 
     /// The run ended on its own (delivered, or failed for another reason): later signals change nothing.
@@ -115,6 +126,7 @@ final class StopController: @unchecked Sendable {
     private func exitNow() {
         if lock.withLock({ deliveredEverything }) { return }
         reportLeftover()
+        lock.withLock { exitHook }?()
         _exit(SenderStopSequence.abandonedExitCode)
     }
 

@@ -74,4 +74,38 @@ final class MarkerTests: XCTestCase {
         assertCAFError(try writer.addMarker(framePosition: 1, name: "a\u{0}b")) { if case .invalidArgument = $0 { return true } else { return false } }
         XCTAssertEqual(writer.markers, [])
     }
+
+    /// A marker written again (a resend after a crash, a replayed commit log round) is kept once,
+    /// also across a resume from the journal; a different name at the same frame is another marker.
+    func testAMarkerWrittenAgainIsKeptOnceAcrossAResume() throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.file("again.caf")
+        let signal = TestSignal.integerPCM(bits: 16, channels: 1, frames: 800, seed: 5)
+        let writer = try CAFWriter(path: path, format: .linearPCM(sampleRate: 8_000, channels: 1, sample: .s16), info: [])
+        try writer.append(signal.bytes, frameCount: 800)
+        XCTAssertTrue(try writer.addMarker(framePosition: 800, name: "marker: take 2"))
+        XCTAssertFalse(try writer.addMarker(framePosition: 800, name: "marker: take 2"))
+        XCTAssertTrue(try writer.addMarker(framePosition: 800, name: "marker"))
+        try writer.synchronize()
+        writer.close()
+        let resumed = try CAFWriter.resume(path: path, keepingPackets: 800)
+        XCTAssertFalse(try resumed.addMarker(framePosition: 800, name: "marker: take 2"), "the journal already holds it")
+        try resumed.finalize()
+        XCTAssertEqual(try CAFFile.read(path: path).markers, [
+            CAFMarker(framePosition: 800, name: "marker: take 2"), CAFMarker(framePosition: 800, name: "marker"),
+        ])
+    }
+
+    /// The names of the markers the person recording dropped, and their labels read back; a gap's
+    /// marker has no label.
+    func testUserMarkerNamesAndLabels() {
+        let rows: [(label: String, name: String)] = [("", "marker"), ("goal", "marker: goal"), ("a: b", "marker: a: b"), ("Überlauf ✓", "marker: Überlauf ✓")]
+        for row in rows {
+            XCTAssertEqual(CAFMarker.userMarkerName(label: row.label), row.name)
+            XCTAssertEqual(CAFMarker(framePosition: 0, name: row.name).userLabel, row.label)
+        }
+        XCTAssertNil(CAFMarker(framePosition: 0, name: CAFMarker.gapName(length: 480, reason: "overrun")).userLabel)
+        XCTAssertNil(CAFMarker(framePosition: 0, name: "markers").userLabel)
+        XCTAssertEqual(CAFMarker.gapName(length: 480, reason: "paused"), "gap: 480 frames not captured (paused)")
+    }
 }

@@ -42,7 +42,7 @@ final class ExportTests: XCTestCase {
     }
 
     /// An Opus recording of a 440 + 1000 Hz tone on `channels` channels, `seconds` long.
-    private func opusRecording(channels: Int, seconds: Double = 2) throws -> (path: String, validFrames: Int64, source: [Float]) {
+    private func opusRecording(channels: Int, seconds: Double = 2, extraMarkers: [CAFMarker] = []) throws -> (path: String, validFrames: Int64, source: [Float]) {
         let frames = Int(48_000 * seconds)
         let source = (0..<frames).flatMap { index -> [Float] in
             let time = Double(index) / 48_000
@@ -76,6 +76,7 @@ final class ExportTests: XCTestCase {
             magicCookie: channels > 2 ? encoder.magicCookie : [], primingFrames: encoder.primingFrames)
         try writer.append(payload, packetSizes: sizes, frameCount: sizes.count * 960)
         try writer.addMarker(framePosition: 312 + 48_000, name: "gap: 960 frames not captured (overrun)")
+        for marker in extraMarkers { try writer.addMarker(framePosition: marker.framePosition, name: marker.name) }
         try writer.finalize(remainderFrames: tail.remainderFrames)
         return (path, Int64(frames), source)
     }
@@ -177,6 +178,79 @@ final class ExportTests: XCTestCase {
         let comment = try XCTUnwrap(tags["COMMENT"] ?? tags["comment"])
         XCTAssertTrue(comment.contains("time reference 1728072000") && comment.contains("sample index 72000"), comment)
         XCTAssertEqual(tags["TITLE"] ?? tags["title"], "field-a")
+    }
+
+    /// A PCM recording with the markers the person recording dropped beside the gap markers.
+    private func markedRecording() throws -> (path: String, samples: [Int16]) {
+        let path = work.appendingPathComponent("marked.caf").path
+        let writer = try CAFWriter(path: path, format: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), info: info)
+        let samples = (0..<(96_000 * 2)).map { Int16(truncatingIfNeeded: $0 &* 5 &- 9_000) }
+        try writer.append(samples.withUnsafeBytes { Array($0) }, frameCount: 96_000)
+        try writer.addMarker(framePosition: 12_000, name: CAFMarker.userMarkerName(label: "interview starts"))
+        try writer.addMarker(framePosition: 24_000, name: CAFMarker.gapName(length: 4_800, reason: "paused"))
+        try writer.addMarker(framePosition: 72_024, name: CAFMarker.userMarkerName(label: ""))
+        try writer.addMarker(framePosition: 90_000, name: CAFMarker.userMarkerName(label: "Tor ✓ = 1:0"))
+        try writer.finalize()
+        return (path, samples)
+    }
+
+    /// The chapters ffprobe reads from an export, as (start in seconds, title).
+    private func ffprobeChapters(_ path: String) throws -> [(start: String, title: String)] {
+        let result = try ToolRunner.run("ffprobe", ["-v", "error", "-show_chapters", "-of", "json", path])
+        XCTAssertTrue(result.succeeded, result.errorText)
+        let chapters = try XCTUnwrap(result.jsonObject?["chapters"] as? [[String: Any]])
+        return chapters.map { chapter in
+            ((chapter["start_time"] as? String) ?? "?", ((chapter["tags"] as? [String: String])?["title"]) ?? "?")
+        }
+    }
+
+    /// Dropped markers: Broadcast Wave cue points labelled with their labels (beside the gaps'),
+    /// FLAC and Ogg chapters as Vorbis comments (CHAPTERnnn, CHAPTERnnnNAME) that ffprobe reads.
+    func testDroppedMarkersBecomeLabelledCuePointsAndChapters() throws {
+        let recording = try markedRecording()
+        for format in [ExportFormat.wav, .rf64] {
+            let exported = try RecordingExporter.export(cafPath: recording.path, as: format)
+            let chunks = try riff(exported)
+            let cues = try XCTUnwrap(chunks["cues"] as? [[String: Any]])
+            XCTAssertEqual(cues.map { $0["position"] as? Int }, [12_000, 24_000, 72_024, 90_000], "\(format)")
+            let labels = try XCTUnwrap(chunks["labels"] as? [String: String])
+            XCTAssertEqual(cues.compactMap { ($0["id"] as? Int).flatMap { labels[String($0)] } },
+                           ["interview starts", "gap: 4800 frames not captured (paused)", "marker", "Tor ✓ = 1:0"], "\(format)")
+            XCTAssertEqual(try ffmpegSamples16(exported), recording.samples)
+        }
+
+        let flac = try RecordingExporter.export(cafPath: recording.path, as: .flac)
+        XCTAssertEqual(try ffmpegSamples16(flac), recording.samples, "still lossless with the comments added")
+        let tags = try XCTUnwrap(try ffprobe(flac)["tags"] as? [String: String])
+        XCTAssertEqual(tags["TITLE"] ?? tags["title"], "field-a", "libsndfile's comments are kept")
+        let chapters = try ffprobeChapters(flac)
+        XCTAssertEqual(chapters.map(\.title), ["interview starts", "marker 2", "Tor ✓ = 1:0"], "gaps are not chapters")
+        XCTAssertEqual(chapters.map(\.start), ["0.250000", "1.500000", "1.875000"])
+
+        // Ogg Opus: the marker moved by the priming (312 frames), as the cue points are.
+        let opus = try opusRecording(channels: 2, extraMarkers: [CAFMarker(framePosition: 312 + 24_000, name: "marker: half a second")])
+        let ogg = try RecordingExporter.export(cafPath: opus.path, as: .ogg)
+        let oggChapters = try ffprobeChapters(ogg)
+        XCTAssertEqual(oggChapters.map(\.title), ["half a second"])
+        XCTAssertEqual(oggChapters.map(\.start), ["0.500000"])
+        XCTAssertEqual(try ffmpegFloats(ogg).count, Int(opus.validFrames) * 2, "the packets are unchanged")
+    }
+
+    /// Chapter times: HH:MM:SS.mmm, rounded down, hours past 99 when they must.
+    func testChapterTimes() {
+        let rows: [(frames: Int64, rate: Int, text: String)] = [
+            (0, 48_000, "00:00:00.000"), (47, 48_000, "00:00:00.000"), (48, 48_000, "00:00:00.001"),
+            (12_000, 48_000, "00:00:00.250"), (48_000 * 3_725 + 24_000, 48_000, "01:02:05.500"),
+            (44_100 * 360_000, 44_100, "100:00:00.000"),
+        ]
+        for row in rows { XCTAssertEqual(ExportChapters.time(frames: row.frames, sampleRate: row.rate), row.text) }
+        let markers = [
+            CAFMarker(framePosition: 100, name: "marker: b"), CAFMarker(framePosition: 50, name: "gap: 1 frames not captured (overrun)"),
+            CAFMarker(framePosition: 10, name: "marker"), CAFMarker(framePosition: 5, name: "marker: before the valid audio"),
+        ]
+        XCTAssertEqual(ExportChapters.comments(markers, leadingFrames: 8, validFrames: 1_000, sampleRate: 1_000), [
+            "CHAPTER001=00:00:00.002", "CHAPTER001NAME=marker 1", "CHAPTER002=00:00:00.092", "CHAPTER002NAME=b",
+        ])
     }
 
     func testRF64WritesItsSizesInDs64AndReadersBelieveThemBeyondFourGiB() throws {

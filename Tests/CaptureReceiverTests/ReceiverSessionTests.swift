@@ -97,6 +97,7 @@ final class ReceiverSessionTests: XCTestCase {
                     $0.maxFrameBytes = UInt32(WireProtocol.defaultMaxFrameBytes)
                     $0.fileName = "studio-a_20260101T000000Z.caf"
                     $0.resumed = false
+                    $0.acceptedFrameTypes = [10]
                 })),
                 .log(.init(.info, "stream opened", ["file": Self.path, "format": "\(Self.format)", "source": "field-1", "next-sequence": "1"])),
             ]),
@@ -117,6 +118,24 @@ final class ReceiverSessionTests: XCTestCase {
             (.connectionClosed, []),
         ])
         XCTAssertTrue(session.isFinished)
+    }
+
+    /// A marker is recorded in its sequence's place and acknowledged like audio once durable; its
+    /// resend after a reconnect is a duplicate that only repeats the Ack.
+    func testAMarkerIsRecordedAndAcknowledgedInItsPlace() throws {
+        var session = try streamingSession()
+        let marker = Capture_V1_Marker.with { $0.sequence = 2; $0.sampleTime = 15; $0.label = "goal" }
+        run(&session, [
+            (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
+            (.messageReceived(.marker(marker)), [
+                .log(.init(.info, "marker in stream", ["sample": "15", "label": "goal"], repeatable: true)),
+                .recordMarker(marker),
+            ]),
+            (.durable(DurablePosition(sequence: 1, sampleTime: 15)), [Self.ack(1, 15)]),
+            (.durable(DurablePosition(sequence: 2, sampleTime: 15)), [Self.ack(2, 15)]),
+            (.messageReceived(.marker(marker)), [Self.ack(2, 15)]),
+            (.messageReceived(.audioData(Self.audio(3, first: 15))), [Self.write(3, first: 15)]),
+        ])
     }
 
     func testAResumeReopensTheFileAndSaysSo() throws {

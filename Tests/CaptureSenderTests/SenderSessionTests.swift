@@ -94,6 +94,38 @@ final class SenderSessionTests: XCTestCase {
         ])
     }
 
+    /// A marker goes out as a Marker frame, in its sequence's place, only to a receiver that lists
+    /// frame type 10 in HelloAccepted; to one that does not (it predates markers) nothing from the
+    /// marker on is sent, and the connection ends in a retryable failure that names what to do.
+    func testAMarkerGoesOnlyToAReceiverThatAcceptsMarkers() {
+        let marker = LoggedPacket(sequence: 2, content: .marker(sampleTime: 100, label: "goal"))
+        let markersAccepted = WireMessage.helloAccepted(.with {
+            $0.nextSequence = 1; $0.heartbeatIntervalMs = 5_000; $0.maxFrameBytes = 1 << 20; $0.fileName = "f.caf"; $0.acceptedFrameTypes = [10]
+        })
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(2))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(markersAccepted, writable: true, log: position(2)), [.accepted(markersAccepted.helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            (.fetched([entry(1), marker], writable: true, log: position(2)), [
+                .send(entry(1).wireMessage),
+                .send(.marker(.with { $0.sequence = 2; $0.sampleTime = 100; $0.label = "goal" })),
+                .markSent(through: 2), .flush,
+            ], #line),
+        ])
+
+        var older = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(2))
+        run(&older, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(accepted(next: 1), writable: true, log: position(2)), [.accepted(accepted(next: 1).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            (.fetched([entry(1), marker], writable: true, log: position(2)), [
+                .send(entry(1).wireMessage),
+                .complete(.interrupted(.receiverPredatesMarkers(sequence: 2), retry: true, streamed: true)), .close,
+            ], #line),
+            (.sendable(writable: true, log: position(2)), [], #line),
+        ])
+        XCTAssertTrue(SenderError.receiverPredatesMarkers(sequence: 2).description.contains("upgrade capture-recv"))
+    }
+
     func testTheWindowBoundsWhatIsInFlightAndAnAckOpensIt() {
         var session = SenderSession(hello: hello, windowBytes: 1_000, oldestHeld: 1, log: position(5))
         run(&session, [

@@ -98,6 +98,14 @@ enum WireFixtures {
         return gap
     }
 
+    static func marker(sequence: UInt64 = 3, sampleTime: Int64 = 484, label: String = "interview starts") -> Capture_V1_Marker {
+        var marker = Capture_V1_Marker()
+        marker.sequence = sequence
+        marker.sampleTime = sampleTime
+        marker.label = label
+        return marker
+    }
+
     static func ack(_ sequence: UInt64, sampleTime: Int64) -> Capture_V1_Ack {
         var ack = Capture_V1_Ack()
         ack.durableSequence = sequence

@@ -29,6 +29,12 @@ enum WireVectorCatalog {
 
     static let all: [WireVector] = valid + invalid
 
+    static let markersAccepted: Capture_V1_HelloAccepted = {
+        var accepted = WireFixtures.helloAccepted()
+        accepted.acceptedFrameTypes = [10]
+        return accepted
+    }()
+
     static let valid: [WireVector] = [
         WireVector(
             file: "preamble.hex",
@@ -74,6 +80,13 @@ enum WireVectorCatalog {
             ],
             content: .frame(.helloAccepted(WireFixtures.helloAccepted()))),
         WireVector(
+            file: "frame-02-hello-accepted-markers.hex",
+            comments: [
+                "HelloAccepted (type 2) of a receiver that accepts markers: as frame-02-hello-accepted.hex, with",
+                "accepted_frame_types (field 8, packed) [10]: the sender may send Marker frames (PROTOCOL.md §12).",
+            ],
+            content: .frame(.helloAccepted(markersAccepted))),
+        WireVector(
             file: "frame-03-audio-data-pcm.hex",
             comments: [
                 "AudioData (type 3), PCM s16 stereo: sequence 1, first sample 0, 4 packets (= frames),",
@@ -105,6 +118,13 @@ enum WireVectorCatalog {
             file: "frame-04-gap.hex",
             comments: ["Gap (type 4): sequence 2, sample_time 4, 480 frames lost, reason \"overrun\"."],
             content: .frame(.gap(WireFixtures.gap()))),
+        WireVector(
+            file: "frame-10-marker.hex",
+            comments: [
+                "Marker (type 10): sequence 3, sample_time 484 (where the Gap of frame-04-gap.hex ended: a marker",
+                "covers no frames), label \"interview starts\". Sent only to a receiver whose HelloAccepted lists 10.",
+            ],
+            content: .frame(.marker(WireFixtures.marker()))),
         WireVector(
             file: "frame-05-ack.hex",
             comments: ["Ack (type 5): durable through sequence 2, durable sample time 484."],

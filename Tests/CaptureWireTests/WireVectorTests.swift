@@ -176,6 +176,7 @@ final class WireVectorTests: XCTestCase {
         case .endOfStream: return .endOfStream(try Capture_V1_EndOfStream(textFormatString: text))
         case .endAccepted: return .endAccepted(try Capture_V1_EndAccepted(textFormatString: text))
         case .error: return .error(try Capture_V1_Error(textFormatString: text))
+        case .marker: return .marker(try Capture_V1_Marker(textFormatString: text))
         }
     }
 }

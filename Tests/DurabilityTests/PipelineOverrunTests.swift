@@ -240,6 +240,7 @@ extension LoggedPacket {
         switch content {
         case .audio(let packets): return packets.firstSampleTime
         case .gap(let sampleTime, _, _): return sampleTime
+        case .marker(let sampleTime, _): return sampleTime
         }
     }
 }
@@ -250,6 +251,7 @@ extension LoggedPacket.Content {
         switch self {
         case .audio(let packets): return "audio at \(packets.firstSampleTime), \(packets.frameCount) frames"
         case .gap(let sampleTime, let length, _): return "gap at \(sampleTime), \(length) frames"
+        case .marker(let sampleTime, let label): return "marker at \(sampleTime) \"\(label)\""
         }
     }
 }

@@ -50,6 +50,38 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
     }
 
+    /// Markers take their sequence in the log where the timeline stands when they are dropped (just
+    /// past the last entry), go through the spool with their labels, and read back in their place;
+    /// once the stream ended, no marker is taken.
+    func testMarkersTakeTheirPlaceInTheLogAndReadBackFromTheSpool() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        XCTAssertEqual(log.appendMarker(label: "before any audio"), 1)
+        log.append(packets(first: 0, frames: 480))
+        XCTAssertEqual(log.appendMarker(label: ""), 3)
+        log.appendGap(sampleTime: 480, length: 100, reason: "paused")
+        XCTAssertEqual(log.appendMarker(label: "Überlauf ✓"), 5)
+        log.append(packets(first: 580, frames: 480))
+        log.finish(StreamEnd(endSampleTime: 1_060, remainderFrames: 0, reason: "duration"))
+        XCTAssertEqual(log.appendMarker(label: "too late"), 0)
+        log.flushSpool()
+        spool.release()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let recovered = try PacketLog(recovering: try XCTUnwrap(try Self.claimed(directory)))
+        let entries = try recovered.entries(from: 1, maxCount: 100)
+        XCTAssertEqual(entries.map(\.content), [
+            .marker(sampleTime: 0, label: "before any audio"),
+            .audio(packets(first: 0, frames: 480)),
+            .marker(sampleTime: 480, label: ""),
+            .gap(sampleTime: 480, length: 100, reason: "paused"),
+            .marker(sampleTime: 580, label: "Überlauf ✓"),
+            .audio(packets(first: 580, frames: 480)),
+        ])
+        XCTAssertEqual(entries.map(\.sequence), Array(1...6))
+        XCTAssertEqual(recovered.streamEnd?.endSampleTime, 1_060)
+    }
+
     /// FNV-1a's constants over little-endian 64-bit words, then the last 0-7 bytes one by one, written
     /// out here from docs/DURABILITY.md rather than taken from the code under test.
     private func documentedChecksum(_ bytes: [UInt8]) -> UInt64 {

@@ -79,6 +79,7 @@ final class ScriptedReceiver: @unchecked Sendable {
     private let lock = NSLock()
     private var served = 0
     private var stopped = false
+    private var sent: [[UInt8]] = []
 
     /// Listens; each connection gets `answer(hello)` once its Hello has arrived, after `delay` seconds.
     init(delay: Double = 0, answer: @escaping @Sendable (Capture_V1_Hello) -> [WireMessage]) throws {
@@ -112,6 +113,9 @@ final class ScriptedReceiver: @unchecked Sendable {
     /// Connections whose Hello was answered.
     var connectionsServed: Int { lock.withLock { served } }
 
+    /// What each finished connection's sender sent, preamble included, in the order they ended.
+    var bytesSent: [[UInt8]] { lock.withLock { sent } }
+
     func stop() {
         lock.withLock { stopped = true }
         shutdown(listener, Int32(SHUT_RDWR))
@@ -138,6 +142,11 @@ final class ScriptedReceiver: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         lock.withLock { served += 1 }
         // Read what the sender sends next until it closes, as a receiver that never answers again.
-        while recv(connection, &chunk, chunk.count, 0) > 0 {}
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            received += chunk[0..<count]
+        }
+        lock.withLock { sent.append(received) }
     }
 }

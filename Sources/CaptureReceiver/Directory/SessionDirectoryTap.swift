@@ -3,7 +3,7 @@ import CaptureWire
 import Foundation
 
 /// The session handler's one hook into the stream directory: it watches the actions a connection's
-/// session returns (HelloAccepted and Acks sent, audio and gaps written, the stream forgotten or
+/// session returns (HelloAccepted and Acks sent, audio, gaps and markers written, the stream forgotten or
 /// let go of for a resume) and reports them to the directory. It changes nothing it sees. Used on the
 /// connection's event loop only.
 final class SessionDirectoryTap {
@@ -25,6 +25,8 @@ final class SessionDirectoryTap {
             recorder?.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: ack.durableSampleTime)
         case .recordGap(let gap):
             recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
+        case .recordMarker(let marker):
+            recorder?.markerRecorded(sampleTime: marker.sampleTime, label: marker.label)
         case .send(.helloAccepted(let accepted)):
             guard let hello = session.hello, let path = session.filePath else { return }
             recorder = feed.streamOpened(StreamOpening(

@@ -185,6 +185,10 @@ final class StreamEntryRecorder: StreamActivityRecorder {
         entry.gapRecorded(sampleTime: sampleTime, lengthFrames: lengthFrames, reason: reason, epoch: epoch)
     }
 
+    func markerRecorded(sampleTime: Int64, label: String) {
+        entry.markerRecorded(sampleTime: sampleTime, label: label, epoch: epoch)
+    }
+
     func positionsChanged(durableSampleTime: Int64, acknowledgedSampleTime: Int64?) {
         entry.positionsChanged(durableSampleTime: durableSampleTime, acknowledgedSampleTime: acknowledgedSampleTime, epoch: epoch)
     }
@@ -340,6 +344,14 @@ final class StreamEntry: @unchecked Sendable {
             let (sum, overflow) = gapFrames.addingReportingOverflow(max(0, lengthFrames))
             gapFrames = overflow ? .max : sum
             hub.publish(.gap(StreamGap(id: opening.id, atSeconds: at, seconds: length, reason: reason, gapCount: gapCount)))
+        }
+    }
+
+    /// A marker the person recording dropped: published as a `marker` event.
+    func markerRecorded(sampleTime: Int64, label: String, epoch caller: Int) {
+        lock.withLock {
+            guard caller == epoch else { return }
+            hub.publish(.marker(StreamMarker(id: opening.id, atSeconds: seconds(sampleTime - opening.startSampleTime), label: label)))
         }
     }
 

@@ -34,6 +34,8 @@ protocol StreamActivityRecorder: AnyObject, Sendable {
     func audioReceived(endSampleTime: Int64, levels: AudioLevels?)
     /// A gap of `lengthFrames` at `sampleTime` was recorded.
     func gapRecorded(sampleTime: Int64, lengthFrames: Int64, reason: String)
+    /// A marker with `label` (may be empty) was recorded at `sampleTime`.
+    func markerRecorded(sampleTime: Int64, label: String)
     /// Audio up to `durableSampleTime` is durable; up to `acknowledgedSampleTime` (when given)
     /// it is acknowledged to the sender.
     func positionsChanged(durableSampleTime: Int64, acknowledgedSampleTime: Int64?)

@@ -17,8 +17,10 @@ public enum StreamEvent: Sendable, Equatable {
     case levels(StreamLevelsUpdate)
     /// An alarm raised or cleared on a stream.
     case alarm(StreamAlarmEvent)
+    /// The person recording dropped a marker; the receiver recorded it.
+    case marker(StreamMarker)
 
-    /// The Server-Sent Events event name: opened, resumed, gap, closed, levels or alarm.
+    /// The Server-Sent Events event name: opened, resumed, gap, closed, levels, alarm or marker.
     public var name: String {
         switch self {
         case .opened: return "opened"
@@ -27,6 +29,7 @@ public enum StreamEvent: Sendable, Equatable {
         case .closed: return "closed"
         case .levels: return "levels"
         case .alarm: return "alarm"
+        case .marker: return "marker"
         }
     }
 
@@ -37,17 +40,19 @@ public enum StreamEvent: Sendable, Equatable {
         case .gap(let gap): return gap.id
         case .levels(let update): return update.id
         case .alarm(let alarm): return alarm.id
+        case .marker(let marker): return marker.id
         }
     }
 
-    /// The event's data as JSON: the stream's row for opened, resumed and closed; the gap or the
-    /// levels otherwise (docs/HTTP-API.md, "Streams").
+    /// The event's data as JSON: the stream's row for opened, resumed and closed; the gap, the
+    /// levels, the alarm or the marker otherwise (docs/HTTP-API.md, "Streams").
     public func encodedPayload(encoder: JSONEncoder = StreamEvent.encoder) throws -> Data {
         switch self {
         case .opened(let row), .resumed(let row), .closed(let row): return try encoder.encode(row)
         case .gap(let gap): return try encoder.encode(gap)
         case .levels(let update): return try encoder.encode(update)
         case .alarm(let alarm): return try encoder.encode(alarm)
+        case .marker(let marker): return try encoder.encode(marker)
         }
     }
 

@@ -187,7 +187,7 @@ final class SegmentingFileWriter {
         if end > fileEnd || (length == 0 && sampleTime >= fileEnd) {
             // The marker goes in the file where the gap begins (it may have begun in the one before).
             let start = max(sampleTime, fileEnd)
-            let name = "gap: \(length) frames not captured (\(reason))"
+            let name = CAFMarker.gapName(length: length, reason: reason)
             do throws(CAFError) {
                 try writer.addMarker(framePosition: start - originSampleTime, name: name)
             } catch {
@@ -198,6 +198,23 @@ final class SegmentingFileWriter {
             try fillGap(from: start, to: end, written: written, round: &round)
         }
         packetsAtWritten = self.writer?.packetCount ?? packetsAtWritten
+    }
+
+    /// Records a marker with `label` at `sampleTime` in the file that holds that point (the current
+    /// one: a marker covers no frames, so it stands where the last message ended). It is named
+    /// `CAFMarker.userMarkerName(label:)`, beside the gaps' markers. A marker the file already holds
+    /// (the same point and name, written before a crash and sent again) is not added twice.
+    func writeMarker(sampleTime: Int64, label: String, round: inout PendingRound) throws(Failure) {
+        guard let writer else { return }
+        let position = max(sampleTime, originSampleTime) - originSampleTime
+        let name = CAFMarker.userMarkerName(label: label)
+        let added: Bool
+        do throws(CAFError) {
+            added = try writer.addMarker(framePosition: position, name: name)
+        } catch {
+            throw Failure(error: .writeFailed(error.description))
+        }
+        if added { round.marker(framePosition: position, name: name) }
     }
 
     /// Appends audio to the current file (and remembers VBR packets for pre-roll).

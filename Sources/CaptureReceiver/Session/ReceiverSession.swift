@@ -233,6 +233,13 @@ public struct ReceiverSession: Sendable {
             ], repeatable: true)))
             actions.append(.recordGap(gap))
             notDurable.append((gap.sequence, bytesHandedOver))
+        case .recordMarker(let marker):
+            guard case .streaming = state else { return }
+            actions.append(.log(.init(.info, "marker in stream", [
+                "sample": "\(marker.sampleTime)", "label": marker.label,
+            ], repeatable: true)))
+            actions.append(.recordMarker(marker))
+            notDurable.append((marker.sequence, bytesHandedOver))
         case .ignoreDuplicate:
             sendAck(&actions)
         case .heartbeat:
@@ -327,6 +334,7 @@ public struct ReceiverSession: Sendable {
             $0.fileName = fileName
             $0.resumed = resumed
             if case .linked(_, let fileEnd?)? = continuation { $0.continuedFileEndSampleTime = fileEnd }
+            $0.acceptedFrameTypes = WireProtocol.extendedFrameTypes.map { UInt32($0.rawValue) }
         })))
         var metadata = [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,

@@ -66,6 +66,8 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     case write(AudioWrite)
     /// Record a gap in the stream's file.
     case recordGap(Capture_V1_Gap)
+    /// Record a marker in the stream's file.
+    case recordMarker(Capture_V1_Marker)
     /// Finalize the file (the stream ended); answer with `.fileFinished`.
     case finishFile(StreamEnding)
     /// Let go of the file as `FileRelease` says; answer with `.fileReleased`.

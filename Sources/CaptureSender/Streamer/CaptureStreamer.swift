@@ -1,5 +1,6 @@
 import CaptureCodecs
 import CaptureCore
+import CaptureWire
 import Dispatch
 import Foundation
 import Logging
@@ -216,6 +217,34 @@ public final class CaptureStreamer: @unchecked Sendable {
         do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.description) }
     }
 
+    /// Drops a marker with `label` (may be empty) where the stream stands now: just past the audio
+    /// captured and encoded so far. It travels as a protocol `Marker` with its own sequence number,
+    /// through the spool like audio, so it reaches each receiver exactly once, across reconnects and
+    /// resumes, and lands in the recording's `mark` chunk. Returns its sequence number; throws when
+    /// the label is too long or holds a NUL character, when the stream has already ended, or when a
+    /// receiver (main or backup) said it does not accept markers. A marker dropped before a receiver
+    /// that predates markers first answered stops that receiver's delivery at the marker (it says
+    /// so, and keeps the audio in the spool until the receiver is upgraded).
+    @discardableResult
+    public func mark(label: String = "") throws(CaptureStreamerError) -> UInt64 {
+        guard label.utf8.count <= WireProtocol.maximumMarkerLabelBytes else {
+            throw .invalidMarker("a marker label has at most \(WireProtocol.maximumMarkerLabelBytes) bytes of UTF-8; this one has \(label.utf8.count): shorten it")
+        }
+        guard !label.utf8.contains(0) else { throw .invalidMarker("a marker label must not contain a NUL character") }
+        let running = lock.withLock { phase == .running }
+        guard running else { throw .invalidState("a marker can be dropped only while the stream runs (after start(), before it ends)") }
+        // A receiver known to predate markers would stop getting the stream at the marker (its
+        // sequence cannot be skipped): refuse the marker instead, while the audio goes on.
+        if let older = links.enumerated().first(where: { index, link in
+            link.sender.receiverAcceptsMarkers == false && log.givenUpRoom(for: LogDestination(index: index)) == nil
+        }) {
+            throw .invalidMarker("the receiver \(older.element.receiver) does not accept markers (it predates them): upgrade capture-recv there; no marker was dropped")
+        }
+        let sequence = log.appendMarker(label: label)
+        guard sequence > 0 else { throw .invalidState("the stream has ended: a marker can no longer be added to it") }
+        return sequence
+    }
+
     /// Stops capture and returns once it has stopped; delivery goes on until every receiver has
     /// the whole stream (`waitUntilFinished()`). `immediate` drops captured buffers the encoder has
     /// not taken yet, as `AudioQueueStop(queue, true)` does.
@@ -383,12 +412,15 @@ public enum CaptureStreamerError: Error, Sendable, Equatable, CustomStringConver
     case capture(String)
     /// The call does not fit the streamer's state.
     case invalidState(String)
+    /// A marker's label cannot be recorded (too long, or a NUL character).
+    case invalidMarker(String)
 
     public var description: String {
         switch self {
         case .spool(let reason): return reason
         case .capture(let reason): return reason
         case .invalidState(let reason): return reason
+        case .invalidMarker(let reason): return reason
         }
     }
 }

@@ -310,6 +310,14 @@ public nonisolated struct Capture_V1_HelloAccepted: Sendable {
   /// Clears the value of `continuedFileEndSampleTime`. Subsequent reads from it will return its default value.
   public mutating func clearContinuedFileEndSampleTime() {self._continuedFileEndSampleTime = nil}
 
+  /// (Hello.continues), when this receiver still knows that
+  /// stream's finished file: the sample index where it ends. At or
+  /// after this stream's start_sample_time, the two recordings join
+  /// without a hole; before it, the audio between was acknowledged
+  /// and then lost. Absent: the receiver cannot confirm the join
+  /// (PROTOCOL.md §8.2)
+  public var acceptedFrameTypes: [UInt32] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -423,6 +431,29 @@ public nonisolated struct Capture_V1_Gap: Sendable {
 
   /// "overrun", "device-lost", ...
   public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Sender -> receiver: a point of the stream that the person recording marked ("interview starts"),
+/// at its sample time. It takes a sequence number like AudioData and Gap and covers no frames: its
+/// sample_time is where the previous message ended. Sent only to a receiver whose HelloAccepted lists
+/// frame type 10 (PROTOCOL.md §6.10).
+public nonisolated struct Capture_V1_Marker: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// takes a sequence number like AudioData and Gap
+  public var sequence: UInt64 = 0
+
+  /// where the timeline stands: the end of the previous message
+  public var sampleTime: Int64 = 0
+
+  /// optional, at most 255 UTF-8 bytes, no NUL
+  public var label: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -977,7 +1008,7 @@ nonisolated extension Capture_V1_Continuation: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloAccepted"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}next_sequence\0\u{3}next_sample_time\0\u{3}heartbeat_interval_ms\0\u{3}max_frame_bytes\0\u{3}file_name\0\u{1}resumed\0\u{3}continued_file_end_sample_time\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}next_sequence\0\u{3}next_sample_time\0\u{3}heartbeat_interval_ms\0\u{3}max_frame_bytes\0\u{3}file_name\0\u{1}resumed\0\u{3}continued_file_end_sample_time\0\u{3}accepted_frame_types\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -992,6 +1023,7 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
       case 5: try { try decoder.decodeSingularStringField(value: &self.fileName) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.resumed) }()
       case 7: try { try decoder.decodeSingularInt64Field(value: &self._continuedFileEndSampleTime) }()
+      case 8: try { try decoder.decodeRepeatedUInt32Field(value: &self.acceptedFrameTypes) }()
       default: break
       }
     }
@@ -1023,6 +1055,9 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
     try { if let v = self._continuedFileEndSampleTime {
       try visitor.visitSingularInt64Field(value: v, fieldNumber: 7)
     } }()
+    if !self.acceptedFrameTypes.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.acceptedFrameTypes, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1034,6 +1069,7 @@ nonisolated extension Capture_V1_HelloAccepted: SwiftProtobuf.Message, SwiftProt
     if lhs.fileName != rhs.fileName {return false}
     if lhs.resumed != rhs.resumed {return false}
     if lhs._continuedFileEndSampleTime != rhs._continuedFileEndSampleTime {return false}
+    if lhs.acceptedFrameTypes != rhs.acceptedFrameTypes {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1197,6 +1233,46 @@ nonisolated extension Capture_V1_Gap: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.sampleTime != rhs.sampleTime {return false}
     if lhs.lengthFrames != rhs.lengthFrames {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Capture_V1_Marker: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Marker"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}sample_time\0\u{1}label\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.sampleTime) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.label) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if self.sampleTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.sampleTime, fieldNumber: 2)
+    }
+    if !self.label.isEmpty {
+      try visitor.visitSingularStringField(value: self.label, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Capture_V1_Marker, rhs: Capture_V1_Marker) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.sampleTime != rhs.sampleTime {return false}
+    if lhs.label != rhs.label {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -329,6 +329,7 @@ enum ConsolePage {
             if (row) { row.stream.alarms = alarm.raised; showAlarms(row); }
             loadTimeline(alarm.id);
           });
+          events.addEventListener("marker", (e) => loadTimeline(JSON.parse(e.data).id));
           events.addEventListener("gap", (e) => {
             const gap = JSON.parse(e.data);
             const row = rows.get(gap.id);

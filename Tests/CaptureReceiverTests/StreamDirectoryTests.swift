@@ -52,9 +52,9 @@ final class StreamDirectoryTests: XCTestCase {
         return received
     }
 
-    /// A stream's timeline: each connection, gap, pause, alarm and end, in order, with the stream
-    /// time of gaps and pauses; its JSON; and its bound.
-    func testTheTimelineListsConnectionsGapsPausesAlarmsAndTheEnd() throws {
+    /// A stream's timeline: each connection, gap, marker, pause, alarm and end, in order, with the
+    /// stream time of gaps, markers and pauses; its JSON; and its bound.
+    func testTheTimelineListsConnectionsGapsMarkersPausesAlarmsAndTheEnd() throws {
         let clock = self.clock
         var conditions = StreamAlarmConditions()
         conditions.noAudioSeconds = 5
@@ -62,7 +62,9 @@ final class StreamDirectoryTests: XCTestCase {
         let first = directory.streamOpened(opening())
         clock.advance(1)
         first.gapRecorded(sampleTime: 48_000, lengthFrames: 24_000, reason: "overrun")
+        first.markerRecorded(sampleTime: 72_000, label: "intro")
         first.gapRecorded(sampleTime: 96_000, lengthFrames: 96_000, reason: "paused")
+        first.markerRecorded(sampleTime: 192_000, label: "")
         first.connectionEnded(resumable: true)
         clock.advance(1)
         let second = directory.streamOpened(opening(resumed: true))
@@ -71,14 +73,14 @@ final class StreamDirectoryTests: XCTestCase {
         second.audioReceived(endSampleTime: 240_000, levels: nil)
         second.connectionEnded(resumable: false)
         let timeline = try XCTUnwrap(directory.timeline(of: Self.id))
-        XCTAssertEqual(timeline.entries.map(\.kind), [.opened, .gap, .pause, .reconnecting, .resumed, .alarmRaised, .alarmCleared, .finished])
+        XCTAssertEqual(timeline.entries.map(\.kind), [.opened, .gap, .marker, .pause, .marker, .reconnecting, .resumed, .alarmRaised, .alarmCleared, .finished])
         XCTAssertEqual(timeline.entries.map(\.detail), [
-            "from 127.0.0.1:40000 into studio-a/20260101T000000Z-studio-a.caf", "0.500 s, overrun", "2.000 s",
+            "from 127.0.0.1:40000 into studio-a/20260101T000000Z-studio-a.caf", "0.500 s, overrun", "intro", "2.000 s", "marker",
             "the connection was lost; the file waits for the sender to resume it",
             "resumed from 127.0.0.1:40000 into studio-a/20260101T000000Z-studio-a.caf",
             "no-audio: connected, no audio for 5 s", "no-audio: audio arrives again", "the stream ended",
         ])
-        XCTAssertEqual(timeline.entries.map(\.streamSeconds), [nil, 1, 2, nil, nil, nil, nil, nil])
+        XCTAssertEqual(timeline.entries.map(\.streamSeconds), [nil, 1, 1.5, 2, 4, nil, nil, nil, nil, nil])
         XCTAssertEqual(timeline.dropped, 0)
         XCTAssertNil(directory.timeline(of: Self.otherID))
         let json = String(decoding: try StreamEvent.encoder.encode(timeline), as: UTF8.self)

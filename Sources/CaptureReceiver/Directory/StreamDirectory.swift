@@ -351,7 +351,9 @@ final class StreamEntry: @unchecked Sendable {
     func markerRecorded(sampleTime: Int64, label: String, epoch caller: Int) {
         lock.withLock {
             guard caller == epoch else { return }
-            hub.publish(.marker(StreamMarker(id: opening.id, atSeconds: seconds(sampleTime - opening.startSampleTime), label: label)))
+            let at = seconds(sampleTime - opening.startSampleTime)
+            timeline.append(StreamTimelineEntry(at: now(), kind: .marker, streamSeconds: at, detail: label.isEmpty ? "marker" : label))
+            hub.publish(.marker(StreamMarker(id: opening.id, atSeconds: at, label: label)))
         }
     }
 

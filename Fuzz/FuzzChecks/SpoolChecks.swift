@@ -106,8 +106,8 @@ public enum SpoolChecks {
                 case .audio(let packets):
                     precondition(opus && packets.packetCount >= 1 && packets.frameCount == packets.packetCount * 960
                                  && packets.packetSizes.reduce(0) { $0 + Int($1) } == packets.payload.count, "silence made in place of damage is not whole packets")
-                case .marker:
-                    preconditionFailure("a marker made in place of damage: damage is filled with gaps or silence only")
+                case .marker(let sampleTime, _):
+                    precondition(made.firstSampleTime == sampleTime && made.endSampleTime == sampleTime, "a marker made in place of damage covers frames")
                 }
                 first = made.firstSampleTime
             } else {

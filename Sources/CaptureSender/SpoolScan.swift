@@ -48,7 +48,10 @@ public struct SpoolDamage: Sendable, Equatable {
 
 /// How the frames of damaged records reach the receiver in their place: as `Gap`s (linear PCM: the
 /// receiver writes silence and a marker with the reason), or as packets of encoded silence (Opus,
-/// whose packets cannot skip time; docs/OPUS.md), one entry per lost sequence either way.
+/// whose packets cannot skip time; docs/OPUS.md), one entry per lost sequence either way. Lost
+/// sequences beyond what the frames can carry (records of no frames: markers) become markers
+/// labelled `lostMarkerLabel` where the damage begins; when the frames can carry every lost
+/// sequence, a lost marker's sequence carries some of them and the marker is simply lost.
 public struct SpoolDamageFill: Sendable {
     enum Kind: Sendable {
         case gaps
@@ -69,6 +72,9 @@ public struct SpoolDamageFill: Sendable {
         SpoolDamageFill(kind: .silence(packet: packet, framesPerPacket: Int64(max(1, framesPerPacket))), reason: "")
     }
 
+    /// The label of a marker made in place of a damaged record that carried no frames.
+    public static let lostMarkerLabel = "a marker or more was lost to damage in the sender's spool"
+
     /// The longest stretch filled with encoded silence: as long as the Opus encoder fills a gap.
     static let maximumSilenceFrames: Int64 = 600 * 48_000
 
@@ -77,11 +83,10 @@ public struct SpoolDamageFill: Sendable {
         guard entries >= 1, frames >= 0 else { return "the records around them do not follow each other on the timeline" }
         switch kind {
         case .gaps:
-            guard UInt64(frames) >= entries else {
-                return "the \(frames) frames between the records around the damage cannot hold the \(entries) \(entries == 1 ? "record" : "records") lost"
-            }
+            // Entries beyond the frames become markers (records of no frames).
+            break
         case .silence(_, let framesPerPacket):
-            guard frames % framesPerPacket == 0, UInt64(frames / framesPerPacket) >= entries else {
+            guard frames % framesPerPacket == 0 else {
                 return "the \(frames) frames between the records around the damage are not whole packets of \(framesPerPacket) for the \(entries) \(entries == 1 ? "record" : "records") lost"
             }
             guard frames <= Self.maximumSilenceFrames else { return "\(frames) frames are more than the 600 s a stretch of silence may take" }
@@ -91,7 +96,8 @@ public struct SpoolDamageFill: Sendable {
         return nil
     }
 
-    /// `count` entries from `sequence` on covering `frames` frames from `start` (see `problem`).
+    /// `count` entries from `sequence` on covering `frames` frames from `start` (see `problem`): as
+    /// many as the frames allow (at least one unit each), after markers for the rest.
     func entries(from sequence: UInt64, count: UInt64, start: Int64, frames: Int64) -> [LoggedPacket] {
         var result: [LoggedPacket] = []
         result.reserveCapacity(Int(count))
@@ -105,11 +111,18 @@ public struct SpoolDamageFill: Sendable {
             units = frames / framesPerPacket
             unitFrames = framesPerPacket
         }
-        // Spread evenly: the first `units % count` entries take one unit more.
-        let each = units / Int64(count)
-        let more = units % Int64(count)
+        // Sequences the frames cannot carry (records of no frames, markers) come first, as markers.
+        let markers = max(0, Int64(count) - units)
+        for index in 0..<markers {
+            result.append(LoggedPacket(sequence: sequence + UInt64(index), content: .marker(sampleTime: start, label: Self.lostMarkerLabel)))
+        }
+        let carrying = Int64(count) - markers
+        guard carrying > 0 else { return result }
+        // Spread evenly: the first `units % carrying` entries take one unit more.
+        let each = units / carrying
+        let more = units % carrying
         var position = start
-        for index in 0..<Int64(count) {
+        for index in 0..<carrying {
             let taken = each + (index < more ? 1 : 0)
             let length = taken * unitFrames
             let content: LoggedPacket.Content
@@ -123,7 +136,7 @@ public struct SpoolDamageFill: Sendable {
                     packetSizes: [UInt32](repeating: UInt32(packet.count), count: packets), firstSampleTime: position,
                     frameCount: packets * Int(framesPerPacket)))
             }
-            result.append(LoggedPacket(sequence: sequence + UInt64(index), content: content))
+            result.append(LoggedPacket(sequence: sequence + UInt64(markers + index), content: content))
             position += length
         }
         return result

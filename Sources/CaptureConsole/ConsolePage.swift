@@ -213,7 +213,7 @@ enum ConsolePage {
               item.dataset.kind = entry.kind;
               const at = entry.stream_seconds === null ? "" : " @ " + entry.stream_seconds.toFixed(1) + " s";
               item.innerHTML = '<span class="time"></span><span class="kind"></span><span class="detail"></span>';
-              item.querySelector(".time").textContent = new Date(entry.at).toLocaleTimeString();
+              item.querySelector(".time").textContent = new Date(entry.at).toLocaleTimeString([], { hour12: false });
               item.querySelector(".kind").textContent = entry.kind.replace("-", " ");
               item.querySelector(".detail").textContent = entry.detail + at;
               list.appendChild(item);

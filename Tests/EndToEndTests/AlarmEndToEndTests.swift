@@ -200,8 +200,8 @@ final class AlarmEndToEndTests: XCTestCase {
     }
 }
 
-/// The result of a tool run on a thread of its own, once it ended.
-private final class BrowserRun: @unchecked Sendable {
+/// The result of a tool run on a thread of its own (a browser script), once it ended.
+final class BrowserRun: @unchecked Sendable {
     private let condition = NSCondition()
     private var ended = false
     private var result: ToolResult?

@@ -37,12 +37,7 @@ final class AlarmEndToEndTests: XCTestCase {
     func testSilenceInATakeRaisesTheAlarmAndTheSoundComingBackClearsIt() throws {
         // 2 s of a -12 dBFS tone, 6 s of digital silence, 4 s of the tone again.
         let take = work.appendingPathComponent("take.wav").path
-        let made = try ToolRunner.run("sox", [
-            "-n", "-r", "48000", "-c", "2", "-b", "16", take,
-            "synth", "2", "sine", "440", "vol", "0.25", ":", "synth", "6", "sine", "440", "vol", "0", ":", "synth", "4", "sine", "440", "vol", "0.25",
-        ])
-        XCTAssertEqual(made.exitStatus, 0, made.errorText)
-        Unprivileged.handOver(take)
+        try SilenceTake.make(at: take, before: 2, silence: 6, after: 4)
         let receiver = try ReceiverUnderTest(extraArguments: ["--http", "127.0.0.1:0", "--alarm-silence-s", "3"])
         let port = try receiver.httpPort()
         // The console in a real browser watches it all (when chromium and selenium are here). The
@@ -100,18 +95,13 @@ final class AlarmEndToEndTests: XCTestCase {
     /// the receiver SIGKILLed in between: the restarted receiver gives the resumed stream its
     /// raised alarm back, does not tell it again, and tells its clear when the tone comes back.
     func testTheAlarmHookRunsOncePerRaiseAndPerClearAcrossAReceiverKill() throws {
-        // 2 s of a -12 dBFS tone, 20 s of digital silence, 8 s of the tone again.
+        // 2 s of a -12 dBFS tone, 8 s of digital silence, 6 s of the tone again.
         let take = work.appendingPathComponent("take.wav").path
-        let made = try ToolRunner.run("sox", [
-            "-n", "-r", "48000", "-c", "2", "-b", "16", take,
-            "synth", "2", "sine", "440", "vol", "0.25", ":", "synth", "20", "sine", "440", "vol", "0", ":", "synth", "8", "sine", "440", "vol", "0.25",
-        ])
-        XCTAssertEqual(made.exitStatus, 0, made.errorText)
-        Unprivileged.handOver(take)
+        try SilenceTake.make(at: take, before: 2, silence: 8, after: 6)
         let output = work.appendingPathComponent("out")
         let told = work.appendingPathComponent("told.log")
         let hook = #"printf '%s %s %s %s %s\n' "$1" "$2" "$3" "$CAPTURE_ALARM_CHANGE" "$CAPTURE_ALARM_ID" >> "# + told.path
-        // The silence alarm only (20 s of silence would raise the loudness alarm too).
+        // The silence alarm only (8 s of silence would raise the loudness alarm too).
         let options = ["--on-alarm", hook, "--alarm-silence-s", "2", "--alarm-loudness-s", "86400", "--log-level", "info", "--http", "127.0.0.1:0"]
             + Resilience.receiverOptions
         let first = try ReceiverUnderTest(extraArguments: options, outputDirectory: output)

@@ -32,12 +32,7 @@ final class ConsoleDeskEndToEndTests: XCTestCase {
         }
         // 3 s of a -12 dBFS tone, 5 s of digital silence, 6 s of the tone.
         let take = work.appendingPathComponent("take.wav").path
-        let made = try ToolRunner.run("sox", [
-            "-n", "-r", "48000", "-c", "2", "-b", "16", take,
-            "synth", "3", "sine", "440", "vol", "0.25", ":", "synth", "5", "sine", "440", "vol", "0", ":", "synth", "6", "sine", "440", "vol", "0.25",
-        ])
-        XCTAssertEqual(made.exitStatus, 0, made.errorText)
-        Unprivileged.handOver(take)
+        try SilenceTake.make(at: take, before: 3, silence: 5, after: 6)
         let receiver = try ReceiverUnderTest(extraArguments: [
             "--http", "127.0.0.1:0", "--alarm-silence-s", "2", "--alarm-loudness-s", "86400", "--resume-window", "0",
         ])
@@ -72,7 +67,7 @@ final class ConsoleDeskEndToEndTests: XCTestCase {
         ].joined(separator: "\n") + "\n").write(to: steps, atomically: true, encoding: .utf8)
         Unprivileged.handOver(steps.path)
         let driver = try ChildProcess("/usr/bin/python3", [
-            Self.interactive.appendingPathComponent("pty_drive.py").path, steps.path, "--", Products.send,
+            try Unprivileged.reachableCopy(of: Self.interactive.appendingPathComponent("pty_drive.py"), in: work), steps.path, "--", Products.send,
             "-i", receiver.address, "--source", "file", "--file", take, "--stream-name", "desk-unit", "--buffer-seconds", "0.1", "--log-level", "info", "--spool", work.appendingPathComponent("spool").path,
         ])
         XCTAssertEqual(Resilience.finish(driver, seconds: 150), 0, "\(driver.standardOutput)\n\(driver.standardError)")

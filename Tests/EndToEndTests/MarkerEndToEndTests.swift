@@ -32,7 +32,9 @@ final class MarkerEndToEndTests: XCTestCase {
         try (steps.joined(separator: "\n") + "\n").write(to: stepsFile, atomically: true, encoding: .utf8)
         Unprivileged.handOver(stepsFile.path)
         return try ChildProcess(
-            "/usr/bin/python3", [Self.scripts.appendingPathComponent("pty_drive.py").path, stepsFile.path, "--", Products.send] + senderArguments,
+            "/usr/bin/python3",
+            [try Unprivileged.reachableCopy(of: Self.scripts.appendingPathComponent("pty_drive.py"), in: work), stepsFile.path, "--", Products.send]
+                + senderArguments,
             environment: ["TERM": "xterm"])
     }
 

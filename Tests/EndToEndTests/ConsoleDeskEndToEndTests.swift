@@ -66,10 +66,16 @@ final class ConsoleDeskEndToEndTests: XCTestCase {
             "expect 1 capture resumed",
         ].joined(separator: "\n") + "\n").write(to: steps, atomically: true, encoding: .utf8)
         Unprivileged.handOver(steps.path)
-        let driver = try ChildProcess("/usr/bin/python3", [
-            try Unprivileged.reachableCopy(of: Self.interactive.appendingPathComponent("pty_drive.py"), in: work), steps.path, "--", Products.send,
-            "-i", receiver.address, "--source", "file", "--file", take, "--stream-name", "desk-unit", "--buffer-seconds", "0.1", "--log-level", "info", "--spool", work.appendingPathComponent("spool").path,
+        // The driver runs as the test user and starts the sender through setpriv (as the
+        // unprivileged user, on the driver's terminal): the unprivileged user may not reach the
+        // checkout or the built products on its own (a clone in a private folder).
+        let sender = Unprivileged.command(Products.send, [
+            "-i", receiver.address, "--source", "file", "--file", take, "--stream-name", "desk-unit", "--buffer-seconds", "0.1", "--log-level", "info",
+            "--spool", work.appendingPathComponent("spool").path,
         ])
+        let driver = try ChildProcess(
+            "/usr/bin/python3", [Self.interactive.appendingPathComponent("pty_drive.py").path, steps.path, "--", sender.executable] + sender.arguments,
+            unprivileged: false)
         XCTAssertEqual(Resilience.finish(driver, seconds: 150), 0, "\(driver.standardOutput)\n\(driver.standardError)")
 
         let result = try XCTUnwrap(run.wait(seconds: 300), "the browser script ended")

@@ -31,11 +31,14 @@ final class MarkerEndToEndTests: XCTestCase {
         let stepsFile = work.appendingPathComponent("steps-\(UUID().uuidString)")
         try (steps.joined(separator: "\n") + "\n").write(to: stepsFile, atomically: true, encoding: .utf8)
         Unprivileged.handOver(stepsFile.path)
+        // The driver runs as the test user and starts the sender through setpriv (as the
+        // unprivileged user, on the driver's terminal): the unprivileged user may not reach the
+        // checkout or the built products on its own (a clone in a private folder).
+        let sender = Unprivileged.command(Products.send, senderArguments)
         return try ChildProcess(
             "/usr/bin/python3",
-            [try Unprivileged.reachableCopy(of: Self.scripts.appendingPathComponent("pty_drive.py"), in: work), stepsFile.path, "--", Products.send]
-                + senderArguments,
-            environment: ["TERM": "xterm"])
+            [Self.scripts.appendingPathComponent("pty_drive.py").path, stepsFile.path, "--", sender.executable] + sender.arguments,
+            environment: ["TERM": "xterm"], unprivileged: false)
     }
 
     /// Waits until the driver says it reached `point`.

@@ -45,18 +45,6 @@ enum Unprivileged {
         return url
     }
 
-    /// A copy of a file of the checkout (a test's helper script) in `folder`, handed over: the
-    /// unprivileged user may not reach the checkout itself (a clone in a private folder). Returns
-    /// the copy's path.
-    static func reachableCopy(of file: URL, in folder: URL) throws -> String {
-        let copy = folder.appendingPathComponent(file.lastPathComponent)
-        if !FileManager.default.fileExists(atPath: copy.path) {
-            try FileManager.default.copyItem(at: file, to: copy)
-        }
-        handOver(copy.path)
-        return copy.path
-    }
-
     private static func chownTree(_ path: String) {
         var info = stat()
         guard lstat(path, &info) == 0 else { return }

@@ -97,15 +97,12 @@ public final class AlarmHook: Sendable {
         // The journal is written before the records: a raise or clear it holds may not have reached
         // them (a crash in between).
         for event in queue.start() {
+            let recorded = raised[event.streamID]?[event.kind] != nil
+            guard recorded != (event.change == .raised) else { continue }
+            Self.apply(event, to: &raised)
             switch event.change {
-            case .raised:
-                guard raised[event.streamID]?[event.kind] == nil else { continue }
-                raised[event.streamID, default: [:]][event.kind] = event
-                write(event)
-            case .cleared:
-                guard raised[event.streamID]?.removeValue(forKey: event.kind) != nil else { continue }
-                if raised[event.streamID]?.isEmpty == true { raised[event.streamID] = nil }
-                remove(event)
+            case .raised: write(event)
+            case .cleared: remove(event)
             }
         }
         let restored = raised

@@ -53,7 +53,8 @@ final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
         /// One run at a time, strictly in the order the jobs came: a job waits (also while it is
         /// retried) until every earlier one succeeded. Alarms are told in order; files are not.
         var inOrder = false
-        /// What a run does first, on its thread; `outputDirectory` is the folder the command runs in.
+        /// What a run does first, on its thread: the command's arguments and environment, or why
+        /// there is nothing to run.
         var prepare: @Sendable (_ entry: Entry) -> Preparation
     }
 

@@ -108,6 +108,8 @@ public enum SpoolChecks {
                                  && packets.packetSizes.reduce(0) { $0 + Int($1) } == packets.payload.count, "silence made in place of damage is not whole packets")
                 case .marker(let sampleTime, _):
                     precondition(made.firstSampleTime == sampleTime && made.endSampleTime == sampleTime, "a marker made in place of damage covers frames")
+                case .filledGap:
+                    preconditionFailure("a filled gap is never made in place of damage")
                 }
                 first = made.firstSampleTime
             } else {

@@ -51,20 +51,26 @@ public protocol AudioEncoder: AnyObject {
     /// The largest packet the encoder can produce, in bytes.
     var maximumPacketSize: Int { get }
 
-    /// Whether the packets themselves cover frames lost in an overrun (as encoded silence), so that
-    /// the caller must not record a gap for them: a gap would cover the same frames again and the
-    /// receiver would refuse the stream. True for Opus, false for PCM.
+    /// Whether the packets themselves cover frames lost in an overrun or paused (as encoded silence),
+    /// so that the caller must not record a Gap for them (a Gap would cover the same frames again and
+    /// the receiver would refuse the stream) but a filled gap, which only labels them. True for Opus,
+    /// false for PCM.
     var fillsLostFrames: Bool { get }
+
+    /// The position on the output timeline of the input (capture) timeline's `sampleTime`: the same
+    /// for PCM, × 48000 / rate for Opus (rounded when that is not an integer).
+    func outputSampleTime(ofInput sampleTime: Int64) -> Int64
 
     /// Encodes one captured buffer; returns the whole packets it completed (possibly none, when the
     /// buffer did not complete a frame).
     ///
-    /// How frames lost before the buffer (an overrun, `framesLostBefore`) show depends on the format:
-    /// `PCMEncoder` returns each buffer at its own `startTime.sampleTime`, so `firstSampleTime` jumps
-    /// over the lost frames and the caller records a gap of exactly those frames there;
-    /// `OpusEncoder` encodes the lost stretch as silence (`fillsLostFrames`) so that its packets stay
+    /// How frames lost or paused before the buffer (`framesLostBefore`, `framesPausedBefore`) show
+    /// depends on the format: `PCMEncoder` returns each buffer at its own `startTime.sampleTime`, so
+    /// `firstSampleTime` jumps over them and the caller records a gap of exactly those frames there;
+    /// `OpusEncoder` encodes the stretch as silence (`fillsLostFrames`) so that its packets stay
     /// contiguous on the capture timeline (an Opus packet stream has no way to skip time), and the
-    /// caller records no gap.
+    /// caller labels it with a filled gap. An encoder that fills lost frames also takes an empty
+    /// buffer (a paused queue's report, `packetCount` 0): it fills up to the buffer's start.
     func encode(_ buffer: CapturedBuffer) throws(EncoderError) -> EncodedPackets?
 
     /// Ends the stream: pads and encodes any partial frame and reports the padding.

@@ -15,9 +15,10 @@ import CaptureCore
 ///   48000 / r is an integer (6, 4, 3, 2 or 1). The first packet starts at the first buffer's sample
 ///   time so mapped (less the frames lost before it, `framesLostBefore`, which are encoded as silence);
 ///   packet `n` starts `n * framesPerPacket` later. Packets are contiguous: a forward jump in a
-///   buffer's sample time (an overrun) is filled with encoded silence so that the packets stay on the
-///   capture timeline, and the caller records no gap for it (`fillsLostFrames`); a backward jump is
-///   an error.
+///   buffer's sample time (an overrun, a pause) is filled with encoded silence so that the packets
+///   stay on the capture timeline, and the caller labels it with a filled gap instead of a gap
+///   (`fillsLostFrames`); a backward jump is an error. An empty buffer (a paused queue's report)
+///   fills up to its start.
 /// - Priming: `primingFrames` is libopus's look-ahead (`OPUS_GET_LOOKAHEAD`) at 48 kHz, 312 for the
 ///   `audio` and `voip` applications, 120 for `lowdelay`. The decoded stream is the input delayed by
 ///   exactly that much; it is the RFC 7845 pre-skip and the CAF `mPrimingFrames`.
@@ -46,6 +47,8 @@ public final class OpusEncoder: AudioEncoder {
 
     /// Lost frames are encoded as silence: the packets cover the whole capture timeline.
     public var fillsLostFrames: Bool { true }
+    /// The input's sample time at 48 kHz (× `timelineScale`).
+    public func outputSampleTime(ofInput sampleTime: Int64) -> Int64 { sampleTime * Int64(timelineScale) }
 
     /// Gaps (forward jumps in sample time) longer than this many seconds are refused rather than
     /// filled with encoded silence.
@@ -122,7 +125,6 @@ public final class OpusEncoder: AudioEncoder {
             throw .invalidConfiguration("the Opus encoder has finished its stream: create a new encoder for a new stream")
         }
         let frames = buffer.packetCount
-        guard frames > 0 else { return nil }
         let byteCount = frames * Int(inputFormat.bytesPerFrame)
         guard buffer.bytes.count >= byteCount else {
             throw .invalidConfiguration(
@@ -137,10 +139,10 @@ public final class OpusEncoder: AudioEncoder {
         } else {
             // Frames lost before the first buffer are on the stream's timeline too: the packets
             // start where they would have, and the lost stretch becomes silence like any other.
-            expected = startTime - Int64(buffer.framesLostBefore)
+            expected = startTime - Int64(buffer.framesLostBefore) - Int64(buffer.framesPausedBefore)
             guard expected >= 0 else {
                 throw .invalidConfiguration(
-                    "the first captured buffer starts at sample \(startTime) but says \(buffer.framesLostBefore) frames were lost before it: the capture source and queue disagree on the timeline"
+                    "the first captured buffer starts at sample \(startTime) but says \(buffer.framesLostBefore) frames were lost and \(buffer.framesPausedBefore) paused before it: the capture source and queue disagree on the timeline"
                 )
             }
             firstOutputSampleTime = expected * Int64(timelineScale)
@@ -151,13 +153,14 @@ public final class OpusEncoder: AudioEncoder {
                 "a captured buffer starts at sample \(startTime), before the end of the previous one (\(expected)): sample times must not go backward"
             )
         }
-        guard gap <= Int64(Self.maximumGapSeconds) * Int64(inputFormat.sampleRate) else {
+        // A pause is as long as the person recording wants; it comes in pieces (`CaptureQueue`).
+        guard gap - Int64(buffer.framesPausedBefore) <= Int64(Self.maximumGapSeconds) * Int64(inputFormat.sampleRate) else {
             throw .invalidConfiguration(
                 "a gap of \(gap) frames before sample \(startTime) is longer than \(Self.maximumGapSeconds) s: end this stream and start a new one"
             )
         }
         if gap > 0 { try appendSilence(frames: Int(gap), to: &collector) }
-        try appendAudio(buffer.bytes, frames: frames, to: &collector)
+        if frames > 0 { try appendAudio(buffer.bytes, frames: frames, to: &collector) }
         nextInputSampleTime = startTime + Int64(frames)
         return packets(from: collector)
     }

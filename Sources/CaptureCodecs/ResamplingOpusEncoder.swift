@@ -22,6 +22,8 @@ public final class ResamplingOpusEncoder: AudioEncoder {
     public var primingFrames: Int { opus.primingFrames }
     public var maximumPacketSize: Int { opus.maximumPacketSize }
     public var fillsLostFrames: Bool { true }
+    /// The input's sample time at 48 kHz, rounded to the nearest frame.
+    public func outputSampleTime(ofInput sampleTime: Int64) -> Int64 { Int64((Double(sampleTime) * ratio).rounded()) }
 
     private let opus: OpusEncoder
     private let resampler: soxr_t
@@ -77,9 +79,15 @@ public final class ResamplingOpusEncoder: AudioEncoder {
             }
             if start > expected { collected = try resample(silence: Int(start - expected)) }
         } else {
-            let first = start - Int64(buffer.framesLostBefore)
-            nextOutputSampleTime = Int64((Double(first) * ratio).rounded())
-            if buffer.framesLostBefore > 0 { collected = try resample(silence: buffer.framesLostBefore) }
+            let before = buffer.framesLostBefore + buffer.framesPausedBefore
+            let first = start - Int64(before)
+            nextOutputSampleTime = outputSampleTime(ofInput: first)
+            if before > 0 { collected = try resample(silence: before) }
+        }
+        guard frames > 0 else {
+            // A paused queue's report: the silence up to its start is all there is.
+            nextInputSampleTime = start
+            return collected
         }
         let byteCount = frames * Int(inputFormat.bytesPerFrame)
         guard buffer.bytes.count >= byteCount else {

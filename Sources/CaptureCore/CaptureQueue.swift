@@ -35,9 +35,14 @@ public struct CaptureStatistics: Equatable, Sendable {
 ///
 /// Lifecycle, as `AudioQueueStart`/`Pause`/`Stop`/`Dispose`: `start()`, `pause()`, `resume()`,
 /// `stop(immediate:)` (immediate drops queued buffers; otherwise they are delivered first), `dispose()`.
-/// For a real-time source the timeline goes on through a pause: the first buffer after `resume()`
-/// starts as many frames later as the pause lasted, and reports them in `framesPausedBefore` (a
-/// pause that a stop ends adds nothing: the stream ends where capture paused).
+/// For a real-time source the timeline goes on through a pause, reported as it goes: about once per
+/// buffer duration while paused, the callback gets an empty buffer (`packetCount` 0) whose
+/// `framesPausedBefore` counts the pause since the last report, and the first buffer after
+/// `resume()` reports the rest; each starts as many frames later as the pause lasted so far. (An
+/// encoder that must cover the pause with encoded silence does that work as the pause goes, not all
+/// at once when capture resumes.) A pause that a stop ends is reported up to the stop, by one more
+/// empty buffer: the stream ends when it was stopped. An empty buffer waits for a free buffer of
+/// the pool like any other; while none is free, the pause goes into the next report.
 ///
 /// Sendability (`@unchecked Sendable`): the capture and delivery threads hand buffers to each other only through the two single-producer, single-consumer `IndexRing`s and the semaphores; flags and counters are `Atomic`s, the lifecycle state is in a `Mutex`, everything else is immutable after `init`.
 public final class CaptureQueue: @unchecked Sendable {
@@ -110,6 +115,9 @@ public final class CaptureQueue: @unchecked Sendable {
     private let overrunCount = Atomic<Int64>(0)
     private let framesLost = Atomic<Int64>(0)
     private let stoppedOnRequest = Atomic<Bool>(false)
+    /// How often a paused real-time queue reports the pause (an empty buffer): once per buffer
+    /// duration, at least every 10 ms.
+    private var pauseReportNanoseconds: Double { max(Double(framesPerBuffer) / format.sampleRate, 0.01) * 1e9 }
     /// Filled buffers queued at which the delivery thread is woken even while the source is still
     /// catching up (see `AudioSource.canReadWithoutWaiting`): all but one buffer.
     private let deliveryBatch: Int
@@ -290,14 +298,27 @@ public final class CaptureQueue: @unchecked Sendable {
             case .pause:
                 wakeDelivery(&deliveryOwed)
                 if sourceRunning { source.stop(); sourceRunning = false }
+                guard isRealTime else {
+                    resumed.wait()
+                    continue loop
+                }
+                // A real-time source's timeline goes on: count the pause as it lasts, and report it
+                // in an empty buffer once per buffer duration (and once more at a stop).
                 let pausedAt = MonotonicClock.nanoseconds()
-                resumed.wait()
-                // Resumed (not stopped): a real-time source's timeline went on meanwhile.
-                if isRealTime, Control(rawValue: control.load(ordering: .acquiring)) == .run {
+                var counted = 0
+                while true {
+                    let woken = resumed.wait(timeout: .now() + .nanoseconds(Int(pauseReportNanoseconds))) == .success
                     let elapsed = Double(MonotonicClock.nanoseconds() &- pausedAt) / 1e9
-                    let frames = Int((elapsed * format.sampleRate).rounded())
+                    let frames = Int((elapsed * format.sampleRate).rounded()) - counted
+                    counted += frames
                     pendingPaused += frames
                     nextSample += Int64(frames)
+                    let now = Control(rawValue: control.load(ordering: .acquiring)) ?? .stop
+                    if woken, now == .run { break }
+                    if now == .stop || !woken {
+                        reportPause(startSample: nextSample, lost: &pendingLost, paused: &pendingPaused, heldSlot: &heldSlot)
+                    }
+                    if now == .stop { break }
                 }
                 continue loop
             case .run:
@@ -380,6 +401,21 @@ public final class CaptureQueue: @unchecked Sendable {
         bufferFilled.signal()
     }
 
+    /// Publishes an empty buffer at `startSample` reporting the frames lost and paused since the last
+    /// buffer (see the pause in the type's comment) and wakes the delivery thread, when a buffer of
+    /// the pool is free; otherwise leaves them for the next report.
+    private func reportPause(startSample: Int64, lost: inout Int, paused: inout Int, heldSlot: inout Int?) {
+        guard paused > 0 || lost > 0, let slot = heldSlot ?? freeBuffers.pop() else { return }
+        slots[slot] = Slot(
+            startSample: startSample, hostTime: MonotonicClock.nanoseconds(), frames: 0,
+            framesLostBefore: lost, framesPausedBefore: paused)
+        lost = 0
+        paused = 0
+        heldSlot = nil
+        filledBuffers.push(slot)
+        bufferFilled.signal()
+    }
+
     /// How long the capture thread may wait for a free buffer before it must drain the source: half
     /// the time the source's spare room (beyond one period) lasts, or nil when that is under an
     /// eighth of a buffer or unknown. While the consumer stays stalled, halving at every look ends
@@ -444,7 +480,7 @@ public final class CaptureQueue: @unchecked Sendable {
                     framesPausedBefore: info.framesPausedBefore
                 )
                 callback(buffer)
-                buffersDelivered.add(1, ordering: .relaxed)
+                if info.frames > 0 { buffersDelivered.add(1, ordering: .relaxed) }
             }
             freeBuffers.push(slot)
             bufferFreed.signal()

@@ -195,6 +195,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             writer?.recordGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .recordMarker(let marker):
             writer?.recordMarker(sequence: marker.sequence, sampleTime: marker.sampleTime, label: marker.label)
+        case .recordFilledGap(let gap):
+            writer?.recordFilledGap(sequence: gap.sequence, sampleTime: gap.sampleTime, length: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .finishFile(let end):
             guard let writer else { return }
             let loopBound = self.loopBound

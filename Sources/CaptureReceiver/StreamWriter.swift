@@ -140,6 +140,17 @@ public final class StreamWriter: @unchecked Sendable {
         }
     }
 
+    /// Records a gap of `length` frames at `sampleTime` for `sequence` whose frames the audio carries
+    /// as encoded silence: a gap marker, without moving the timeline (the stream stands where the
+    /// message before it ended).
+    public func recordFilledGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
+        lane.submit { [self] in
+            record(through: DurablePosition(sequence: sequence, sampleTime: written.sampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+                try recording.writeFilledGap(sampleTime: sampleTime, length: length, reason: reason, round: &round)
+            }
+        }
+    }
+
     /// Writes one message into the recording (`step`, given the position before it and the pending
     /// round), and then counts the stream as written through `position`. When the recording finished
     /// a file at a segment cut meanwhile, that file holds, durably, everything written before the

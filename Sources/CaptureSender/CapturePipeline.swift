@@ -9,15 +9,17 @@ import Foundation
 ///
 /// Overruns: for PCM, frames lost before a buffer become a Gap of exactly those frames at their
 /// position, and a loss at the very end a trailing Gap. For Opus the encoder fills the lost stretch
-/// with encoded silence (`AudioEncoder.fillsLostFrames`), so no Gap is logged: the packets alone
-/// cover the capture timeline, and a loss at the very end leaves nothing to cover (the stream ends
-/// after its last captured frame).
+/// with encoded silence (`AudioEncoder.fillsLostFrames`): the packets alone cover the capture
+/// timeline, and a filled gap (`PacketLog.appendFilledGap`), logged once the packets reach the
+/// stretch, labels it at the same sample time. A loss at the very end leaves nothing to cover (the
+/// stream ends after its last captured frame) and nothing to label.
 ///
 /// Pauses: a pause of a real-time source (`CaptureStreamer.pause()`) is recorded as what it is, a
-/// Gap with reason `paused` covering the time it lasted (PCM), so the file keeps wall-clock
-/// positions. An encoder that fills lost frames (Opus) cannot leave a hole in its packets' timeline:
-/// it is given the capture's timeline without the pauses, so an Opus stream closes over a pause as
-/// before (no silence, no gap).
+/// gap with reason `paused` covering the time it lasted, so the file keeps wall-clock positions and
+/// every encoding of a capture the same timeline: a Gap for PCM (a hole that costs nothing), for
+/// Opus encoded silence labelled by a filled gap. The queue reports a pause as it goes (empty
+/// buffers, see `CaptureQueue`), so Opus encodes the pause's silence as it lasts; one Gap or filled
+/// gap covers the whole pause, logged when capture resumes or ends.
 ///
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoder
 /// may allocate and the log may take its lock there.
@@ -47,9 +49,12 @@ public final class CapturePipeline: @unchecked Sendable {
     private var lastOutputEnd: Int64 = 0
     /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
     private var reportedLost: Int64 = 0
-    /// Frames of every pause so far (`framesPausedBefore`), taken out of the timeline an encoder that
-    /// fills lost frames sees. Delivery thread only.
-    private var pausedFrames: Int64 = 0
+    /// The pause being recorded (input timeline): logged as one gap when capture resumes or ends.
+    /// Delivery thread only.
+    private var openPause: (start: Int64, frames: Int64)?
+    /// Filled gaps (output timeline) waiting for the packets logged to reach their start, in order.
+    /// Delivery thread only.
+    private var pendingFilledGaps: [(sampleTime: Int64, length: Int64, reason: String)] = []
     /// The levels for the status display: everything captured since `takeLevels()`.
     private var levels: LevelMeter
     /// The levels of the audio captured since the last packets were logged, sent with the next
@@ -127,39 +132,36 @@ public final class CapturePipeline: @unchecked Sendable {
         return AudioLevels(reading, loudness: loudness)
     }
 
-    private func handle(_ captured: CapturedBuffer) {
-        var buffer = captured
-        if captured.framesPausedBefore > 0 {
-            let paused = Int64(captured.framesPausedBefore)
-            if encoder.fillsLostFrames {
-                pausedFrames += paused
-            } else {
-                // The pause came before any frames lost since (an overrun right after resuming).
-                let lost = Int64(captured.framesLostBefore)
-                log.appendGap(sampleTime: captured.startTime.sampleTime - lost - paused, length: paused, reason: "paused")
+    private func handle(_ buffer: CapturedBuffer) {
+        let start = buffer.startTime.sampleTime
+        let lost = Int64(buffer.framesLostBefore)
+        let paused = Int64(buffer.framesPausedBefore)
+        guard buffer.packetCount > 0 else {
+            // A paused queue's report: frames lost before the pause, then the pause so far. An
+            // encoder that fills them covers the pause with silence now, as it lasts.
+            if lost > 0 {
+                closePause()
+                recordLoss(at: start - paused - lost, frames: lost)
             }
+            if paused > 0 { extendPause(from: start - paused, frames: paused) }
+            if encoder.fillsLostFrames { encode(buffer) }
+            lock.withLock { lastEnd = max(lastEnd, start) }
+            return
         }
-        if pausedFrames > 0 {
-            buffer = CapturedBuffer(
-                bytes: captured.bytes,
-                startTime: CaptureTimestamp(sampleTime: captured.startTime.sampleTime - pausedFrames, hostTime: captured.startTime.hostTime),
-                packetCount: captured.packetCount, packetDescriptions: captured.packetDescriptions,
-                framesLostBefore: captured.framesLostBefore)
-        }
+        // After a resume: the pause came before any frames lost since (an overrun right after).
+        if paused > 0 { extendPause(from: start - lost - paused, frames: paused) }
+        closePause()
+        if lost > 0 { recordLoss(at: start - lost, frames: lost) }
         // Measured before encoding, so PCM and Opus carry the same levels. An encoder that
         // accumulates whole frames (Opus) may log nothing for this buffer: its levels then go with
         // the next packets.
         lock.withLock { packetLevels.measure(buffer) }
         loudnessMeter?.measure(buffer)
-        if buffer.framesLostBefore > 0 {
-            let lost = Int64(buffer.framesLostBefore)
-            lock.withLock { reportedLost += lost }
-            // An encoder that fills lost frames (Opus: encoded silence) keeps its packets on the
-            // timeline itself; a gap would cover those frames a second time.
-            if !encoder.fillsLostFrames {
-                log.appendGap(sampleTime: buffer.startTime.sampleTime - lost, length: lost, reason: "overrun")
-            }
-        }
+        encode(buffer)
+    }
+
+    /// Encodes `buffer` and logs the packets it completes, then the filled gaps they now reach.
+    private func encode(_ buffer: CapturedBuffer) {
         guard lock.withLock({ failure == nil }) else { return }
         do {
             if let packets = try encoder.encode(buffer) {
@@ -171,6 +173,58 @@ public final class CapturePipeline: @unchecked Sendable {
             lock.withLock { failure = error }
             Thread.detachNewThread { [queue] in queue.stop(immediate: true) }
         }
+        logFilledGaps()
+    }
+
+    /// Frames lost in an overrun at `start` (input timeline): a Gap for PCM, a filled gap for an
+    /// encoder that covers them with silence.
+    private func recordLoss(at start: Int64, frames: Int64) {
+        lock.withLock { reportedLost += frames }
+        if encoder.fillsLostFrames {
+            queueFilledGap(from: start, frames: frames, reason: "overrun")
+        } else {
+            log.appendGap(sampleTime: start, length: frames, reason: "overrun")
+        }
+    }
+
+    /// Adds `frames` of pause from `start` (input timeline) to the pause being recorded, or opens one.
+    private func extendPause(from start: Int64, frames: Int64) {
+        if let pause = openPause, pause.start + pause.frames == start {
+            openPause = (pause.start, pause.frames + frames)
+        } else {
+            closePause()
+            openPause = (start, frames)
+        }
+    }
+
+    /// Logs the pause being recorded, if any, as one gap with reason `paused`.
+    private func closePause() {
+        guard let pause = openPause else { return }
+        openPause = nil
+        if encoder.fillsLostFrames {
+            queueFilledGap(from: pause.start, frames: pause.frames, reason: "paused")
+        } else {
+            log.appendGap(sampleTime: pause.start, length: pause.frames, reason: "paused")
+        }
+    }
+
+    /// A stretch of `frames` from `start` (input timeline) that the encoder covers with silence,
+    /// labelled by a filled gap on the output timeline once the packets reach it.
+    private func queueFilledGap(from start: Int64, frames: Int64, reason: String) {
+        let first = encoder.outputSampleTime(ofInput: start)
+        let length = encoder.outputSampleTime(ofInput: start + frames) - first
+        guard length > 0 else { return }
+        pendingFilledGaps.append((first, length, reason))
+        logFilledGaps()
+    }
+
+    /// Logs the waiting filled gaps whose start the packets logged have reached, in order.
+    private func logFilledGaps() {
+        let reached = lock.withLock { lastOutputEnd }
+        while let next = pendingFilledGaps.first, next.sampleTime <= reached {
+            pendingFilledGaps.removeFirst()
+            log.appendFilledGap(sampleTime: next.sampleTime, length: next.length, reason: next.reason)
+        }
     }
 
     /// Waits until capture ends (source finished, stopped or failed), flushes the encoder and records
@@ -181,6 +235,8 @@ public final class CapturePipeline: @unchecked Sendable {
             log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))
             return .failure(.encoderFailed(failure.description))
         }
+        // A pause that the stop ended is recorded up to the stop (the queue reported it).
+        closePause()
         var remainder = 0
         do {
             let tail = try encoder.finish()
@@ -188,6 +244,10 @@ public final class CapturePipeline: @unchecked Sendable {
                 lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
                 log.append(packets, levels: takePacketLevels())
             }
+            // The tail covers every stretch the encoder filled; what the packets never reach (a
+            // loss at the very end) was not filled and is not labelled.
+            logFilledGaps()
+            pendingFilledGaps.removeAll()
             remainder = tail.remainderFrames
         } catch {
             log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))

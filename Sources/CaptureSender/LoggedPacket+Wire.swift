@@ -3,7 +3,7 @@ import Foundation
 
 extension LoggedPacket {
     /// The message that carries this entry to the receiver: AudioData for audio (with its levels
-    /// when the entry has them), Gap for a gap, Marker for a marker.
+    /// when the entry has them), Gap for a gap, Marker for a marker, FilledGap for a filled gap.
     public var wireMessage: WireMessage {
         switch content {
         case .audio(let packets):
@@ -29,6 +29,23 @@ extension LoggedPacket {
                 $0.sampleTime = sampleTime
                 $0.label = label
             })
+        case .filledGap(_, let sampleTime, let length, let reason):
+            return .filledGap(.with {
+                $0.sequence = sequence
+                $0.sampleTime = sampleTime
+                $0.lengthFrames = UInt64(length)
+                $0.reason = reason
+            })
+        }
+    }
+
+    /// The frame type `wireMessage` travels as, without building it.
+    public var frameType: WireMessageType {
+        switch content {
+        case .audio: return .audioData
+        case .gap: return .gap
+        case .marker: return .marker
+        case .filledGap: return .filledGap
         }
     }
 }

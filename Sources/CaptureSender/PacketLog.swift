@@ -4,7 +4,7 @@ import CaptureCodecs
 import CaptureWire
 import Foundation
 
-/// One entry of the packet log: audio packets, a gap or a marker, with its sequence number.
+/// One entry of the packet log: audio packets, a gap, a filled gap or a marker, with its sequence number.
 public struct LoggedPacket: Sendable, Equatable {
     /// What the entry carries.
     public enum Content: Sendable, Equatable {
@@ -15,6 +15,11 @@ public struct LoggedPacket: Sendable, Equatable {
         /// A point the person recording marked, at `sampleTime`, with an optional `label`: it
         /// covers no frames.
         case marker(sampleTime: Int64, label: String)
+        /// Audio that was not captured and that the packets before it carry as encoded silence (an
+        /// encoder that fills lost frames, `AudioEncoder.fillsLostFrames`): `length` frames from
+        /// `sampleTime`, for `reason`. It covers no frames of the timeline: it stands at `position`,
+        /// where the timeline stood when it was appended, at or after `sampleTime`.
+        case filledGap(position: Int64, sampleTime: Int64, length: Int64, reason: String)
     }
 
     /// 1, 2, 3... without holes.
@@ -44,6 +49,7 @@ public struct LoggedPacket: Sendable, Equatable {
         case .audio(let packets): return packets.firstSampleTime
         case .gap(let sampleTime, _, _): return sampleTime
         case .marker(let sampleTime, _): return sampleTime
+        case .filledGap(let position, _, _, _): return position
         }
     }
 
@@ -52,6 +58,7 @@ public struct LoggedPacket: Sendable, Equatable {
         case .audio(let packets): return packets.firstSampleTime + Int64(packets.frameCount)
         case .gap(let sampleTime, let length, _): return sampleTime + length
         case .marker(let sampleTime, _): return sampleTime
+        case .filledGap(let position, _, _, _): return position
         }
     }
 }
@@ -335,6 +342,18 @@ public final class PacketLog: @unchecked Sendable {
         appendEntry(.marker(sampleTime: 0, label: label), bytes: 0, atTimelineEnd: true)
     }
 
+    /// Appends a gap of `length` frames from `sampleTime` that the packets already appended carry as
+    /// encoded silence (`LoggedPacket.Content.filledGap`), where the timeline stands now; returns its
+    /// sequence number. Nothing is appended (0 is returned) while an overflow episode runs (its own
+    /// Gap covers the stretch), once the stream has ended, or when the packets do not reach
+    /// `sampleTime` yet: the caller appends it once they do.
+    @discardableResult
+    public func appendFilledGap(sampleTime: Int64, length: Int64, reason: String) -> UInt64 {
+        let absorbed: Bool = condition.withLock { overflow != nil }
+        if absorbed { return 0 }
+        return appendEntry(.filledGap(position: 0, sampleTime: sampleTime, length: length, reason: reason), bytes: 0, atTimelineEnd: true)
+    }
+
     /// Appends `content`; `atTimelineEnd`: a marker placed where the timeline stands, decided under
     /// the lock so that no other entry comes between (0 is returned, and nothing appended, once the
     /// stream ended).
@@ -361,6 +380,14 @@ public final class PacketLog: @unchecked Sendable {
             }
             // After any wait for room: what others appended meanwhile comes before the marker.
             content = .marker(sampleTime: appendedEnd, label: label)
+        }
+        if atTimelineEnd, case .filledGap(_, let sampleTime, let length, let reason) = content {
+            guard end == nil, !closed, sampleTime <= appendedEnd else {
+                condition.unlock()
+                announce(givenUp)
+                return 0
+            }
+            content = .filledGap(position: appendedEnd, sampleTime: sampleTime, length: length, reason: reason)
         }
         let sequence = nextSequence
         nextSequence += 1

@@ -1,3 +1,5 @@
+import CaptureWire
+
 /// Why a stream could not be sent. Each message is the one line capture-send prints before it exits
 /// non-zero, and says what to do.
 public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -29,10 +31,11 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     /// stretch it acknowledged in a stream it no longer knows, so it cannot confirm that a file holds
     /// it. The rest of the stream was delivered in `restIn` (nil: nothing was left to deliver).
     case receiverLostAcknowledgedAudio(receiver: String, lost: [String], unconfirmed: [String], restIn: String?)
-    /// The stream holds a marker (sequence `sequence`) and the receiver does not accept markers (its
-    /// HelloAccepted does not list frame type 10: it predates them). The marker cannot be sent, nor
-    /// skipped (its sequence is the stream's), so nothing from it on is delivered to that receiver.
-    case receiverPredatesMarkers(sequence: UInt64)
+    /// The stream holds an entry (sequence `sequence`) whose frame type came after version 1's first
+    /// nine (a Marker, a FilledGap) and the receiver does not accept it (its HelloAccepted does not
+    /// list the type: it predates it). The entry cannot be sent, nor skipped (its sequence is the
+    /// stream's), so nothing from it on is delivered to that receiver.
+    case receiverPredatesFrameType(WireMessageType, sequence: UInt64)
 
     /// Why a backup receiver was given up: a backup may cost itself its copy, never the main
     /// receiver its audio or its pace.
@@ -59,8 +62,9 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the receiver refuses this address for now (rateLimited): \(message); trying again in \(Self.seconds(retryAfter.rounded(.up))) s, and the audio is kept meanwhile"
         case .connectionLost(let reason):
             return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason)"
-        case .receiverPredatesMarkers(let sequence):
-            return "the stream holds a marker (sequence \(sequence)) but the receiver does not accept markers (it predates them): upgrade capture-recv; the audio from the marker on is kept in the spool and delivered once the receiver accepts markers"
+        case .receiverPredatesFrameType(let type, let sequence):
+            let what = type == .marker ? "a marker" : type == .filledGap ? "a gap carried as encoded silence (FilledGap)" : "a \(type) frame"
+            return "the stream holds \(what) (sequence \(sequence)) but the receiver does not accept it (it predates frame type \(type.rawValue)): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts it"
         case .protocolViolation(let reason):
             return "the receiver broke the protocol: \(reason); check that capture-recv is the same version"
         case .captureFailed(let reason):

@@ -1,7 +1,7 @@
 import CaptureCodecs
 import CaptureCore
 
-/// One record of a spool segment: a log entry (audio, gap or marker) or the end of the stream.
+/// One record of a spool segment: a log entry (audio, gap, filled gap or marker) or the end of the stream.
 enum SpoolRecord: Equatable {
     case entry(LoggedPacket)
     case end(StreamEnd, lastSequence: UInt64)
@@ -9,6 +9,7 @@ enum SpoolRecord: Equatable {
     static let audioType: UInt8 = 0x41  // 'A'
     static let gapType: UInt8 = 0x47  // 'G'
     static let markerType: UInt8 = 0x4D  // 'M': sequence, sample time (Int64), the label's UTF-8 bytes
+    static let filledGapType: UInt8 = 0x46  // 'F': sequence, position, sample time, length (Int64 each), the reason's UTF-8 bytes
     static let endType: UInt8 = 0x45  // 'E'
     /// Length (UInt32) and checksum (UInt64) before each body.
     static let headerSize = 12
@@ -65,6 +66,13 @@ enum SpoolRecord: Equatable {
                 body.append(entry.sequence)
                 body.append(sampleTime)
                 body.append(contentsOf: label.utf8)
+            case .filledGap(let position, let sampleTime, let length, let reason):
+                body.append(Self.filledGapType)
+                body.append(entry.sequence)
+                body.append(position)
+                body.append(sampleTime)
+                body.append(length)
+                body.append(contentsOf: reason.utf8)
             }
         case .end(let end, let lastSequence):
             body.append(Self.endType)
@@ -86,6 +94,7 @@ enum SpoolRecord: Equatable {
     /// What the recovery scan needs of a record, without its payload: where it sits in the
     /// sequences and on the sample timeline.
     struct Summary: Equatable {
+        /// `.marker` stands for every entry of no frames (markers and filled gaps).
         enum Kind: Equatable { case audio, gap, marker, end }
         var kind: Kind
         /// The entry's sequence; for the end record, the sequence after the last entry.
@@ -119,9 +128,9 @@ enum SpoolRecord: Equatable {
     /// scan asks this at every byte of a damaged stretch).
     static func mightStart(_ bytes: UnsafeRawBufferPointer, at offset: Int, positions: ClosedRange<UInt64>) -> Bool {
         guard offset >= 0, bytes.count - offset >= minimumSize else { return false }
-        // The type byte first: it turns away all but 4 offsets in 256 with one comparison.
+        // The type byte first: it turns away all but 5 offsets in 256 with one comparison.
         let type = bytes[offset + headerSize]
-        guard type == audioType || type == gapType || type == markerType || type == endType else { return false }
+        guard type == audioType || type == gapType || type == markerType || type == filledGapType || type == endType else { return false }
         let length = Int(load(UInt32.self, bytes, offset))
         guard length >= minimumBody, length <= maximumBody, length <= bytes.count - offset - headerSize else { return false }
         let sequence = load(UInt64.self, bytes, offset + headerSize + 1)
@@ -139,7 +148,7 @@ enum SpoolRecord: Equatable {
         let sequence = load(UInt64.self, bytes, offset + headerSize + 1)
         guard sequence < maximumSequence else { return nil }
         switch type {
-        case audioType, gapType, markerType: return (type, sequence)
+        case audioType, gapType, markerType, filledGapType: return (type, sequence)
         case endType: return (type, sequence + 1)
         default: return nil
         }
@@ -212,7 +221,10 @@ enum SpoolRecord: Equatable {
         switch decode(body: ArraySlice(body)) {
         case .entry(let entry)?:
             let kind: Summary.Kind
-            if case .marker = entry.content { kind = .marker } else { kind = .gap }
+            switch entry.content {
+            case .marker, .filledGap: kind = .marker
+            default: kind = .gap
+            }
             return Summary(kind: kind, position: entry.sequence, firstSampleTime: entry.firstSampleTime, endSampleTime: entry.endSampleTime, payloadBytes: 0)
         case .end(let end, let last)?:
             return Summary(kind: .end, position: last + 1, firstSampleTime: end.endSampleTime, endSampleTime: end.endSampleTime, payloadBytes: 0, streamEnd: end)
@@ -242,6 +254,12 @@ enum SpoolRecord: Equatable {
             guard let sampleTime = reader.readInt64(), sampleTime >= 0, sampleTime <= maximumSampleTime else { return nil }
             let label = String(decoding: reader.readRest(), as: UTF8.self)
             return .entry(LoggedPacket(sequence: sequence, content: .marker(sampleTime: sampleTime, label: label)))
+        case filledGapType:
+            guard let position = reader.readInt64(), let sampleTime = reader.readInt64(), let length = reader.readInt64(),
+                sampleTime >= 0, length >= 0, sampleTime <= position, position <= maximumSampleTime, length <= maximumSampleTime - sampleTime
+            else { return nil }
+            let reason = String(decoding: reader.readRest(), as: UTF8.self)
+            return .entry(LoggedPacket(sequence: sequence, content: .filledGap(position: position, sampleTime: sampleTime, length: length, reason: reason)))
         case endType:
             guard sequence < maximumSequence, let endTime = reader.readInt64(), let remainder = reader.readUInt32(),
                 endTime >= 0, endTime <= maximumSampleTime

@@ -9,6 +9,10 @@ public enum ReceiverAction: Sendable, Equatable {
     case recordGap(Capture_V1_Gap)
     /// The next sequence is a marker: record it at its sample time; send an Ack once durable.
     case recordMarker(Capture_V1_Marker)
+    /// The next sequence labels a stretch of audio already received (or being received) as not
+    /// captured, carried as encoded silence: record it as a gap at its sample time, without moving
+    /// the timeline; send an Ack once durable.
+    case recordFilledGap(Capture_V1_FilledGap)
     /// A sequence already received (a resend after reconnect): ignore it but send the current
     /// durable Ack again, so the sender can drop what it holds.
     case ignoreDuplicate(sequence: UInt64)

@@ -116,12 +116,14 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
             return try receiveGap(gap, now: now)
         case (.streaming, .marker(let marker)):
             return try receiveMarker(marker)
+        case (.streaming, .filledGap(let gap)):
+            return try receiveFilledGap(gap, now: now)
         case (.streaming, .endOfStream(let end)):
             return try receiveEnd(end)
         case (.awaitingDecision, _):
             throw .unexpectedMessage(message.type, expecting: "nothing until HelloAccepted is sent")
         case (.streaming, _):
-            throw .unexpectedMessage(message.type, expecting: "AudioData, Gap, Marker, Heartbeat or EndOfStream")
+            throw .unexpectedMessage(message.type, expecting: "AudioData, Gap, Marker, FilledGap, Heartbeat or EndOfStream")
         case (.ended, _):
             throw .unexpectedMessage(message.type, expecting: "nothing after EndOfStream")
         case (.closed, _):
@@ -129,7 +131,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         }
     }
 
-    /// Sequence rule shared by AudioData, Gap and Marker: true when it is the next one, false for a duplicate.
+    /// Sequence rule shared by AudioData, Gap, Marker and FilledGap: true when it is the next one, false for a duplicate.
     private func isNext(_ sequence: UInt64, type: WireMessageType) throws(WireError) -> Bool {
         guard sequence >= WireProtocol.firstSequence else {
             throw .invalidField(message: type, field: "sequence", reason: "sequences start at 1")
@@ -191,7 +193,9 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
             throw .invalidField(message: .gap, field: "length_frames", reason: "a gap covers at least one frame")
         }
         let end = try advance(nextSampleTime, by: gap.lengthFrames, type: .gap, field: "length_frames")
-        if let now, let hello { try Self.checkGapWithinElapsedTime(gap, endingAt: end, hello: hello, now: now) }
+        if let now, let hello {
+            try Self.checkGapWithinElapsedTime(lengthFrames: gap.lengthFrames, endingAt: end, hello: hello, now: now, message: .gap)
+        }
         nextSampleTime = end
         nextSequence += 1
         return .recordGap(gap)
@@ -215,6 +219,34 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         }
         nextSequence += 1
         return .recordMarker(marker)
+    }
+
+    /// A filled gap takes the next sequence and covers no frames of its own: the audio already
+    /// received carries its stretch as encoded silence, so the stretch begins at or before where the
+    /// timeline stands, and not before the stream's first sample. Its end may lie ahead (the audio
+    /// that covers the rest follows), held to the time that has passed like a gap's.
+    private mutating func receiveFilledGap(_ gap: Capture_V1_FilledGap, now: Int64?) throws(WireError) -> ReceiverAction {
+        guard try isNext(gap.sequence, type: .filledGap) else { return .ignoreDuplicate(sequence: gap.sequence) }
+        guard gap.sampleTime <= nextSampleTime else {
+            throw .invalidField(
+                message: .filledGap, field: "sample_time",
+                reason: "sequence \(gap.sequence) labels frames from \(gap.sampleTime) on, but the audio received ends at \(nextSampleTime): a filled gap labels audio already sent")
+        }
+        if let hello, gap.sampleTime < hello.message.startSampleTime {
+            throw .invalidField(
+                message: .filledGap, field: "sample_time",
+                reason: "sequence \(gap.sequence) labels frames from \(gap.sampleTime) on, before the stream's start (\(hello.message.startSampleTime))")
+        }
+        guard gap.lengthFrames > 0 else {
+            throw .invalidField(message: .filledGap, field: "length_frames", reason: "a gap covers at least one frame")
+        }
+        let end = try advance(gap.sampleTime, by: gap.lengthFrames, type: .filledGap, field: "length_frames")
+        if let now, let hello {
+            try Self.checkGapWithinElapsedTime(
+                lengthFrames: gap.lengthFrames, endingAt: end, hello: hello, now: now, message: .filledGap)
+        }
+        nextSequence += 1
+        return .recordFilledGap(gap)
     }
 
     private mutating func receiveEnd(_ end: Capture_V1_EndOfStream) throws(WireError) -> ReceiverAction {
@@ -249,15 +281,17 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
     /// beyond the time that has passed since the stream's start (Hello's `start_time_unix_ns`, on the
     /// receiver's clock) plus `gapClockMargin`: a claimed gap of years is a lie, refused before it
     /// costs anything.
-    private static func checkGapWithinElapsedTime(_ gap: Capture_V1_Gap, endingAt end: Int64, hello: ValidatedHello, now: Int64) throws(WireError) {
+    private static func checkGapWithinElapsedTime(
+        lengthFrames: UInt64, endingAt end: Int64, hello: ValidatedHello, now: Int64, message: WireMessageType
+    ) throws(WireError) {
         let rate = hello.format.sampleRate
         let elapsedSeconds = max(0, (Double(now) - Double(hello.message.startTimeUnixNs)) / 1e9)
         let allowedSeconds = elapsedSeconds + Double(gapClockMargin)
         let streamSeconds = Double(end - hello.message.startSampleTime) / rate
         guard streamSeconds <= allowedSeconds else {
             throw .invalidField(
-                message: .gap, field: "length_frames",
-                reason: "a gap of \(gap.lengthFrames) frames would take the stream to \(Int(streamSeconds)) s after its start, but only \(Int(elapsedSeconds)) s have passed since its start time; a gap cannot be longer than the time that passed (\(gapClockMargin) s allowed for a clock running ahead)")
+                message: message, field: "length_frames",
+                reason: "a gap of \(lengthFrames) frames would take the stream to \(Int(streamSeconds)) s after its start, but only \(Int(elapsedSeconds)) s have passed since its start time; a gap cannot be longer than the time that passed (\(gapClockMargin) s allowed for a clock running ahead)")
         }
     }
 

@@ -13,6 +13,7 @@ public enum WireMessage: Sendable, Equatable {
     case endAccepted(Capture_V1_EndAccepted)
     case error(Capture_V1_Error)
     case marker(Capture_V1_Marker)
+    case filledGap(Capture_V1_FilledGap)
 
     /// The frame type this message travels as.
     public var type: WireMessageType {
@@ -27,6 +28,7 @@ public enum WireMessage: Sendable, Equatable {
         case .endAccepted: return .endAccepted
         case .error: return .error
         case .marker: return .marker
+        case .filledGap: return .filledGap
         }
     }
 
@@ -59,6 +61,7 @@ public enum WireMessage: Sendable, Equatable {
             case .endAccepted(let message): return WireBodyParts(head: try message.serializedBytes())
             case .error(let message): return WireBodyParts(head: try message.serializedBytes())
             case .marker(let message): return WireBodyParts(head: try message.serializedBytes())
+            case .filledGap(let message): return WireBodyParts(head: try message.serializedBytes())
             }
         } catch {
             throw .encodingFailed(type: type, reason: "\(error)")
@@ -94,6 +97,7 @@ public enum WireMessage: Sendable, Equatable {
             case .endAccepted: return .endAccepted(try Capture_V1_EndAccepted(serializedBytes: bytes))
             case .error: return .error(try Capture_V1_Error(serializedBytes: bytes))
             case .marker: return .marker(try Capture_V1_Marker(serializedBytes: bytes))
+            case .filledGap: return .filledGap(try Capture_V1_FilledGap(serializedBytes: bytes))
             }
         } catch {
             throw .undecodableBody(type: type, byteCount: body.count, reason: "\(error)")

@@ -12,6 +12,9 @@ public enum WireMessageType: UInt8, CaseIterable, Sendable, CustomStringConverti
     /// A marker (a point the person recording marked). Sent only to a receiver whose
     /// HelloAccepted lists it in `accepted_frame_types` (PROTOCOL.md §6.10).
     case marker = 10
+    /// A filled gap (audio not captured that the packets carry as encoded silence). Sent only to a
+    /// receiver whose HelloAccepted lists it in `accepted_frame_types` (PROTOCOL.md §6.11).
+    case filledGap = 11
 
     /// The message's name as PROTOCOL.md spells it.
     public var description: String {
@@ -26,6 +29,7 @@ public enum WireMessageType: UInt8, CaseIterable, Sendable, CustomStringConverti
         case .endAccepted: return "EndAccepted"
         case .error: return "Error"
         case .marker: return "Marker"
+        case .filledGap: return "FilledGap"
         }
     }
 }

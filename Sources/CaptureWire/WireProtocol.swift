@@ -39,7 +39,7 @@ public enum WireProtocol {
     public static let maximumMarkerLabelBytes = 255
     /// The frame types a receiver of this version accepts beyond version 1's first nine; it lists
     /// them in `HelloAccepted.accepted_frame_types` (PROTOCOL.md §12).
-    public static let extendedFrameTypes: [WireMessageType] = [.marker]
+    public static let extendedFrameTypes: [WireMessageType] = [.marker, .filledGap]
     /// How often each side sends a Heartbeat when it has sent nothing else.
     public static let heartbeatInterval: Duration = .seconds(5)
     /// Silence after which a peer declares the connection dead.

@@ -10,6 +10,7 @@ final class DeliveredBuffers: @unchecked Sendable {
         var hostTime: UInt64
         var frames: Int
         var framesLostBefore: Int
+        var framesPausedBefore: Int = 0
         var bytes: [UInt8]
     }
     private let lock = NSLock()
@@ -18,7 +19,8 @@ final class DeliveredBuffers: @unchecked Sendable {
     func append(_ buffer: CapturedBuffer) {
         let delivery = Delivery(
             sampleTime: buffer.startTime.sampleTime, hostTime: buffer.startTime.hostTime,
-            frames: buffer.packetCount, framesLostBefore: buffer.framesLostBefore, bytes: Array(buffer.bytes)
+            frames: buffer.packetCount, framesLostBefore: buffer.framesLostBefore, framesPausedBefore: buffer.framesPausedBefore,
+            bytes: Array(buffer.bytes)
         )
         lock.withLock { storage.append(delivery) }
     }
@@ -191,6 +193,80 @@ final class CaptureQueueTests: XCTestCase {
         }
         XCTAssertEqual(queue.statistics.overruns, 0)
         queue.dispose()
+    }
+
+    /// A real-time source read one buffer at a time, when the test allows it; says how often it was
+    /// started and stopped.
+    private final class GatedRealTimeSource: AudioSource, @unchecked Sendable {
+        let format = StreamFormat.linearPCM(sampleRate: 8_000, channels: 1, sample: .s16)
+        let isRealTime = true
+        let readAllowed = DispatchSemaphore(value: 0)
+        private let lock = NSLock()
+        private var counts = (reads: 0, starts: 0, stops: 0)
+
+        var readsEntered: Int { lock.withLock { counts.reads } }
+        var stops: Int { lock.withLock { counts.stops } }
+        var starts: Int { lock.withLock { counts.starts } }
+
+        func start() throws(CaptureError) { lock.withLock { counts.starts += 1 } }
+        func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
+            lock.withLock { counts.reads += 1 }
+            readAllowed.wait()
+            for index in 0..<(frameCapacity * 2) { buffer[index] = UInt8(truncatingIfNeeded: index) }
+            return .frames(frameCapacity)
+        }
+        func stop() { lock.withLock { counts.stops += 1 } }
+        func close() {}
+    }
+
+    /// A paused real-time queue reports the pause as it goes: empty buffers, each starting where the
+    /// pause so far ends, then the first buffer after the resume reports the rest; a stop during a
+    /// pause reports it up to the stop. The timeline stays whole, and `buffersDelivered` counts
+    /// only buffers that hold frames.
+    func testAPausedRealTimeQueueReportsThePauseAsItGoesAndUpToAStop() throws {
+        let source = GatedRealTimeSource()
+        let delivered = DeliveredBuffers()
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { delivered.append($0) }
+        defer { queue.dispose() }
+        try queue.start()
+        source.readAllowed.signal()
+        source.readAllowed.signal()
+        XCTAssertTrue(waitUntil(60) { delivered.count == 2 && source.readsEntered == 3 })
+        queue.pause()
+        source.readAllowed.signal()  // the third read returns; the capture thread then sees the pause
+        XCTAssertTrue(waitUntil(60) { source.stops == 1 })
+        let reports = { delivered.all.filter { $0.frames == 0 } }
+        let audioBuffers = { delivered.all.filter { $0.frames > 0 }.count }
+        XCTAssertTrue(waitUntil(60) { reports().count >= 3 }, "the pause is reported while it lasts")
+        XCTAssertTrue(reports().allSatisfy { $0.framesPausedBefore > 0 && $0.framesLostBefore == 0 && $0.bytes.isEmpty })
+
+        try queue.resume()
+        XCTAssertTrue(waitUntil(60) { source.starts == 2 && source.readsEntered == 4 })
+        source.readAllowed.signal()
+        XCTAssertTrue(waitUntil(60) { audioBuffers() == 4 })
+
+        // Paused again, then stopped while paused: the last report reaches the stop.
+        XCTAssertTrue(waitUntil(60) { source.readsEntered == 5 })
+        queue.pause()
+        source.readAllowed.signal()
+        XCTAssertTrue(waitUntil(60) { source.stops == 2 && audioBuffers() == 5 })
+        XCTAssertTrue(waitUntil(60) { delivered.all.last?.frames == 0 }, "the second pause is reported too")
+        queue.stop(immediate: false)
+        XCTAssertEqual(queue.waitForCompletion(), .stopped)
+
+        let all = delivered.all
+        XCTAssertEqual(all.last?.frames, 0, "the stream ends with the pause, up to the stop")
+        var expected: Int64 = 0
+        for buffer in all {
+            XCTAssertEqual(buffer.sampleTime, expected + Int64(buffer.framesPausedBefore), "the timeline goes on through the pause, without a hole or an overlap")
+            XCTAssertEqual(buffer.framesLostBefore, 0)
+            if buffer.frames > 0 { XCTAssertEqual(buffer.bytes.count, buffer.frames * 2) }
+            expected = buffer.sampleTime + Int64(buffer.frames)
+        }
+        XCTAssertGreaterThan(all.reversed().prefix { $0.frames == 0 }.reduce(0) { $0 + $1.framesPausedBefore }, 0, "the second pause is in the timeline")
+        XCTAssertEqual(queue.statistics.buffersDelivered, Int64(all.filter { $0.frames > 0 }.count), "reports are not buffers of audio")
+        XCTAssertEqual(queue.statistics.framesCaptured, Int64(all.reduce(0) { $0 + $1.frames }))
+        XCTAssertEqual(queue.statistics.overruns, 0)
     }
 
     func testStalledConsumerCausesCountedOverrunsNotUnboundedMemory() throws {

@@ -35,6 +35,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         func write(_ audio: AudioWrite) { lock.withLock { _writes.append(audio) } }
         func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {}
         func recordMarker(sequence: UInt64, sampleTime: Int64, label: String) {}
+        func recordFilledGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {}
         func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
             lock.withLock { _finish = completion }
         }

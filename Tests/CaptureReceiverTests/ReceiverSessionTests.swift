@@ -97,7 +97,7 @@ final class ReceiverSessionTests: XCTestCase {
                     $0.maxFrameBytes = UInt32(WireProtocol.defaultMaxFrameBytes)
                     $0.fileName = "studio-a_20260101T000000Z.caf"
                     $0.resumed = false
-                    $0.acceptedFrameTypes = [10]
+                    $0.acceptedFrameTypes = [10, 11]
                 })),
                 .log(.init(.info, "stream opened", ["file": Self.path, "format": "\(Self.format)", "source": "field-1", "next-sequence": "1"])),
             ]),

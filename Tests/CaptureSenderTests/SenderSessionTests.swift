@@ -119,11 +119,44 @@ final class SenderSessionTests: XCTestCase {
             (.received(accepted(next: 1), writable: true, log: position(2)), [.accepted(accepted(next: 1).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
             (.fetched([entry(1), marker], writable: true, log: position(2)), [
                 .send(entry(1).wireMessage),
-                .complete(.interrupted(.receiverPredatesMarkers(sequence: 2), retry: true, streamed: true)), .close,
+                .complete(.interrupted(.receiverPredatesFrameType(.marker, sequence: 2), retry: true, streamed: true)), .close,
             ], #line),
             (.sendable(writable: true, log: position(2)), [], #line),
         ])
-        XCTAssertTrue(SenderError.receiverPredatesMarkers(sequence: 2).description.contains("upgrade capture-recv"))
+        XCTAssertTrue(SenderError.receiverPredatesFrameType(.marker, sequence: 2).description.contains("upgrade capture-recv"))
+    }
+
+    func testAFilledGapGoesOnlyToAReceiverThatListsIt() {
+        let filled = LoggedPacket(sequence: 2, content: .filledGap(position: 100, sampleTime: 40, length: 960, reason: "paused"))
+        func acceptedListing(_ types: [UInt32]) -> WireMessage {
+            .helloAccepted(.with {
+                $0.nextSequence = 1; $0.heartbeatIntervalMs = 5_000; $0.maxFrameBytes = 1 << 20; $0.fileName = "f.caf"; $0.acceptedFrameTypes = types
+            })
+        }
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(2))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(acceptedListing([10, 11]), writable: true, log: position(2)), [.accepted(acceptedListing([10, 11]).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            (.fetched([entry(1), filled], writable: true, log: position(2)), [
+                .send(entry(1).wireMessage),
+                .send(.filledGap(.with { $0.sequence = 2; $0.sampleTime = 40; $0.lengthFrames = 960; $0.reason = "paused" })),
+                .markSent(through: 2), .flush,
+            ], #line),
+        ])
+
+        // A receiver of markers only predates filled gaps.
+        var older = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(2))
+        run(&older, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(acceptedListing([10]), writable: true, log: position(2)), [.accepted(acceptedListing([10]).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            (.fetched([entry(1), filled], writable: true, log: position(2)), [
+                .send(entry(1).wireMessage),
+                .complete(.interrupted(.receiverPredatesFrameType(.filledGap, sequence: 2), retry: true, streamed: true)), .close,
+            ], #line),
+        ])
+        XCTAssertEqual(
+            SenderError.receiverPredatesFrameType(.filledGap, sequence: 2).description,
+            "the stream holds a gap carried as encoded silence (FilledGap) (sequence 2) but the receiver does not accept it (it predates frame type 11): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts it")
     }
 
     func testTheWindowBoundsWhatIsInFlightAndAnAckOpensIt() {

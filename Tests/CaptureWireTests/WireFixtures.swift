@@ -98,6 +98,15 @@ enum WireFixtures {
         return gap
     }
 
+    static func filledGap(sequence: UInt64 = 8, sampleTime: Int64 = 18_000, length: UInt64 = 1_920, reason: String = "paused") -> Capture_V1_FilledGap {
+        var gap = Capture_V1_FilledGap()
+        gap.sequence = sequence
+        gap.sampleTime = sampleTime
+        gap.lengthFrames = length
+        gap.reason = reason
+        return gap
+    }
+
     static func marker(sequence: UInt64 = 3, sampleTime: Int64 = 484, label: String = "interview starts") -> Capture_V1_Marker {
         var marker = Capture_V1_Marker()
         marker.sequence = sequence

@@ -31,7 +31,7 @@ enum WireVectorCatalog {
 
     static let markersAccepted: Capture_V1_HelloAccepted = {
         var accepted = WireFixtures.helloAccepted()
-        accepted.acceptedFrameTypes = [10]
+        accepted.acceptedFrameTypes = [10, 11]
         return accepted
     }()
 
@@ -82,8 +82,9 @@ enum WireVectorCatalog {
         WireVector(
             file: "frame-02-hello-accepted-markers.hex",
             comments: [
-                "HelloAccepted (type 2) of a receiver that accepts markers: as frame-02-hello-accepted.hex, with",
-                "accepted_frame_types (field 8, packed) [10]: the sender may send Marker frames (PROTOCOL.md §12).",
+                "HelloAccepted (type 2) of a receiver that accepts markers and filled gaps: as frame-02-hello-accepted.hex,",
+                "with accepted_frame_types (field 8, packed) [10, 11]: the sender may send Marker and FilledGap frames",
+                "(PROTOCOL.md §12).",
             ],
             content: .frame(.helloAccepted(markersAccepted))),
         WireVector(
@@ -125,6 +126,14 @@ enum WireVectorCatalog {
                 "covers no frames), label \"interview starts\". Sent only to a receiver whose HelloAccepted lists 10.",
             ],
             content: .frame(.marker(WireFixtures.marker()))),
+        WireVector(
+            file: "frame-11-filled-gap.hex",
+            comments: [
+                "FilledGap (type 11): sequence 8, sample_time 18000, 1920 frames, reason \"paused\": after the AudioData of",
+                "frame-03-audio-data-vbr.hex (sequence 7, frames 17280..<20160), it labels frames those packets carry as",
+                "encoded silence; it covers no frames itself. Sent only to a receiver whose HelloAccepted lists 11.",
+            ],
+            content: .frame(.filledGap(WireFixtures.filledGap()))),
         WireVector(
             file: "frame-05-ack.hex",
             comments: ["Ack (type 5): durable through sequence 2, durable sample time 484."],

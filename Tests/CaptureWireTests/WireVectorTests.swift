@@ -177,6 +177,7 @@ final class WireVectorTests: XCTestCase {
         case .endAccepted: return .endAccepted(try Capture_V1_EndAccepted(textFormatString: text))
         case .error: return .error(try Capture_V1_Error(textFormatString: text))
         case .marker: return .marker(try Capture_V1_Marker(textFormatString: text))
+        case .filledGap: return .filledGap(try Capture_V1_FilledGap(textFormatString: text))
         }
     }
 }

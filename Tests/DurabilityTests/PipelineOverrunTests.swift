@@ -9,7 +9,8 @@ import XCTest
 /// accepted, in order, by the receiver's own rules (`ReceiverStreamState`), and sample positions must
 /// stay true: a PCM gap covers exactly the frames lost, audio after it starts where it ends, and the
 /// file's timeline equals the capture timeline. Opus fills the lost stretch with encoded silence
-/// (an Opus packet stream cannot skip time), so its packets alone cover the timeline.
+/// (an Opus packet stream cannot skip time), so its packets alone cover the timeline, and a filled
+/// gap labels each stretch at the same sample time as PCM's Gap.
 ///
 /// The overruns are scripted (a source that reports `overrun(lostFrames:)` at chosen points), so
 /// nothing depends on the machine's load.
@@ -110,6 +111,17 @@ final class PipelineOverrunTests: XCTestCase {
                 try assertReceiverAccepts(sent, label: label)
 
                 XCTAssertEqual(sent.gaps.count, 0, "\(label): the encoded silence covers the loss; a gap would overlap it")
+                // Each loss is labelled where PCM's gap stands (at 48 kHz), except one at the very
+                // end, which no packet covers.
+                let captured = Self.timelineLength(script.steps) - (script.steps.last.map { if case .lost(let n) = $0 { return Int64(n) } else { return 0 } } ?? 0)
+                let labelled = Self.lostStretches(script.steps).filter { $0[0] < captured }.map { [$0[0] * scale, $0[1] * scale] }
+                XCTAssertEqual(sent.filledGaps, labelled, "\(label): one filled gap per overrun, where it was")
+                for entry in sent.entries {
+                    if case .filledGap(let position, let sampleTime, _, let reason) = entry.content {
+                        XCTAssertEqual(reason, "overrun", label)
+                        XCTAssertGreaterThanOrEqual(position, sampleTime, "\(label): a filled gap follows the packets that reach it")
+                    }
+                }
                 XCTAssertEqual(sent.entries.first?.startSampleTime, 0, "\(label): the stream starts at sample 0")
                 // The decoded file: every packet, less the priming at the start and the padding at the
                 // end, is the capture timeline up to the last captured frame (a loss at the very end
@@ -141,6 +153,14 @@ final class PipelineOverrunTests: XCTestCase {
         var format: StreamFormat
         var magicCookie: [UInt8]
         var primingFrames: Int
+
+        /// The filled gaps, as (sample time, length).
+        var filledGaps: [[Int64]] {
+            entries.compactMap { entry in
+                if case .filledGap(_, let sampleTime, let length, _) = entry.content { return [sampleTime, length] }
+                return nil
+            }
+        }
 
         /// The gaps, as (sample time, length).
         var gaps: [[Int64]] {
@@ -241,6 +261,7 @@ extension LoggedPacket {
         case .audio(let packets): return packets.firstSampleTime
         case .gap(let sampleTime, _, _): return sampleTime
         case .marker(let sampleTime, _): return sampleTime
+        case .filledGap(let position, _, _, _): return position
         }
     }
 }
@@ -252,6 +273,7 @@ extension LoggedPacket.Content {
         case .audio(let packets): return "audio at \(packets.firstSampleTime), \(packets.frameCount) frames"
         case .gap(let sampleTime, let length, _): return "gap at \(sampleTime), \(length) frames"
         case .marker(let sampleTime, let label): return "marker at \(sampleTime) \"\(label)\""
+        case .filledGap(let position, let sampleTime, let length, let reason): return "filled gap at \(position): \(length) frames from \(sampleTime) (\(reason))"
         }
     }
 }

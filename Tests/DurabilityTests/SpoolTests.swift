@@ -82,6 +82,37 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(recovered.streamEnd?.endSampleTime, 1_060)
     }
 
+    /// Filled gaps take their sequence where the timeline stands (not before the packets reach their
+    /// start), go through the spool with their stretch and reason, and read back in their place;
+    /// nothing is taken during an overflow or once the stream ended.
+    func testFilledGapsStandWhereTheTimelineStandsAndReadBackFromTheSpool() throws {
+        let id = UUID()
+        let spool = try StreamSpool.create(root: root, meta: meta(id))
+        let log = PacketLog(producerIsRealTime: true, spool: spool)
+        log.append(packets(first: 0, frames: 480))
+        XCTAssertEqual(log.appendFilledGap(sampleTime: 481, length: 10, reason: "paused"), 0, "the packets do not reach it yet")
+        XCTAssertEqual(log.appendFilledGap(sampleTime: 300, length: 500, reason: "paused"), 2)
+        log.append(packets(first: 480, frames: 480))
+        XCTAssertEqual(log.appendFilledGap(sampleTime: 960, length: 1, reason: "overrun ✓"), 4)
+        log.finish(StreamEnd(endSampleTime: 960, remainderFrames: 0, reason: "duration"))
+        XCTAssertEqual(log.appendFilledGap(sampleTime: 900, length: 1, reason: "too late"), 0)
+        log.flushSpool()
+        spool.release()
+        let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
+        let recovered = try PacketLog(recovering: try XCTUnwrap(try Self.claimed(directory)))
+        let entries = try recovered.entries(from: 1, maxCount: 100)
+        XCTAssertEqual(entries.map(\.content), [
+            .audio(packets(first: 0, frames: 480)),
+            .filledGap(position: 480, sampleTime: 300, length: 500, reason: "paused"),
+            .audio(packets(first: 480, frames: 480)),
+            .filledGap(position: 960, sampleTime: 960, length: 1, reason: "overrun ✓"),
+        ])
+        XCTAssertEqual(entries.map(\.sequence), Array(1...4))
+        XCTAssertEqual(entries[1].firstSampleTime, 480, "a filled gap stands on the timeline where it was logged")
+        XCTAssertEqual(entries[1].endSampleTime, 480)
+        XCTAssertEqual(recovered.streamEnd?.endSampleTime, 960)
+    }
+
     /// FNV-1a's constants over little-endian 64-bit words, then the last 0-7 bytes one by one, written
     /// out here from docs/DURABILITY.md rather than taken from the code under test.
     private func documentedChecksum(_ bytes: [UInt8]) -> UInt64 {

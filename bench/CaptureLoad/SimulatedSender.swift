@@ -251,7 +251,7 @@ final class SimulatedSender: @unchecked Sendable {
             }
         case .heartbeat:
             break
-        case .hello, .audioData, .gap, .marker, .endOfStream:
+        case .hello, .audioData, .gap, .marker, .filledGap, .endOfStream:
             protocolFailure("the receiver sent a \(message.type), which only senders send")
         }
     }

@@ -25,6 +25,8 @@ final class SessionDirectoryTap {
             recorder?.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: ack.durableSampleTime)
         case .recordGap(let gap):
             recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
+        case .recordFilledGap(let gap):
+            recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .recordMarker(let marker):
             recorder?.markerRecorded(sampleTime: marker.sampleTime, label: marker.label)
         case .send(.helloAccepted(let accepted)):

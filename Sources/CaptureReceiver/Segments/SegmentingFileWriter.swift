@@ -200,6 +200,27 @@ final class SegmentingFileWriter {
         packetsAtWritten = self.writer?.packetCount ?? packetsAtWritten
     }
 
+    /// Records a gap of `length` frames at `sampleTime` whose frames the audio carries as encoded
+    /// silence (protocol FilledGap): a gap marker where it begins, named like any gap's, and nothing
+    /// else (the audio already covers it). It goes in the current file, at its start when the gap
+    /// began in a file before it. A marker the file already holds (sent again after a crash) is not
+    /// added or counted twice.
+    func writeFilledGap(sampleTime: Int64, length: Int64, reason: String, round: inout PendingRound) throws(Failure) {
+        guard let writer else { return }
+        let position = max(sampleTime, originSampleTime) - originSampleTime
+        let name = CAFMarker.gapName(length: length, reason: reason)
+        let added: Bool
+        do throws(CAFError) {
+            added = try writer.addMarker(framePosition: position, name: name)
+        } catch {
+            throw Failure(error: .writeFailed(error.description))
+        }
+        if added {
+            round.marker(framePosition: position, name: name)
+            gapCount += 1
+        }
+    }
+
     /// Records a marker with `label` at `sampleTime` in the file that holds that point (the current
     /// one: a marker covers no frames, so it stands where the last message ended). It is named
     /// `CAFMarker.userMarkerName(label:)`, beside the gaps' markers. A marker the file already holds

@@ -233,6 +233,13 @@ public struct ReceiverSession: Sendable {
             ], repeatable: true)))
             actions.append(.recordGap(gap))
             notDurable.append((gap.sequence, bytesHandedOver))
+        case .recordFilledGap(let gap):
+            guard case .streaming = state else { return }
+            actions.append(.log(.init(.warning, "gap in stream", [
+                "sample": "\(gap.sampleTime)", "frames": "\(gap.lengthFrames)", "reason": gap.reason, "carried": "as silence",
+            ], repeatable: true)))
+            actions.append(.recordFilledGap(gap))
+            notDurable.append((gap.sequence, bytesHandedOver))
         case .recordMarker(let marker):
             guard case .streaming = state else { return }
             actions.append(.log(.init(.info, "marker in stream", [

@@ -68,6 +68,8 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     case recordGap(Capture_V1_Gap)
     /// Record a marker in the stream's file.
     case recordMarker(Capture_V1_Marker)
+    /// Record a gap whose frames the stream's audio carries as silence (it does not move the file's timeline).
+    case recordFilledGap(Capture_V1_FilledGap)
     /// Finalize the file (the stream ended); answer with `.fileFinished`.
     case finishFile(StreamEnding)
     /// Let go of the file as `FileRelease` says; answer with `.fileReleased`.

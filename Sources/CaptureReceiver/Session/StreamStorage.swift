@@ -12,6 +12,9 @@ protocol StreamFile: AnyObject, Sendable {
     func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String)
     /// Records a marker with `label` at `sampleTime` (it covers no frames).
     func recordMarker(sequence: UInt64, sampleTime: Int64, label: String)
+    /// Records a gap of `length` frames at `sampleTime` that the audio carries as silence (it covers
+    /// no frames of its own).
+    func recordFilledGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String)
     /// Finalizes the file and records the finished stream.
     func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void)
     /// Makes what was written durable and closes the file, leaving it resumable (finalized too with `finalizing`).

@@ -80,7 +80,8 @@ struct SenderSession {
     private(set) var streamed = false
     private var accepted = false
     /// The receiver listed Marker in `HelloAccepted.accepted_frame_types`.
-    private var acceptsMarkers = false
+    /// The frame types beyond version 1's first nine that the receiver listed in its HelloAccepted.
+    private var acceptedFrameTypes: Set<UInt32> = []
 
     /// A session for `hello` over the log's current state (`oldestHeld`: the oldest sequence it
     /// keeps; `log`: its newest and its end), with at most `windowBytes` unacknowledged bytes in flight.
@@ -143,7 +144,7 @@ struct SenderSession {
         switch event {
         case .accepted(let accepted):
             self.accepted = true
-            acceptsMarkers = accepted.acceptedFrameTypes.contains(UInt32(WireMessageType.marker.rawValue))
+            acceptedFrameTypes = Set(accepted.acceptedFrameTypes)
             streamed = true
             nextToSend = accepted.nextSequence
             var actions: [Action] = accepted.nextSequence > 1 ? [.acknowledge(through: accepted.nextSequence - 1)] : []
@@ -209,10 +210,11 @@ struct SenderSession {
         for entry in packets {
             // Entries acknowledged meanwhile (a resume point moved) or beyond a hole are not sent.
             guard entry.sequence == nextToSend, inFlightBytes < windowBytes else { break }
-            if case .marker = entry.content, !acceptsMarkers {
+            let type = entry.frameType
+            if WireProtocol.extendedFrameTypes.contains(type), !acceptedFrameTypes.contains(UInt32(type.rawValue)) {
                 // Never sent to a receiver that does not know the frame type (PROTOCOL.md §12);
                 // a reconnect finds out again whether the receiver was upgraded meanwhile.
-                return actions + fail(.receiverPredatesMarkers(sequence: entry.sequence), retry: true) + [.close]
+                return actions + fail(.receiverPredatesFrameType(type, sequence: entry.sequence), retry: true) + [.close]
             }
             do {
                 try state.sent(sequence: entry.sequence)

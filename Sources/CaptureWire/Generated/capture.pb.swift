@@ -460,6 +460,35 @@ public nonisolated struct Capture_V1_Marker: Sendable {
   public init() {}
 }
 
+/// Sender -> receiver: audio that was not captured (an overrun, a pause) on a stream whose packets
+/// cannot skip time (Opus): the packets already sent carry the stretch as encoded silence, and this
+/// message says what it stands for. It takes a sequence number like Gap but covers no frames of its
+/// own and leaves the timeline where it stands: the stretch begins at sample_time, at or before the
+/// end of the previous message (its frames are already sent, or being sent). The receiver records
+/// it as it records a Gap (a gap marker in the file, the stream's gap count). Sent only to a receiver
+/// whose HelloAccepted lists frame type 11 (PROTOCOL.md §6.11).
+public nonisolated struct Capture_V1_FilledGap: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// takes a sequence number like AudioData, Gap and Marker
+  public var sequence: UInt64 = 0
+
+  /// where the stretch begins: at most the end of the previous message
+  public var sampleTime: Int64 = 0
+
+  /// the frames the stretch covers, at least one
+  public var lengthFrames: UInt64 = 0
+
+  /// "overrun", "paused", ...
+  public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Receiver -> sender: everything up to and including this sequence is durably on disk.
 public nonisolated struct Capture_V1_Ack: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -1273,6 +1302,51 @@ nonisolated extension Capture_V1_Marker: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.sequence != rhs.sequence {return false}
     if lhs.sampleTime != rhs.sampleTime {return false}
     if lhs.label != rhs.label {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Capture_V1_FilledGap: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FilledGap"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{3}sample_time\0\u{3}length_frames\0\u{1}reason\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.sampleTime) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.lengthFrames) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 1)
+    }
+    if self.sampleTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.sampleTime, fieldNumber: 2)
+    }
+    if self.lengthFrames != 0 {
+      try visitor.visitSingularUInt64Field(value: self.lengthFrames, fieldNumber: 3)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Capture_V1_FilledGap, rhs: Capture_V1_FilledGap) -> Bool {
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.sampleTime != rhs.sampleTime {return false}
+    if lhs.lengthFrames != rhs.lengthFrames {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -183,6 +183,107 @@ final class MarkerEndToEndTests: XCTestCase {
         XCTAssertEqual(chapters.compactMap { ($0["tags"] as? [String: String])?["title"] }, ["intro", "marker 2", "nach dem Neustart ✓"])
     }
 
+    /// The seconds on disk of the API's first stream row.
+    private func secondsOnDisk(_ port: Int) -> Double? {
+        guard let response = try? OpsHTTPClient.request(port: port, path: "/api/streams"), response.status == 200,
+              let rows = (try? JSONSerialization.jsonObject(with: Data(response.body.utf8))) as? [[String: Any]], let row = rows.first
+        else { return nil }
+        return row["seconds_on_disk"] as? Double
+    }
+
+    /// An Opus take paused from the keys: the pause's silence streams while the take is paused (the
+    /// receiver's seconds on disk go on), and the file holds the pause as a gap 'paused' over
+    /// decoded silence, between the tone before and after it, on the wall clock; the WAV export
+    /// has its cue point.
+    func testAnOpusPauseIsSilenceOnTheWallClockLabelledAsAPause() throws {
+        let output = work.appendingPathComponent("out")
+        let receiver = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions + ["--http", "127.0.0.1:0"], outputDirectory: output)
+        let port = try receiver.httpPort()
+        let driver = try drive([
+            "expect 1 interactive: space pauses",
+            "say started",
+            "await \(work.appendingPathComponent("go-pause").path)",
+            "keys  ",
+            "expect 1 capture paused",
+            "say paused",
+            "await \(work.appendingPathComponent("go-resume").path)",
+            "keys  ",
+            "expect 1 capture resumed",
+            "say resumed",
+            "await \(work.appendingPathComponent("go-end").path)",
+            "keys q",
+        ], senderArguments: [
+            "-i", "127.0.0.1:\(receiver.port)", "--source", "tone", "--codec", "opus", "--stream-name", "opus-take", "--buffer-seconds", "0.1",
+        ] + Resilience.senderOptions(spool: work.appendingPathComponent("spool")))
+
+        waitUntilReached(driver, "started")
+        Resilience.waitUntil("a second of the tone before the pause", seconds: 120) {
+            (secondsOnDisk(port) ?? 0) >= 1 || !driver.process.isRunning
+        }
+        try letGo("pause")
+        waitUntilReached(driver, "paused")
+        let atPause = secondsOnDisk(port) ?? 0
+        Resilience.waitUntil("the pause's silence reaches the receiver while paused", seconds: 120) {
+            (secondsOnDisk(port) ?? 0) >= atPause + 2 || !driver.process.isRunning
+        }
+        try letGo("resume")
+        waitUntilReached(driver, "resumed")
+        let atResume = secondsOnDisk(port) ?? 0
+        Resilience.waitUntil("the tone after the pause reaches the receiver", seconds: 120) {
+            (secondsOnDisk(port) ?? 0) >= atResume + 1 || !driver.process.isRunning
+        }
+        try letGo("end")
+        XCTAssertEqual(Resilience.finish(driver, seconds: 150), 0, "\(driver.standardOutput)\n\(driver.standardError)")
+
+        let file = try XCTUnwrap(receiver.files().first)
+        let caf = try CAFFile.read(path: file.path)
+        XCTAssertTrue(caf.isFinalized)
+        XCTAssertEqual(caf.markers.count, 1, "the pause, and nothing else: \(caf.markers)")
+        let pause = try XCTUnwrap(caf.markers.first)
+        XCTAssertTrue(pause.name.hasPrefix("gap: ") && pause.name.hasSuffix(" frames not captured (paused)"), pause.name)
+        let pausedFrames = try XCTUnwrap(Int(pause.name.split(separator: " ")[1]))
+        XCTAssertGreaterThanOrEqual(pausedFrames, 72_000, "the pause lasted while 2 s of its silence reached the receiver")
+        XCTAssertEqual(try markersReadByPython(file.path), caf.markers, "an independent reader of the chunks finds the same marker")
+        XCTAssertTrue(receiver.child.standardError.contains("reason=paused"), receiver.child.standardError)
+        XCTAssertEqual(receiver.stop(), 0)
+
+        // Decoded (the WAV export, through libopus): the tone, silence over the pause, the tone again.
+        let exports = work.appendingPathComponent("exports")
+        try Unprivileged.makeDirectory(exports)
+        let export = try ChildProcess(Products.recv, ["export", file.path, "--to", "wav", "--out", exports.path])
+        XCTAssertEqual(export.wait(), 0, export.standardError)
+        let wav = exports.appendingPathComponent(file.deletingPathExtension().lastPathComponent + ".wav").path
+        let read = try ToolRunner.run("python3", [Self.scripts.appendingPathComponent("riff_cues.py").path, wav])
+        XCTAssertTrue(read.succeeded, read.errorText)
+        let cues = try XCTUnwrap(try JSONSerialization.jsonObject(with: read.standardOutput) as? [[String: Any]])
+        XCTAssertEqual(cues.compactMap { $0["label"] as? String }, [pause.name])
+        let start = try XCTUnwrap(cues.first?["position"] as? Int)
+        let end = start + pausedFrames
+        // Around each edge 100 ms are left out (the codec's overlap, the marker's place within a
+        // capture buffer); after the tone stops, Opus's decoded energy decays for about 250 ms (CELT
+        // lowers a band's energy by a bounded step per frame) before it is exactly 0.
+        let peaks = try ToolRunner.run("python3", [
+            Self.scripts.appendingPathComponent("wav_peaks.py").path, wav,
+            "\(max(0, start - 24_000)):\(start - 4_800)", "\(start + 16_800):\(end - 4_800)", "\(end + 4_800):\(end + 24_000)",
+            "\(start + 4_800):\(start + 16_800)",
+        ])
+        XCTAssertTrue(peaks.succeeded, peaks.errorText)
+        let measured = try XCTUnwrap(peaks.jsonObject)
+        let values = try XCTUnwrap(measured["peaks"] as? [Int])
+        let frames = try XCTUnwrap(measured["frames"] as? Int)
+        XCTAssertGreaterThan(frames, end + 24_000, "the tone goes on after the pause")
+        XCTAssertEqual(values.count, 4)
+        // -12 dBFS is 0.25 of full scale: 2,097,152 in 24 bits.
+        XCTAssertGreaterThan(values[0], 1_500_000, "the tone before the pause")
+        if values[1] != 0 {
+            let windows = stride(from: start - 4_800, to: end + 4_800, by: 2_400).map { "\($0):\($0 + 2_400)" }
+            let detail = try ToolRunner.run("python3", [Self.scripts.appendingPathComponent("wav_peaks.py").path, wav] + windows)
+            XCTFail("digital silence over the pause (\(start)..<\(end)): \(values); peaks of 2400-frame windows from \(start - 4_800): \(String(decoding: detail.standardOutput, as: UTF8.self))")
+        }
+        XCTAssertGreaterThan(values[2], 1_500_000, "the tone after it")
+        XCTAssertLessThanOrEqual(values[3], 8_388, "below -60 dBFS from 100 ms into the pause")
+    }
+
     /// `-i` is refused, clearly, when standard input is not a terminal.
     func testInteractiveNeedsATerminal() throws {
         let sender = try ChildProcess(Products.send, ["-i", "127.0.0.1:9", "--source", "tone", "--duration", "1"])

@@ -63,8 +63,13 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case .connectionLost(let reason):
             return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason)"
         case .receiverPredatesFrameType(let type, let sequence):
-            let what = type == .marker ? "a marker" : type == .filledGap ? "a gap carried as encoded silence (FilledGap)" : "a \(type) frame"
-            return "the stream holds \(what) (sequence \(sequence)) but the receiver does not accept it (it predates frame type \(type.rawValue)): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts it"
+            let (what, plural): (String, String)
+            switch type {
+            case .marker: (what, plural) = ("a marker", "markers")
+            case .filledGap: (what, plural) = ("a gap carried as encoded silence", "such gaps (frame type 11)")
+            default: (what, plural) = ("a \(type) frame", "\(type) frames (frame type \(type.rawValue))")
+            }
+            return "the stream holds \(what) (sequence \(sequence)) but the receiver does not accept \(plural) (it predates them): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts them"
         case .protocolViolation(let reason):
             return "the receiver broke the protocol: \(reason); check that capture-recv is the same version"
         case .captureFailed(let reason):

@@ -156,7 +156,7 @@ final class SenderSessionTests: XCTestCase {
         ])
         XCTAssertEqual(
             SenderError.receiverPredatesFrameType(.filledGap, sequence: 2).description,
-            "the stream holds a gap carried as encoded silence (FilledGap) (sequence 2) but the receiver does not accept it (it predates frame type 11): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts it")
+            "the stream holds a gap carried as encoded silence (sequence 2) but the receiver does not accept such gaps (frame type 11) (it predates them): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts them")
     }
 
     func testTheWindowBoundsWhatIsInFlightAndAnAckOpensIt() {

@@ -105,6 +105,7 @@ let package = Package(
             name: "CaptureSender",
             dependencies: [
                 "CaptureCore", "CaptureCodecs", "CaptureLoudness", "CaptureWire", "CaptureWireNIO", "CaptureSecurity", "CAF", "CaptureErrorText",
+                "CaptureLocalCopy",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -128,6 +129,9 @@ let package = Package(
         ),
         // Live listening: Opus streams remuxed, PCM streams encoded while someone listens, into Ogg Opus per listener.
         // Exports of finished recordings: Broadcast Wave, RF64, FLAC (libsndfile), Ogg Opus (libogg).
+        // The safety copy on the field unit (capture-send --record): CAF through the crash-safe
+        // writer, WAV and FLAC through libsndfile, on a writer thread of its own.
+        .target(name: "CaptureLocalCopy", dependencies: ["CAF", "CaptureCore", "CaptureErrorText", "CSndFile"]),
         .target(name: "CaptureExport", dependencies: ["CAF", "CaptureCore", "CaptureErrorText", "CaptureSndFile", "CSndFile", "COpus", "COgg"], swiftSettings: underFuzzing),
         .target(name: "CaptureListen", dependencies: ["CaptureCore", "CaptureCodecs", "COpus", "COgg", "CSoxr"]),
         // The sender's status line: level bars, link state, backlog; terminal and plain styles.
@@ -184,7 +188,7 @@ let package = Package(
         .target(
             name: "capture-send",
             dependencies: [
-                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity",
+                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity", "CaptureLocalCopy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -251,6 +255,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
         .testTarget(name: "CAFTests", dependencies: ["CAF", "COpus", "TestSupport"]),
+        .testTarget(name: "CaptureLocalCopyTests", dependencies: ["CaptureLocalCopy", "CAF", "CaptureCore", "TestSupport"]),
         .testTarget(
             name: "CaptureWireTests",
             dependencies: [

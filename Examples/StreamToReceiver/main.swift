@@ -44,6 +44,7 @@ do {
         case .captureEnded(let result): print("capture ended: \(result)")
         case .delivered(let role, let receiver, let summary): print("\(role) \(receiver) has it all: \(summary.fileName), \(summary.totalFrames) frames")
         case .deliveryFailed(let role, let receiver, let error): print("\(role) \(receiver) failed: \(error)")
+        case .localCopyStopped(let reason): print("the local copy stopped: \(reason)")
         case .finished(let outcome): succeeded = outcome.links.allSatisfy { if case .success = $0.result { true } else { false } }
         }
     }

@@ -374,6 +374,28 @@ public final class CAFWriter {
         return try body(opened)
     }
 
+    /// Writes the size of the audio written so far (not what is still gathered) into the data
+    /// chunk's header, in place of -1 ("runs to the end of the file"), for readers that do not accept
+    /// -1 (libsndfile 1.2 calls such a file malformed): after a crash such a reader then reads the
+    /// audio up to that size. The journal stays, so the file is still recovered or resumed as an
+    /// unfinished one; `finalize()` writes the final size. One 8-byte write.
+    public func publishDataSize() throws(CAFError) {
+        guard isOpen else { throw .writerClosed(path: path) }
+        var size = ByteWriter()
+        size.append(writtenDataBytes + 4)
+        let bytes = size.bytes
+        try withFile { file throws(CAFError) in try file.write(bytes, at: layout.sizeFieldOffset) }
+    }
+
+    /// Cuts off whatever a failed write left past the audio written so far (a full disk can take
+    /// part of a write), so that the file ends where its published data size says (see
+    /// `publishDataSize()`) and readers find no damaged chunk after the audio.
+    public func discardUnwrittenTail() throws(CAFError) {
+        guard isOpen else { throw .writerClosed(path: path) }
+        let end = layout.dataOffset + writtenDataBytes
+        try withFile { file throws(CAFError) in try file.truncate(to: end) }
+    }
+
     /// Closes the file's descriptor: from now on it is opened for each write (see the type's
     /// description). Nothing gathered is lost.
     public func releaseDescriptor() {

@@ -1,5 +1,6 @@
 import CaptureCodecs
 import CaptureCore
+import CaptureLocalCopy
 import CaptureLoudness
 import CaptureWire
 import Foundation
@@ -38,6 +39,8 @@ public final class CapturePipeline: @unchecked Sendable {
     public let primingFrames: Int
 
     private let encoder: any AudioEncoder
+    /// The safety copy on the unit, given every captured buffer before it is encoded; nil without one.
+    public let localCopy: LocalCopy?
     /// The encoder fills frames lost to capture overruns with encoded silence (Opus), instead of
     /// the pipeline logging Gaps for them (PCM).
     public var fillsLostFrames: Bool { encoder.fillsLostFrames }
@@ -84,9 +87,10 @@ public final class CapturePipeline: @unchecked Sendable {
     /// Creates the pipeline; nothing runs until `start()`.
     public init(
         source: any AudioSource, encoder: any AudioEncoder, configuration: CaptureQueue.Configuration, log: PacketLog,
-        loudness: LoudnessMeasurement = .whenRealTime
+        loudness: LoudnessMeasurement = .whenRealTime, localCopy: LocalCopy? = nil
     ) throws(CaptureError) {
         self.encoder = encoder
+        self.localCopy = localCopy
         self.log = log
         outputFormat = encoder.outputFormat
         magicCookie = encoder.magicCookie
@@ -133,6 +137,7 @@ public final class CapturePipeline: @unchecked Sendable {
     }
 
     private func handle(_ buffer: CapturedBuffer) {
+        localCopy?.take(buffer)
         let start = buffer.startTime.sampleTime
         let lost = Int64(buffer.framesLostBefore)
         let paused = Int64(buffer.framesPausedBefore)

@@ -64,14 +64,26 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     public var bitsPerSecond: Double
     /// Capture overruns (xruns) since the stream began.
     public var overruns: Int
+    /// The safety copy on the unit (`--record`): seconds written, or why it stopped; nil without one.
+    public var localCopy: LocalCopyState?
+
+    /// How the safety copy on the unit stands.
+    public enum LocalCopyState: Sendable, Equatable {
+        /// Writing: this many seconds of the capture are in the file.
+        case writing(seconds: Double)
+        /// Stopped before the capture ended, after this many seconds (the stream goes on).
+        case stopped(seconds: Double)
+    }
 
     public init(
         levels: LevelMeter.Reading? = nil, shortTermLUFS: Double? = nil, heldPeaksDBFS: [Double] = [], link: LinkState = .connecting,
         secondsWithoutAcknowledgement: Double? = nil, usesTLS: Bool = false,
         secondsCaptured: Double = 0, secondsAcknowledged: Double = 0, backlogBytes: Int = 0,
-        backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0, backups: [BackupLink] = []
+        backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0, backups: [BackupLink] = [],
+        localCopy: LocalCopyState? = nil
     ) {
         self.backups = backups
+        self.localCopy = localCopy
         self.levels = levels
         self.shortTermLUFS = shortTermLUFS
         self.heldPeaksDBFS = heldPeaksDBFS
@@ -104,6 +116,15 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
         backups.enumerated().map { index, backup in
             let name = backups.count > 1 ? "backup\(index + 1)" : "backup"
             return "\(name) \(backup.link.rawValue) \(StatusFormatting.fixed(backup.secondsBehind, decimals: decimals))s"
+        }
+    }
+
+    /// The local copy as shown: `rec 12.3s`, or `REC STOPPED 12.3s` once it stopped; nil without one.
+    public func localCopyDescription(decimals: Int) -> String? {
+        switch localCopy {
+        case .writing(let seconds)?: return "rec \(StatusFormatting.fixed(seconds, decimals: decimals))s"
+        case .stopped(let seconds)?: return "REC STOPPED \(StatusFormatting.fixed(seconds, decimals: decimals))s"
+        case nil: return nil
         }
     }
 

@@ -6,14 +6,15 @@ import Foundation
 /// - terminal: one line that fits a given width, redrawn in place, with a bar per channel:
 ///   `L ▇▇▇▇▇▆--|- -6.0/-9.0 dB CLIP  R … │ S -18.2 LUFS │ streaming+TLS │ cap 12.3s ack 12.1s │ spool 0.2s 37.5 KiB │ 1.54 Mb/s │ xruns 0`
 ///   (with backup receivers, `│ backup reconnecting 12.3s` after the main link: its state and the
-///   seconds it has not acknowledged);
+///   seconds it has not acknowledged; with a local copy, `│ rec 12.3s`, or `│ REC STOPPED 12.3s`);
 ///   (peak/RMS in dBFS of the most recent audio; the bar shows the peak and `|` the held peak;
 ///   `CLIP` when a sample reached full scale; `-∞` for silence; `S` the EBU R128 short-term
 ///   loudness of the last 3 s; `no ack for N s` in place of `streaming` while acknowledgements are
 ///   overdue);
 /// - plain: a stable `key=value` line for logs:
 ///   `status link=streaming tls=yes captured_s=12.34 acked_s=12.10 backlog_bytes=38400 backlog_s=0.20 bitrate_bps=1536000 overruns=0 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0 short_term_lufs=-18.2`,
-///   then, with backup receivers only, `backups=HOST:PORT/LINK/SECONDS_BEHIND,...`;
+///   then, with backup receivers only, `backups=HOST:PORT/LINK/SECONDS_BEHIND,...`, and with a
+///   local copy only (`--record`), `record_s=SECONDS record_stopped=no`;
 /// - JSON: the plain line's keys and values as one JSON object, with the log lines' `time`,
 ///   `level`, `logger` and `message` (`"status"`), for `--log-format json`.
 public struct StatusLineRenderer: Sendable {
@@ -125,6 +126,7 @@ public struct StatusLineRenderer: Sendable {
         fields.append(snapshot.linkDescription(showingTLS: layout.showsTLS))
         let decimals = layout.wholeSeconds ? 0 : 1
         fields += snapshot.backupDescriptions(decimals: decimals)
+        if let copy = snapshot.localCopyDescription(decimals: decimals) { fields.append(copy) }
         var progress = "ack " + StatusFormatting.fixed(snapshot.secondsAcknowledged, decimals: decimals) + "s"
         if layout.showsCaptured {
             progress = "cap " + StatusFormatting.fixed(snapshot.secondsCaptured, decimals: decimals) + "s " + progress
@@ -268,6 +270,17 @@ public struct StatusLineRenderer: Sendable {
                 json: "[" + backups.map {
                     "{\"receiver\":\(JSONText.string($0.receiver)),\"link\":\(JSONText.string($0.link.rawValue)),\"behind_s\":\(StatusFormatting.fixed($0.secondsBehind, decimals: 2))}"
                 }.joined(separator: ",") + "]")))
+        }
+        switch snapshot.localCopy {
+        case .writing(let seconds)?:
+            // Only with --record: seconds in the local copy, and whether it stopped.
+            pairs.append(("record_s", .number(seconds, decimals: 2)))
+            pairs.append(("record_stopped", .flag(false)))
+        case .stopped(let seconds)?:
+            pairs.append(("record_s", .number(seconds, decimals: 2)))
+            pairs.append(("record_stopped", .flag(true)))
+        case nil:
+            break
         }
         return pairs
     }

@@ -30,7 +30,7 @@ struct CaptureSend: ParsableCommand {
         abstract: "Capture audio (ALSA device, tone or file), encode it (PCM or Opus) and stream it to capture-recv.",
         discussion: """
             Exits 0 only after the receiver (and every --also backup) has confirmed that the whole stream is \
-            in its file; exits 4 when the main receiver has it all but a backup does not (given up: without progress for --also-give-up, or so far \
+            in its file (and the --record copy holds it all); exits 4 when the main receiver has it all but a backup does not (given up: without progress for --also-give-up, or so far \
             behind that keeping its audio would have cost the main receiver; or refused). The first \
             SIGINT (Ctrl-C) or SIGTERM stops capture and delivers what was captured, for at most \
             --stop-timeout seconds; a second SIGINT or SIGTERM, or that timeout, stops delivering at once: \
@@ -157,6 +157,9 @@ struct CaptureSend: ParsableCommand {
     @OptionGroup(title: "Backup receivers")
     var backups: BackupOptions
 
+    @OptionGroup(title: "Safety copy on this machine")
+    var recording: RecordOptions
+
     @OptionGroup(title: "Configuration")
     var configFile: ConfigFileOption
 
@@ -214,6 +217,7 @@ struct CaptureSend: ParsableCommand {
                 authToken: try security.authToken(logger: logger), identity: try security.destination(for: receiver)))
         configuration.backups = try backups.receivers(main: security, logger: logger)
         configuration.backupGiveUpAfter = backups.giveUpSeconds
+        configuration.localCopy = try recording.settings()
         configuration.queue = .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
         configuration.application = "capture-send \(ProgramVersion.version)"
         configuration.progressInterval = nil  // the status line reads `status` itself
@@ -281,7 +285,7 @@ struct CaptureSend: ParsableCommand {
         try report(outcome, streamer: streamer, logger: logger, receiver: receiver)
     }
 
-    /// Exit status 4: the main receiver has the whole stream, a backup receiver does not.
+    /// Exit status 4: the main receiver has the whole stream, a backup receiver or the local copy does not.
     static let incompleteBackupExitCode: Int32 = 4
 
     /// Says how each receiver's delivery went, and throws what the run ends with: `CLIError` (exit 1)
@@ -323,13 +327,22 @@ struct CaptureSend: ParsableCommand {
                 }
                 throw CLIError(parts.joined(separator: "; "))
             }
+            if let copy = outcome.localCopy, copy.isComplete {
+                logger.notice("local copy written", metadata: [
+                    "files": "\(copy.files.joined(separator: ","))", "seconds": "\(String(format: "%.3f", copy.seconds))",
+                ])
+            }
             let incomplete = outcome.incompleteBackups
-            if !incomplete.isEmpty {
+            let copyLine = outcome.localCopy.flatMap { copy -> String? in
+                guard let reason = copy.stoppedBecause else { return nil }
+                return "the local copy stopped after \(String(format: "%.1f", copy.seconds)) s (\(copy.files.joined(separator: ", "))): \(reason)"
+            }
+            if !incomplete.isEmpty || copyLine != nil {
                 let lines = incomplete.map { link -> String in
                     if case .failure(let error) = link.result, case .gaveUp = error { return error.description }
                     if case .failure(let error) = link.result { return "backup receiver \(link.receiver) does not have the whole stream: \(error)" }
                     return "backup receiver \(link.receiver) does not have the whole stream"
-                }
+                } + (copyLine.map { [$0] } ?? [])
                 FinalLine.write(
                     "the main receiver \(outcome.main.receiver) has the whole stream; \(lines.joined(separator: "; "))", format: logFormat, label: "capture-send")
                 throw ExitCode(Self.incompleteBackupExitCode)

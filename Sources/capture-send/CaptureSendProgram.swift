@@ -60,12 +60,14 @@ enum SendRanges {
     static let idleTimeout = NumericOption("idle-timeout", .real, 1...3_600, unit: "seconds")
     /// Checked by BackupOptions with DurationText (1 second to 7 days).
     static let alsoGiveUp = NumericOption("also-give-up", .duration, 1...604_800)
+    /// Checked by RecordOptions with DurationText (1 second to 24 hours).
+    static let recordSegment = NumericOption("record-segment", .duration, 1...86_400)
     /// `capture-send spool deliver --timeout`.
     static let timeout = NumericOption("timeout", .real, 0.001...604_800, unit: "seconds")
 
     static let all = [
         rate, channels, duration, toneFrequency, toneLevel, buffers, bufferSeconds, bitrate, frameMs, complexity, stopTimeout,
-        statusInterval, spoolMax, reconnectMin, reconnectMax, idleTimeout, alsoGiveUp, timeout,
+        statusInterval, spoolMax, reconnectMin, reconnectMax, idleTimeout, alsoGiveUp, recordSegment, timeout,
     ]
 }
 

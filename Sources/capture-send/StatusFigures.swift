@@ -58,7 +58,10 @@ final class StatusFigures: @unchecked Sendable {
             secondsAcknowledged: Double(main.progress.acknowledgedEndSampleTime) / outputRate,
             backlogBytes: appended.unacknowledgedBytes,
             backlogSeconds: Double(max(0, appended.appendedEndSampleTime - appended.acknowledgedEndSampleTime)) / outputRate,
-            bitsPerSecond: bitRate, overruns: Int(status.overruns), backups: Array(backups)
+            bitsPerSecond: bitRate, overruns: Int(status.overruns), backups: Array(backups),
+            localCopy: status.localCopy.map { copy in
+                copy.stoppedBecause == nil ? .writing(seconds: copy.secondsWritten) : .stopped(seconds: copy.secondsWritten)
+            }
         )
     }
 

@@ -52,7 +52,7 @@ final class NumericRangeTableTests: XCTestCase {
     static let textOptions: [String: Set<String>] = [
         "capture-send": [
             "source", "file", "device", "format", "codec", "application", "stream-name", "log-format", "log-level",
-            "ca", "pin", "cert", "key", "token-file", "spool", "also", "to",
+            "ca", "pin", "cert", "key", "token-file", "spool", "also", "to", "record",
         ],
         "capture-recv": [
             "out", "listen", "log-format", "log-level", "tls-cert", "tls-key", "client-ca", "token-file", "http", "metrics",
@@ -67,6 +67,7 @@ final class NumericRangeTableTests: XCTestCase {
         "reconnect-max": ["--reconnect-min=0.001"],
         "alarm-loudness-min": ["--alarm-loudness-max=20"],
         "alarm-loudness-max": ["--alarm-loudness-min=-120"],
+        "record-segment": ["--record=/nonexistent/take.caf"],
     ]
 
     // MARK: Every numeric option has a range

@@ -1,5 +1,6 @@
 import CaptureCodecs
 import CaptureCore
+import CaptureLocalCopy
 import CaptureWire
 import Dispatch
 import Foundation
@@ -56,6 +57,7 @@ public final class CaptureStreamer: @unchecked Sendable {
     private let lock = NSCondition()
     private var phase = Phase.created
     private var captureResult: Result<CaptureQueue.Completion, SenderError>?
+    private var localCopyOutcome: LocalCopy.Outcome?
     private var linkResults: [Result<StreamSummary, SenderError>?]
     private var stoppedDelivering = false
     private var earlier: EarlierStreams?
@@ -109,9 +111,26 @@ public final class CaptureStreamer: @unchecked Sendable {
                 report(event)
                 sink.yield(.storage(event))
             })
+        var localCopy: LocalCopy?
+        if let settings = configuration.localCopy {
+            do throws(LocalCopyError) {
+                localCopy = try LocalCopy(
+                    settings: settings, format: source.format, startTime: description.startTime,
+                    info: [("title", configuration.streamName), ("source", configuration.sourceHost), ("encoding application", configuration.application),
+                           ("stream id", configuration.streamID.uuidString.lowercased())],
+                    stopped: { reason in
+                        logger.critical("THE LOCAL COPY STOPPED: \(reason); the stream goes on", metadata: ["path": "\(settings.path)"])
+                        sink.yield(.localCopyStopped(reason: reason))
+                    })
+            } catch {
+                spool?.removeAll()
+                throw .localCopy(error.description)
+            }
+        }
         do throws(CaptureError) {
-            pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: configuration.queue, log: log)
+            pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: configuration.queue, log: log, localCopy: localCopy)
         } catch {
+            _ = localCopy?.finish()
             spool?.removeAll()
             throw .capture(error.description)
         }
@@ -196,7 +215,12 @@ public final class CaptureStreamer: @unchecked Sendable {
         done.enter()
         Thread.detachNewThread { [self] in
             let result = pipeline.waitAndFinish()
-            lock.withLock { captureResult = result }
+            // Nothing more is captured: the local copy ends with the last buffer taken.
+            let copy = pipeline.localCopy?.finish()
+            lock.withLock {
+                captureResult = result
+                localCopyOutcome = copy
+            }
             eventSink.yield(.captureEnded(result))
             done.leave()
         }
@@ -293,6 +317,7 @@ public final class CaptureStreamer: @unchecked Sendable {
             _ = waitUntilFinished()
         }
         pipeline.queue.dispose()
+        _ = pipeline.localCopy?.finish()
         if log.isComplete || log.isComplete(for: .main) { log.removeSpool() } else { log.flushSpool() }
         try? group.syncShutdownGracefully()
         try? spoolReads.syncShutdownGracefully()
@@ -309,7 +334,8 @@ public final class CaptureStreamer: @unchecked Sendable {
                 LinkStatus(
                     role: link.role, receiver: link.receiver.description, state: link.sender.linkState, usesTLS: link.receiver.tls != nil,
                     progress: log.progress(for: LogDestination(index: index)))
-            })
+            },
+            localCopy: pipeline.localCopy?.progress)
     }
 
     /// The levels of the audio captured since the last call (for a meter), and resets them.
@@ -327,8 +353,8 @@ public final class CaptureStreamer: @unchecked Sendable {
     }
 
     private func finish() {
-        let (capture, results, stopped, earlier): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, EarlierStreams?) =
-            lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier) }
+        let (capture, results, stopped, earlier, copy): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, EarlierStreams?, LocalCopy.Outcome?) =
+            lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier, localCopyOutcome) }
         let timer = lock.withLock { () -> DispatchSourceTimer? in
             defer { progressTimer = nil }
             return progressTimer
@@ -352,7 +378,8 @@ public final class CaptureStreamer: @unchecked Sendable {
                 LinkOutcome(role: links[index].role, receiver: links[index].receiver.description,
                             result: results[index] ?? .failure(.connectionLost("delivery did not run")))
             },
-            stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses)
+            stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses,
+            localCopy: copy)
         lock.withLock {
             self.outcome = outcome
             if phase == .running { phase = .finished }
@@ -414,6 +441,8 @@ public enum CaptureStreamerError: Error, Sendable, Equatable, CustomStringConver
     case invalidState(String)
     /// A marker's label cannot be recorded (too long, or a NUL character).
     case invalidMarker(String)
+    /// The local copy (`Configuration.localCopy`) cannot be made.
+    case localCopy(String)
 
     public var description: String {
         switch self {
@@ -421,6 +450,7 @@ public enum CaptureStreamerError: Error, Sendable, Equatable, CustomStringConver
         case .capture(let reason): return reason
         case .invalidState(let reason): return reason
         case .invalidMarker(let reason): return reason
+        case .localCopy(let reason): return reason
         }
     }
 }

@@ -1,4 +1,5 @@
 import CaptureCore
+import CaptureLocalCopy
 import Foundation
 import NIOCore
 
@@ -70,6 +71,9 @@ extension CaptureStreamer {
         public var sourceHost = ProcessInfo.processInfo.hostName
         /// Seconds between `Event.progress` events; nil for none.
         public var progressInterval: Double? = 1
+        /// A safety copy of the capture written on this machine while streaming (`LocalCopy`): in
+        /// the capture's own format, whatever the encoder; nil: none.
+        public var localCopy: LocalCopySettings?
 
         public init(streamName: String, receiver: Receiver) {
             self.streamName = streamName

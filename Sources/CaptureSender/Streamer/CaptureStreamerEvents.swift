@@ -1,3 +1,4 @@
+import CaptureLocalCopy
 import CaptureCore
 
 extension CaptureStreamer {
@@ -45,6 +46,8 @@ extension CaptureStreamer {
         public var outputSampleRate: Double
         /// Each receiver's link: the main receiver first, then the backups in order.
         public var links: [LinkStatus]
+        /// The safety copy on the unit (`Configuration.localCopy`); nil without one.
+        public var localCopy: LocalCopy.Progress? = nil
     }
 
     /// How one receiver's delivery ended.
@@ -72,6 +75,8 @@ extension CaptureStreamer {
         /// Earlier streams delivered without audio that spool damage destroyed, one line each
         /// naming the seconds lost and where the damaged bytes are kept.
         public var earlierStreamLosses: [String]
+        /// How the safety copy on the unit went (`Configuration.localCopy`); nil without one.
+        public var localCopy: LocalCopy.Outcome? = nil
 
         /// The main receiver's delivery.
         public var main: LinkOutcome { links[0] }
@@ -93,6 +98,9 @@ extension CaptureStreamer {
         case delivered(role: Role, receiver: String, StreamSummary)
         /// A receiver's delivery ended without the whole stream: refused, given up, or stopped.
         case deliveryFailed(role: Role, receiver: String, SenderError)
+        /// The safety copy on the unit stopped before the capture ended (a full or failing disk, or
+        /// one that fell too far behind); the stream goes on. Once at most.
+        case localCopyStopped(reason: String)
         /// The figures, every `Configuration.progressInterval` seconds while running.
         case progress(Status)
         /// Capture and every delivery are over; the last event.

@@ -1,0 +1,80 @@
+import CaptureCore
+import Foundation
+
+/// What `capture-send --record PATH` asks for: a safety copy of the capture, in full quality, written
+/// on the field unit while the stream goes out (`LocalCopy`).
+public struct LocalCopySettings: Sendable, Equatable {
+    /// The file kinds a local copy can be.
+    public enum Container: String, Sendable, Equatable {
+        /// Core Audio Format through the project's crash-safe writer: readable up to the last buffer
+        /// after a crash, with gap markers.
+        case caf
+        /// Broadcast Wave through libsndfile, its header rewritten with every write.
+        case wav
+        /// FLAC through libsndfile (16- or 24-bit integers).
+        case flac
+    }
+
+    /// The file, or with `segmentSeconds` the pattern of the files: `take.caf` becomes
+    /// `take_20261128T041500Z.caf`, named by the UTC time of each file's first sample.
+    public var path: String
+    /// The container, from the path's extension.
+    public var container: Container
+    /// Cut the copy into files of this many seconds at UTC boundaries of the capture's timeline,
+    /// counted from each UTC midnight, as the receiver's `--segment` does; nil: one file.
+    public var segmentSeconds: Int?
+    /// Audio that may wait in memory for the disk before the copy is given up (the capture is never
+    /// held up by it).
+    public var backlogSeconds: Double
+
+    /// The settings for `path`; its extension says the container (`.caf`, `.wav`, `.flac`).
+    public init(path: String, segmentSeconds: Int? = nil, backlogSeconds: Double = 30) throws(LocalCopyError) {
+        let suffix = (path as NSString).pathExtension.lowercased()
+        guard let container = Container(rawValue: suffix) else {
+            throw .unsupportedContainer(path: path)
+        }
+        if let segmentSeconds, !(1...86_400).contains(segmentSeconds) {
+            throw .invalidSegment(seconds: segmentSeconds)
+        }
+        self.path = path
+        self.container = container
+        self.segmentSeconds = segmentSeconds
+        self.backlogSeconds = backlogSeconds
+    }
+
+    /// Refuses a capture format the container cannot hold.
+    public func check(_ format: StreamFormat) throws(LocalCopyError) {
+        guard let sample = format.pcmSampleFormat else { throw .unsupportedFormat("the local copy takes linear PCM from the capture, not \(format)") }
+        if container == .flac {
+            guard sample == .s16 || sample == .s24 else {
+                throw .unsupportedFormat("FLAC holds 16- or 24-bit integers and the capture is \(sample): record to .caf or .wav, or capture s16 or s24")
+            }
+            guard format.channelCount <= 8 else { throw .unsupportedFormat("FLAC holds at most 8 channels: record to .caf or .wav") }
+        }
+    }
+}
+
+/// Why a local copy cannot be made or went wrong; each message says what to do.
+public enum LocalCopyError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The path's extension names no container the copy can write.
+    case unsupportedContainer(path: String)
+    /// `--record-segment` is out of range.
+    case invalidSegment(seconds: Int)
+    /// The capture's format does not fit the container.
+    case unsupportedFormat(String)
+    /// The file could not be created.
+    case cannotCreate(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .unsupportedContainer(let path):
+            return "--record \(path): the file must end in .caf, .wav or .flac"
+        case .invalidSegment(let seconds):
+            return "--record-segment is \(seconds) s: use 1 s to 24 h (1s, 15m, 1h)"
+        case .unsupportedFormat(let reason):
+            return "--record: \(reason)"
+        case .cannotCreate(let path, let reason):
+            return "--record: cannot create \(path): \(reason); choose a folder the user can write to, with room"
+        }
+    }
+}

@@ -224,6 +224,12 @@ let package = Package(
             ],
             path: "Examples/StreamToReceiver"
         ),
+        // One capture, two encodings (PCM to one receiver, Opus to another); run by ExampleProgramTests.
+        .executableTarget(
+            name: "capture-two-encodings-example",
+            dependencies: ["CaptureSender", "CaptureCore", "CaptureCodecs", .product(name: "Logging", package: "swift-log")],
+            path: "Examples/TwoEncodings"
+        ),
         .executableTarget(name: "capture-bench", dependencies: ["CaptureCore", "CaptureALSA"], path: "bench/CaptureBench"),
         .executableTarget(name: "capture-commit-log-bench", dependencies: ["CaptureCommitLog", "CaptureCore"], path: "bench/CommitLogBench"),
         // The receiver's load generator: many simulated senders in one process, and the check of their files (bench/).

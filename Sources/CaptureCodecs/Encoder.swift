@@ -57,6 +57,11 @@ public protocol AudioEncoder: AnyObject {
     /// false for PCM.
     var fillsLostFrames: Bool { get }
 
+    /// A short name of the encoding, the same for encoders that produce the same packets from the
+    /// same capture: `pcm-s16-48000`, `opus-64k-20ms`. It names the encoding's stream when a capture
+    /// feeds several (`CaptureLink`).
+    var encodingLabel: String { get }
+
     /// The position on the output timeline of the input (capture) timeline's `sampleTime`: the same
     /// for PCM, × 48000 / rate for Opus (rounded when that is not an integer).
     func outputSampleTime(ofInput sampleTime: Int64) -> Int64

@@ -47,6 +47,17 @@ public final class OpusEncoder: AudioEncoder {
 
     /// Lost frames are encoded as silence: the packets cover the whole capture timeline.
     public var fillsLostFrames: Bool { true }
+    /// `opus-BITRATE-FRAME`: `opus-64k-20ms` (bit rates that are not whole kb/s in b/s).
+    public var encodingLabel: String { Self.label(settings) }
+
+    /// The label of an Opus encoding with `settings`.
+    static func label(_ settings: OpusEncoderSettings) -> String {
+        let rate = settings.bitrate % 1_000 == 0 ? "\(settings.bitrate / 1_000)k" : "\(settings.bitrate)"
+        let frame = settings.frameDuration.milliseconds
+        let frameText = frame == frame.rounded() ? "\(Int(frame))ms" : "\(frame)ms"
+        return "opus-\(rate)-\(frameText)"
+    }
+
     /// The input's sample time at 48 kHz (× `timelineScale`).
     public func outputSampleTime(ofInput sampleTime: Int64) -> Int64 { sampleTime * Int64(timelineScale) }
 

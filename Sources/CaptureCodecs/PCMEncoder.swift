@@ -15,6 +15,8 @@ public final class PCMEncoder: AudioEncoder {
     public var primingFrames: Int { 0 }
     /// PCM skips lost frames: the caller records them as a gap.
     public var fillsLostFrames: Bool { false }
+    /// `pcm-SAMPLE-RATE`: `pcm-s16-48000`.
+    public var encodingLabel: String { "pcm-\(outputFormat.pcmSampleFormat?.rawValue ?? "pcm")-\(Int(outputFormat.sampleRate.rounded()))" }
     /// PCM keeps the capture's timeline.
     public func outputSampleTime(ofInput sampleTime: Int64) -> Int64 { sampleTime }
     /// One frame: a PCM packet is one frame.

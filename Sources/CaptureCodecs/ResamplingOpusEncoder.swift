@@ -22,6 +22,8 @@ public final class ResamplingOpusEncoder: AudioEncoder {
     public var primingFrames: Int { opus.primingFrames }
     public var maximumPacketSize: Int { opus.maximumPacketSize }
     public var fillsLostFrames: Bool { true }
+    /// The 48 kHz encoder's label (`opus-64k-20ms`).
+    public var encodingLabel: String { opus.encodingLabel }
     /// The input's sample time at 48 kHz, rounded to the nearest frame.
     public func outputSampleTime(ofInput sampleTime: Int64) -> Int64 { Int64((Double(sampleTime) * ratio).rounded()) }
 

@@ -215,7 +215,7 @@ enum OpenAPIDocument {
                 true_peak_dbtp: { type: array, items: { type: number, minimum: -120, maximum: 20 }, description: "each channel's true peak over the latest audio; absent when the sender measures none" }
             Stream:
               type: object
-              required: [id, name, peer, format, state, started, seconds_on_disk, seconds_acknowledged, last_audio_received, gap_count, gap_seconds, file, levels, alarms]
+              required: [id, name, peer, format, state, started, seconds_on_disk, seconds_acknowledged, last_audio_received, gap_count, gap_seconds, file, levels, alarms, capture_id, encoding]
               properties:
                 id: { type: string, format: uuid }
                 name: { type: string }
@@ -227,13 +227,6 @@ enum OpenAPIDocument {
                 seconds_acknowledged: { type: number }
                 last_audio_received: { type: [string, "null"], format: date-time }
                 gap_count: { type: integer }
-            Marker:
-              type: object
-              required: [id, at_seconds, label]
-              properties:
-                id: { type: string, format: uuid }
-                at_seconds: { type: number, description: "seconds from the stream's first sample" }
-                label: { type: string, description: "empty when the marker has none" }
                 gap_seconds: { type: number }
                 file: { type: string }
                 levels:
@@ -241,6 +234,15 @@ enum OpenAPIDocument {
                     - { $ref: "#/components/schemas/Levels" }
                     - { type: "null" }
                 alarms: { type: array, items: { $ref: "#/components/schemas/AlarmKind" }, description: "the alarms raised on the stream now" }
+                capture_id: { type: [string, "null"], format: uuid, description: "the capture this stream is one encoding of, shared by the capture's streams; null when the sender named none" }
+                encoding: { type: [string, "null"], description: "that encoding's label, like opus-64k-20ms; null when the stream names no capture" }
+            Marker:
+              type: object
+              required: [id, at_seconds, label]
+              properties:
+                id: { type: string, format: uuid }
+                at_seconds: { type: number, description: "seconds from the stream's first sample" }
+                label: { type: string, description: "empty when the marker has none" }
             AlarmKind: { type: string, enum: [silence, clipping, loudness, link-down, no-audio] }
             Alarm:
               type: object

@@ -17,12 +17,13 @@ public final class EarlierStreams: Sendable {
 
     /// Starts delivering every earlier stream under `root` that belongs to `destination` and that
     /// no running capture-send owns.
-    public init(root: String, excluding current: UUID, destination: SpoolDestination, template: SenderConfiguration, logger: Logger) {
+    public init(root: String, excluding current: Set<UUID>, destination: SpoolDestination, template: SenderConfiguration, logger: Logger) {
         StreamSpool.removeAbandonedPartials(root: root)
         var others = 0
         var unknown: [String] = []
         var damaged: [String] = []
-        for directory in StreamSpool.streamDirectories(root: root) where !directory.hasSuffix(current.uuidString.lowercased()) {
+        let currentNames = current.map { $0.uuidString.lowercased() }
+        for directory in StreamSpool.streamDirectories(root: root) where !currentNames.contains(where: { directory.hasSuffix($0) }) {
             let meta: SpoolMeta
             do throws(SpoolError) {
                 guard let inspected = try StreamSpool.inspect(directory: directory) else { continue }

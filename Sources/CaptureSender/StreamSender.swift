@@ -80,17 +80,33 @@ public struct StreamDescription: Sendable {
     public var clock: ClockSynchronization
     /// What each channel carries, when known (linear PCM from a file with a channel mask).
     public var channelLayout: ChannelLayout?
+    /// The capture this stream is one encoding of, when the capture feeds several (Hello `capture`).
+    public var capture: CaptureLink?
 
     public init(
         format: StreamFormat, magicCookie: [UInt8], primingFrames: Int, startTime: Date,
-        clock: ClockSynchronization = .unknown, channelLayout: ChannelLayout? = nil
+        clock: ClockSynchronization = .unknown, channelLayout: ChannelLayout? = nil, capture: CaptureLink? = nil
     ) {
+        self.capture = capture
         self.clock = clock
         self.channelLayout = channelLayout
         self.format = format
         self.magicCookie = magicCookie
         self.primingFrames = primingFrames
         self.startTime = startTime
+    }
+}
+
+/// The capture a stream is one encoding of: the capture's id, shared by every stream it feeds, and
+/// the encoding's label (`AudioEncoder.encodingLabel`). The receiver records both in the file and
+/// shows a capture's streams together.
+public struct CaptureLink: Sendable, Equatable {
+    public var captureID: UUID
+    public var encoding: String
+
+    public init(captureID: UUID, encoding: String) {
+        self.captureID = captureID
+        self.encoding = encoding
     }
 }
 
@@ -523,6 +539,7 @@ public final class StreamSender: Sendable {
             $0.resumeSecret = Data(configuration.resumeSecret)
             $0.clock = Capture_V1_ClockState(description.clock)
             if let layout = description.channelLayout { $0.channelLayout = .with { $0.tag = layout.tag; $0.bitmap = layout.bitmap } }
+            if let capture = description.capture { $0.capture = .with { $0.captureID = capture.captureID.wireBytes; $0.encoding = capture.encoding } }
         }
     }
 

@@ -48,6 +48,11 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     public var clock: ClockSynchronization?
     /// The stream's channel layout, when it has one.
     public var channelLayout: ChannelLayout?
+    /// The capture this stream is one encoding of, when the capture fed several; nil otherwise and
+    /// in older spools.
+    public var captureID: UUID?
+    /// That encoding's label.
+    public var captureEncoding: String?
 
     public init(
         streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription,
@@ -71,6 +76,8 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
         startTime = description.startTime.timeIntervalSince1970
         clock = description.clock
         channelLayout = description.channelLayout
+        captureID = description.capture?.captureID
+        captureEncoding = description.capture?.encoding
     }
 
     /// The stream's description for the handshake.
@@ -81,7 +88,8 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
                 bytesPerPacket: bytesPerPacket, framesPerPacket: framesPerPacket, bytesPerFrame: bytesPerFrame,
                 channelsPerFrame: channelsPerFrame, bitsPerChannel: bitsPerChannel),
             magicCookie: magicCookie, primingFrames: primingFrames, startTime: Date(timeIntervalSince1970: startTime),
-            clock: clock ?? .unknown, channelLayout: channelLayout)
+            clock: clock ?? .unknown, channelLayout: channelLayout,
+            capture: captureID.map { CaptureLink(captureID: $0, encoding: captureEncoding ?? "") })
     }
 }
 

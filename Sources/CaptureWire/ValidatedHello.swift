@@ -9,6 +9,22 @@ public struct ValidatedHello: Sendable, Equatable {
     public var streamID: UUID
     /// The validated audio format.
     public var format: StreamFormat
+    /// The capture this stream is one encoding of (Hello `capture`): the capture's id and the
+    /// encoding's label; nil when the sender named none.
+    public var capture: CaptureOfStream?
+
+    /// The capture a stream is one encoding of, as a Hello names it.
+    public struct CaptureOfStream: Sendable, Equatable {
+        /// The capture's id, the same in every stream of the capture.
+        public var id: UUID
+        /// The encoding's label (`opus-64k-20ms`).
+        public var encoding: String
+
+        public init(id: UUID, encoding: String) {
+            self.id = id
+            self.encoding = encoding
+        }
+    }
     /// The end of the stream's sample timeline: no frame of it lies at or past this position
     /// (`start_sample_time` + `WireProtocol.maximumTimelineSeconds` at the sample rate).
     public var timelineEnd: Int64
@@ -96,6 +112,18 @@ public struct ValidatedHello: Sendable, Equatable {
         }
         if hello.hasChannelLayout {
             try Self.checkChannelLayout(hello.channelLayout, channels: format.channelCount)
+        }
+        if hello.hasCapture {
+            guard let captureID = UUID(wireBytes: hello.capture.captureID) else {
+                throw .invalidField(message: .hello, field: "capture.capture_id", reason: "\(hello.capture.captureID.count) bytes; a capture id is 16 bytes (a UUID)")
+            }
+            let encoding = hello.capture.encoding
+            guard (1...64).contains(encoding.utf8.count), encoding.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw .invalidField(message: .hello, field: "capture.encoding", reason: "an encoding label is 1 to 64 bytes of printable ASCII without spaces, like opus-64k-20ms")
+            }
+            capture = CaptureOfStream(id: captureID, encoding: encoding)
+        } else {
+            capture = nil
         }
         guard let uuid = UUID(wireBytes: hello.streamID) else { throw .sendOutOfOrder("the stream id was checked to be 16 bytes") }
         self.message = hello

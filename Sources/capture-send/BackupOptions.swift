@@ -9,7 +9,7 @@ import Logging
 /// `--also-give-up DURATION`.
 struct BackupOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Also send the whole stream to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...). Default: no backup.",
+        "Also send the whole capture to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver of its encoding has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...). Its encoding is the main receiver's unless changed after a comma: codec=pcm|opus, bitrate=, frame-ms=, complexity=, bitrate-mode=vbr|cvbr|cbr, application= (for example --also backup.example:7373,codec=opus,bitrate=64k): a different encoding is a stream of its own (its own stream id and spool, named STREAM-ENCODING), encoded from the same capture, on the same timeline, and linked to the others by the capture's id. Default: no backup.",
         valueName: "HOST:PORT[,KEY=VALUE...]"))
     var also: [String] = []
 
@@ -53,16 +53,47 @@ struct BackupOptions: ParsableArguments {
         }
         return receivers
     }
+
+    /// Each backup's encoding, in the order of `--also`: the main's, changed by its settings.
+    func encodings(main: EncodingSpec) throws(CLIError) -> [EncodingSpec] {
+        var specs: [EncodingSpec] = []
+        for text in also {
+            do throws(ValidationError) {
+                specs.append(try BackupReceiverSpec(parsing: text).encoding(from: main))
+            } catch {
+                throw CLIError("\(error)")
+            }
+        }
+        return specs
+    }
 }
 
 /// One `--also` value: HOST:PORT, then comma-separated settings that differ from the main receiver's.
 struct BackupReceiverSpec: Equatable {
+    /// A spec to check encoding values against while parsing.
+    private static let defaultSpec = EncodingSpec(codec: .pcm, bitrate: 128_000, frameDuration: .ms20, complexity: 10, bitrateMode: .vbr, application: .audio)
+
     var address: HostAndPort
     var pin: String?
     var ca: String?
     var cert: String?
     var key: String?
     var tokenFile: String?
+    /// Encoding settings (`codec=opus`, `bitrate=64k`...), in the order given; none: the main's encoding.
+    var encodingSettings: [(key: String, value: String)] = []
+
+    static func == (left: BackupReceiverSpec, right: BackupReceiverSpec) -> Bool {
+        left.address == right.address && left.pin == right.pin && left.ca == right.ca && left.cert == right.cert && left.key == right.key
+            && left.tokenFile == right.tokenFile && left.encodingSettings.map(\.key) == right.encodingSettings.map(\.key)
+            && left.encodingSettings.map(\.value) == right.encodingSettings.map(\.value)
+    }
+
+    /// The backup's encoding: `main` with its settings applied.
+    func encoding(from main: EncodingSpec) throws(ValidationError) -> EncodingSpec {
+        var spec = main
+        for setting in encodingSettings { spec = try spec.applying(key: setting.key, value: setting.value, option: "--also \(address)") }
+        return spec
+    }
 
     init(parsing text: String) throws(ValidationError) {
         var parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
@@ -74,7 +105,7 @@ struct BackupReceiverSpec: Equatable {
         }
         for part in parts {
             guard let equals = part.firstIndex(of: "="), !part[part.index(after: equals)...].isEmpty else {
-                throw ValidationError("--also \(text): '\(part)' is not KEY=VALUE; the keys are pin, ca, cert, key and token-file")
+                throw ValidationError("--also \(text): '\(part)' is not KEY=VALUE; the keys are pin, ca, cert, key, token-file, \(EncodingSpec.keys.joined(separator: ", "))")
             }
             let value = String(part[part.index(after: equals)...])
             switch part[..<equals] {
@@ -83,8 +114,12 @@ struct BackupReceiverSpec: Equatable {
             case "cert": cert = value
             case "key": key = value
             case "token-file": tokenFile = value
+            case let key where EncodingSpec.keys.contains(String(key)):
+                // Checked here against any spec (the values are what matters); applied to the main's later.
+                _ = try Self.defaultSpec.applying(key: String(key), value: value, option: "--also \(text)")
+                encodingSettings.append((String(key), value))
             default:
-                throw ValidationError("--also \(text): unknown setting '\(part[..<equals])'; the keys are pin, ca, cert, key and token-file")
+                throw ValidationError("--also \(text): unknown setting '\(part[..<equals])'; the keys are pin, ca, cert, key, token-file, \(EncodingSpec.keys.joined(separator: ", "))")
             }
         }
         if pin != nil, ca != nil {

@@ -209,7 +209,6 @@ struct CaptureSend: ParsableCommand {
         let console = StatusConsole.standardError()
         let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel, output: console.writeLine)
         let (audioSource, cancelReopening) = try makeSource(logger: logger)
-        let encoder = try makeEncoder(for: audioSource.format)
         var configuration = CaptureStreamer.Configuration(
             streamName: streamName ?? ProcessInfo.processInfo.hostName,
             receiver: CaptureStreamer.Receiver(
@@ -222,9 +221,24 @@ struct CaptureSend: ParsableCommand {
         configuration.application = "capture-send \(ProgramVersion.version)"
         configuration.progressInterval = nil  // the status line reads `status` itself
         delivery.apply(to: &configuration)
+        // One encoder per distinct encoding; receivers of the same encoding share its stream.
+        let main = try mainEncoding()
+        let specs = [main] + (try backups.encodings(main: main))
+        var encoders: [(spec: EncodingSpec, encoder: any AudioEncoder)] = []
+        var destinations: [CaptureStreamer.Destination] = []
+        for (receiver, spec) in zip([configuration.receiver] + configuration.backups, specs) {
+            if let existing = encoders.first(where: { $0.spec == spec }) {
+                destinations.append(.init(receiver: receiver, encoder: existing.encoder))
+                continue
+            }
+            let encoder: any AudioEncoder
+            do throws(EncoderError) { encoder = try spec.makeEncoder(for: audioSource.format) } catch { throw CLIError(error.description) }
+            encoders.append((spec, encoder))
+            destinations.append(.init(receiver: receiver, encoder: encoder))
+        }
         let streamer: CaptureStreamer
         do throws(CaptureStreamerError) {
-            streamer = try CaptureStreamer(source: audioSource, encoder: encoder, configuration: configuration, logger: logger)
+            streamer = try CaptureStreamer(source: audioSource, destinations: destinations, configuration: configuration, logger: logger)
         } catch {
             throw CLIError(error.description)
         }
@@ -339,9 +353,11 @@ struct CaptureSend: ParsableCommand {
             }
             if !incomplete.isEmpty || copyLine != nil {
                 let lines = incomplete.map { link -> String in
-                    if case .failure(let error) = link.result, case .gaveUp = error { return error.description }
-                    if case .failure(let error) = link.result { return "backup receiver \(link.receiver) does not have the whole stream: \(error)" }
-                    return "backup receiver \(link.receiver) does not have the whole stream"
+                    // With several encodings, each line names the encoding the receiver lacks.
+                    let encoding = link.encoding == outcome.main.encoding ? "" : " (\(link.encoding))"
+                    if case .failure(let error) = link.result, case .gaveUp = error { return error.description + encoding }
+                    if case .failure(let error) = link.result { return "backup receiver \(link.receiver)\(encoding) does not have the whole stream: \(error)" }
+                    return "backup receiver \(link.receiver)\(encoding) does not have the whole stream"
                 } + (copyLine.map { [$0] } ?? [])
                 FinalLine.write(
                     "the main receiver \(outcome.main.receiver) has the whole stream; \(lines.joined(separator: "; "))", format: logFormat, label: "capture-send")
@@ -422,21 +438,12 @@ struct CaptureSend: ParsableCommand {
         }
     }
 
-    private func makeEncoder(for input: StreamFormat) throws(CLIError) -> any AudioEncoder {
+    /// The main receiver's encoding, from the encoding options.
+    private func mainEncoding() throws(CLIError) -> EncodingSpec {
         do throws(EncoderError) {
-            switch codec {
-            case .pcm:
-                return try PCMEncoder(inputFormat: input)
-            case .opus:
-                let settings = OpusEncoderSettings(
-                    bitrate: try OpusEncoderSettings.parseBitrate(bitrate),
-                    frameDuration: try OpusFrameDuration(parsing: frameMs),
-                    complexity: complexity, bitrateMode: bitrateMode.mode, application: application
-                )
-                // Opus runs at 8, 12, 16, 24 or 48 kHz; any other rate is resampled to 48 kHz first.
-                if ResamplingOpusEncoder.needsResampling(input) { return try ResamplingOpusEncoder(inputFormat: input, settings: settings) }
-                return try OpusEncoder(inputFormat: input, settings: settings)
-            }
+            return EncodingSpec(
+                codec: codec, bitrate: try OpusEncoderSettings.parseBitrate(bitrate), frameDuration: try OpusFrameDuration(parsing: frameMs),
+                complexity: complexity, bitrateMode: bitrateMode.mode, application: application)
         } catch {
             throw CLIError(error.description)
         }

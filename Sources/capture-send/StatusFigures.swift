@@ -49,7 +49,8 @@ final class StatusFigures: @unchecked Sendable {
             SenderStatusSnapshot.BackupLink(
                 receiver: backup.receiver, link: Self.state(backup.state),
                 secondsBehind: backup.state == .gaveUp
-                    ? 0 : Double(max(0, appended.appendedEndSampleTime - backup.progress.acknowledgedEndSampleTime)) / outputRate)
+                    ? 0 : Double(max(0, (backup.streamProgress ?? appended).appendedEndSampleTime - backup.progress.acknowledgedEndSampleTime))
+                        / (backup.sampleRate > 0 ? backup.sampleRate : outputRate))
         }
         return SenderStatusSnapshot(
             levels: display?.levels, shortTermLUFS: streamer.loudness?.shortTermLUFS, heldPeaksDBFS: display?.heldPeaksDBFS ?? [], link: link,

@@ -116,7 +116,7 @@ final class StreamDirectoryTests: XCTestCase {
         recorder.audioReceived(endSampleTime: 48_000, levels: try levels(peak: [1200, 12_000], rms: [1501, 12_000]))
         let json = String(decoding: try StreamEvent.encoder.encode(directory.snapshot()), as: UTF8.self)
         XCTAssertEqual(json, """
-            [{"alarms":[],"file":"studio-a/20260101T000000Z-studio-a.caf","format":"s16 48000 Hz 2 ch","gap_count":0,"gap_seconds":0,\
+            [{"alarms":[],"capture_id":null,"encoding":null,"file":"studio-a/20260101T000000Z-studio-a.caf","format":"s16 48000 Hz 2 ch","gap_count":0,"gap_seconds":0,\
             "id":"6f1c2a9e-4b3d-4e5f-8a7b-9c0d1e2f3a4b","last_audio_received":"2026-01-01T00:00:00.000Z",\
             "levels":{"peak_dbfs":[-12,-120],"rms_dbfs":[-15.01,-120]},"name":"studio-a","peer":"127.0.0.1:40000",\
             "seconds_acknowledged":0,"seconds_on_disk":0,"started":"2026-01-01T00:00:00.000Z","state":"live"}]

@@ -246,6 +246,36 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertEqual(Capture_V1_ClockState(rawValue: 9)?.clockSynchronization, .unknown, "a future value reads as unknown")
     }
 
+    /// A capture link names the capture by a 16-byte id and the encoding by a short printable label
+    /// (PROTOCOL.md §6.1.5); without one, the stream names no capture.
+    func testCaptureLinkRules() throws {
+        let id = UUID(uuidString: "0b1d6c5e-97a4-4d1f-9e0c-3f2a8b6d4c21")!
+        let rows: [(captureID: Data, encoding: String, valid: Bool, line: UInt)] = [
+            (id.wireBytes, "opus-64k-20ms", true, #line),
+            (id.wireBytes, "p", true, #line),
+            (id.wireBytes, String(repeating: "x", count: 64), true, #line),
+            (id.wireBytes, String(repeating: "x", count: 65), false, #line),
+            (id.wireBytes, "", false, #line),
+            (id.wireBytes, "opus 64k", false, #line),
+            (id.wireBytes, "opus-é", false, #line),
+            (Data(repeating: 1, count: 15), "pcm-s16-48000", false, #line),
+            (Data(), "pcm-s16-48000", false, #line),
+        ]
+        for row in rows {
+            var hello = WireFixtures.hello()
+            hello.capture = .with { $0.captureID = row.captureID; $0.encoding = row.encoding }
+            if row.valid {
+                let validated = try ValidatedHello(hello)
+                XCTAssertEqual(validated.capture, ValidatedHello.CaptureOfStream(id: id, encoding: row.encoding), line: row.line)
+            } else {
+                XCTAssertThrowsError(try ValidatedHello(hello), line: row.line) { error in
+                    XCTAssertEqual((error as? WireError)?.code, .invalidMessage, line: row.line)
+                }
+            }
+        }
+        XCTAssertNil(try ValidatedHello(WireFixtures.hello()).capture, "no capture named")
+    }
+
     func testStreamIDMustBe16Bytes() throws {
         var hello = WireFixtures.hello()
         hello.streamID = Data(repeating: 7, count: 15)

@@ -144,6 +144,39 @@ final class PipelineOverrunTests: XCTestCase {
         }
     }
 
+    /// One capture feeding PCM and Opus at once (two encodings of one pipeline): every overrun is a
+    /// Gap in the PCM stream and a filled gap in the Opus stream at the same sample time and
+    /// length, both streams are accepted by the receiver's rules, and each is exactly what the same
+    /// encoder logs alone from the same capture.
+    func testTwoEncodingsOfOneCaptureRecordEachOverrunAtTheSameSampleTime() throws {
+        let script: [Step] = [.audio(1_000), .lost(500), .audio(1_000), .lost(37), .audio(2_000), .lost(960), .audio(960)]
+        let source = ScriptedSource(format: stereo48k, steps: script)
+        let pcmLog = PacketLog(producerIsRealTime: false)
+        let opusLog = PacketLog(producerIsRealTime: false)
+        let opus = try OpusEncoder(inputFormat: stereo48k)
+        let pipeline = try CapturePipeline(
+            source: source, encodings: [(try PCMEncoder(inputFormat: stereo48k), pcmLog), (opus, opusLog)],
+            configuration: .init(bufferCount: 3, bufferSeconds: 0.25))
+        defer { pipeline.queue.dispose() }
+        try pipeline.start()
+        XCTAssertEqual(try pipeline.waitAndFinish().get(), .endOfStream)
+        let pcm = Sent(entries: try pcmLog.entries(from: 1, maxCount: 10_000), end: try XCTUnwrap(pcmLog.streamEnd), format: stereo48k, magicCookie: [], primingFrames: 0)
+        let coded = Sent(
+            entries: try opusLog.entries(from: 1, maxCount: 10_000), end: try XCTUnwrap(opusLog.streamEnd), format: opus.outputFormat,
+            magicCookie: opus.magicCookie, primingFrames: opus.primingFrames)
+        try assertReceiverAccepts(pcm, label: "PCM of two encodings")
+        try assertReceiverAccepts(coded, label: "Opus of two encodings")
+        XCTAssertEqual(pcm.gaps, Self.lostStretches(script))
+        XCTAssertEqual(coded.filledGaps, pcm.gaps, "the same sample times and lengths in both encodings")
+        // Each encoding is what it would be alone.
+        let alonePCM = try capture(script, format: stereo48k, encoder: try PCMEncoder(inputFormat: stereo48k))
+        let aloneOpus = try capture(script, format: stereo48k, encoder: try OpusEncoder(inputFormat: stereo48k))
+        XCTAssertEqual(pcm.entries.map(\.content), alonePCM.entries.map(\.content))
+        XCTAssertEqual(coded.entries.map(\.content), aloneOpus.entries.map(\.content), "packet for packet")
+        XCTAssertEqual(pcm.end, alonePCM.end)
+        XCTAssertEqual(coded.end, aloneOpus.end)
+    }
+
     // MARK: - Helpers
 
     /// What the pipeline logged for one run.

@@ -140,7 +140,10 @@ final class BackupReceiverTests: XCTestCase {
 
     func testBadBackupSettingsAreRefusedWithOneClearLine() throws {
         let cases: [([String], String)] = [
-            (["--also", "127.0.0.1:7374,colour=blue"], "--also 127.0.0.1:7374,colour=blue: unknown setting 'colour'; the keys are pin, ca, cert, key and token-file"),
+            (["--also", "127.0.0.1:7374,colour=blue"], "--also 127.0.0.1:7374,colour=blue: unknown setting 'colour'; the keys are pin, ca, cert, key, token-file, codec, bitrate, frame-ms, complexity, bitrate-mode, application"),
+            (["--also", "127.0.0.1:7374,codec=mp3"], "--also 127.0.0.1:7374,codec=mp3: codec=mp3 is not pcm or opus"),
+            (["--also", "127.0.0.1:7374,codec=opus,bitrate=2k"], "--also 127.0.0.1:7374,codec=opus,bitrate=2k: bitrate=2k: "),
+            (["--also", "127.0.0.1:7374,codec=opus,frame-ms=7"], "--also 127.0.0.1:7374,codec=opus,frame-ms=7: frame-ms=7: "),
             (["--also", "nowhere"], "--also nowhere: nowhere is not HOST:PORT"),
             (["--also", "127.0.0.1:7374,pin"], "'pin' is not KEY=VALUE"),
             (["--also", "127.0.0.1:7374,pin=00,ca=x.pem"], "give either pin= or ca=, not both"),

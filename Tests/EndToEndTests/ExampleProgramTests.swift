@@ -40,6 +40,33 @@ final class ExampleProgramTests: XCTestCase {
         }
     }
 
+    /// The two-encodings example: PCM to one receiver, Opus to the other, from one capture.
+    func testTheTwoEncodingsExampleSendsPCMToOneReceiverAndOpusToTheOther() throws {
+        let main = try ReceiverUnderTest()
+        let thin = try ReceiverUnderTest()
+        let example = try ChildProcess(Products.twoEncodingsExample, [main.address, thin.address])
+        XCTAssertEqual(example.wait(seconds: 60), 0, example.standardOutput + example.standardError)
+        let printed = example.standardOutput
+        for line in [
+            "stream two-encodings: pcm-s16-48000", "stream two-encodings-opus-64k-20ms: opus-64k-20ms",
+            "main \(main.address) has it all: ", "backup 1 \(thin.address) has it all: ",
+        ] {
+            XCTAssertTrue(printed.contains(line), "\(line) in:\n\(printed)")
+        }
+        let pcm = try CAFFile.read(path: try XCTUnwrap(main.files().first).path)
+        let opus = try CAFFile.read(path: try XCTUnwrap(thin.files().first).path)
+        XCTAssertEqual(try pcm.readAudioData(), try Resilience.toneBytes(frames: 144_000), "3 s of the tone, sample-exact")
+        XCTAssertEqual(opus.format.formatID, .opus)
+        let link = { (caf: CAFFile, key: String) in caf.info.first { $0.key == key }?.value }
+        XCTAssertEqual(link(pcm, "capture id"), link(opus, "capture id"))
+        XCTAssertNotNil(link(pcm, "capture id"))
+        XCTAssertEqual(link(opus, "capture encoding"), "opus-64k-20ms")
+        XCTAssertEqual(main.stop(), 0)
+        XCTAssertEqual(thin.stop(), 0)
+        let usage = try ChildProcess(Products.twoEncodingsExample, [])
+        XCTAssertEqual(usage.wait(seconds: 30), 64)
+    }
+
     func testTheExampleNamesItsUsage() throws {
         let example = try ChildProcess(Products.example, [])
         XCTAssertEqual(example.wait(seconds: 30), 64)

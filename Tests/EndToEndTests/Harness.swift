@@ -27,6 +27,7 @@ enum Products {
     static var recv: String { directory.appendingPathComponent("capture-recv").path }
     static var load: String { directory.appendingPathComponent("capture-load").path }
     static var example: String { directory.appendingPathComponent("capture-streamer-example").path }
+    static var twoEncodingsExample: String { directory.appendingPathComponent("capture-two-encodings-example").path }
 }
 
 /// A child process with its output collected, which tests can signal and wait for.

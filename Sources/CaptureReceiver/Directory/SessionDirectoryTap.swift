@@ -35,7 +35,7 @@ final class SessionDirectoryTap {
                 id: hello.streamID, name: hello.message.streamName, peer: peer(), format: hello.format,
                 started: Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9),
                 startSampleTime: hello.message.startSampleTime, file: relativePath(path), resumed: accepted.resumed,
-                durableSampleTime: accepted.nextSampleTime))
+                durableSampleTime: accepted.nextSampleTime, capture: hello.capture))
         case .forgetStream:
             guard let recorder else { return }
             recorder.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: nil)

@@ -405,7 +405,8 @@ final class StreamEntry: @unchecked Sendable {
             id: opening.id, name: opening.name, peer: opening.peer, format: opening.format.description, state: state, started: opening.started,
             secondsOnDisk: seconds(durableSampleTime - opening.startSampleTime),
             secondsAcknowledged: seconds(acknowledgedSampleTime - opening.startSampleTime), lastAudioReceived: lastAudio, gapCount: gapCount,
-            gapSeconds: seconds(gapFrames), file: opening.file, levels: levels.map(StreamLevels.init), alarms: alarms?.raised ?? [])
+            gapSeconds: seconds(gapFrames), file: opening.file, levels: levels.map(StreamLevels.init), alarms: alarms?.raised ?? [],
+            captureID: opening.capture?.id, encoding: opening.capture?.encoding)
     }
 
     private func seconds(_ frames: Int64) -> Double { opening.format.seconds(frames: max(0, frames)) }

@@ -18,6 +18,8 @@ struct StreamOpening: Sendable, Equatable {
     var resumed: Bool
     /// The sample index just past the audio already durable in the file.
     var durableSampleTime: Int64
+    /// The capture this stream is one encoding of (Hello `capture`); nil when the sender named none.
+    var capture: ValidatedHello.CaptureOfStream? = nil
 }
 
 /// Where session handlers report the streams they carry: the receiver's `StreamDirectory`, or a

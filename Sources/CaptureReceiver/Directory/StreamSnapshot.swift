@@ -85,9 +85,15 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
     /// The alarms raised on the stream now (`StreamAlarmMachine`), in `StreamAlarmKind` order;
     /// empty when none, or when alarms are off.
     public var alarms: [StreamAlarmKind]
+    /// The capture this stream is one encoding of, when its sender feeds several from one capture
+    /// (their rows share it); nil otherwise.
+    public var captureID: UUID?
+    /// That encoding's label (`opus-64k-20ms`); nil when the stream names no capture.
+    public var encoding: String?
 
     enum CodingKeys: String, CodingKey {
-        case id, name, peer, format, state, started, alarms
+        case id, name, peer, format, state, started, alarms, encoding
+        case captureID = "capture_id"
         case secondsOnDisk = "seconds_on_disk"
         case secondsAcknowledged = "seconds_acknowledged"
         case lastAudioReceived = "last_audio_received"
@@ -99,8 +105,10 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
     public init(
         id: UUID, name: String, peer: String, format: String, state: StreamState, started: Date, secondsOnDisk: Double = 0,
         secondsAcknowledged: Double = 0, lastAudioReceived: Date? = nil, gapCount: Int = 0, gapSeconds: Double = 0, file: String,
-        levels: StreamLevels? = nil, alarms: [StreamAlarmKind] = []
+        levels: StreamLevels? = nil, alarms: [StreamAlarmKind] = [], captureID: UUID? = nil, encoding: String? = nil
     ) {
+        self.captureID = captureID
+        self.encoding = encoding
         self.id = id
         self.name = name
         self.peer = peer
@@ -135,6 +143,8 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
         file = try container.decode(String.self, forKey: .file)
         levels = try container.decodeIfPresent(StreamLevels.self, forKey: .levels)
         alarms = try container.decodeIfPresent([StreamAlarmKind].self, forKey: .alarms) ?? []
+        captureID = try container.decodeIfPresent(UUID.self, forKey: .captureID)
+        encoding = try container.decodeIfPresent(String.self, forKey: .encoding)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -153,6 +163,8 @@ public struct StreamSnapshot: Sendable, Equatable, Codable {
         try container.encode(file, forKey: .file)
         try container.encode(levels, forKey: .levels)
         try container.encode(alarms, forKey: .alarms)
+        try container.encode(captureID?.uuidString.lowercased(), forKey: .captureID)
+        try container.encode(encoding, forKey: .encoding)
     }
 }
 

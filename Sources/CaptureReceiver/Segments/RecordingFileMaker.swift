@@ -72,7 +72,7 @@ public struct RecordingFileMaker: Sendable {
             ("clock synchronized", clock),
             ("encoding application", withoutNUL((message.application.isEmpty ? "unknown sender" : message.application) + ", \(configuration.applicationName)")),
             ("stream id", hello.streamID.uuidString.lowercased()),
-        ]
+        ] + (hello.capture.map { [("capture id", $0.id.uuidString.lowercased()), ("capture encoding", $0.encoding)] } ?? [])
         streamStart = message.startTimeUnixNs
         streamOrigin = message.startSampleTime + Int64(message.primingFrames)
         sampleRate = hello.format.sampleRate

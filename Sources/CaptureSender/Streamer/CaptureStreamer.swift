@@ -37,10 +37,14 @@ import NIOPosix
 /// Sendability (`@unchecked Sendable`): the mutable run state is read and written only under `lock`;
 /// the pipeline, log and senders are thread-safe themselves.
 public final class CaptureStreamer: @unchecked Sendable {
-    /// The stream as the handshake describes it (format, cookie, priming, start time, clock, layout).
-    public let description: StreamDescription
-    /// The packet log: what is captured and not yet acknowledged by every receiver, and its spool.
-    public let log: PacketLog
+    /// The first encoding's stream as the handshake describes it (format, cookie, priming, start
+    /// time, clock, layout).
+    public var description: StreamDescription { encodings[0].description }
+    /// The first encoding's packet log: what is captured and not yet acknowledged by every receiver
+    /// of that encoding, and its spool.
+    public var log: PacketLog { encodings[0].log }
+    /// Every encoding of the capture, in the order of their first destinations.
+    public let encodings: [EncodedStream]
     /// Progress, link changes and the outcome, as they happen; ends after `.finished`.
     public let events: AsyncStream<Event>
 
@@ -60,62 +64,141 @@ public final class CaptureStreamer: @unchecked Sendable {
     private var localCopyOutcome: LocalCopy.Outcome?
     private var linkResults: [Result<StreamSummary, SenderError>?]
     private var stoppedDelivering = false
-    private var earlier: EarlierStreams?
+    private var earlier: [EarlierStreams] = []
     private var outcome: Outcome?
     private var progressTimer: DispatchSourceTimer?
 
     private enum Phase { case created, running, finished, disposed }
 
+    /// One encoding of the capture as a stream of its own: its stream id and name, its description,
+    /// its packet log (one cursor per receiver of this encoding) and spool.
+    public struct EncodedStream: Sendable {
+        /// The encoding's label (`AudioEncoder.encodingLabel`), recorded by the receiver.
+        public var label: String
+        /// The stream's id.
+        public var streamID: UUID
+        /// The stream's name: the configuration's for the first encoding, with the label after it
+        /// for the others (so that files of one capture at one receiver do not share a name).
+        public var streamName: String
+        /// The stream as the handshake describes it.
+        public var description: StreamDescription
+        /// Its packet log.
+        public var log: PacketLog
+        /// The receiver its spool is bound to (its first destination): a later run delivers what
+        /// this run left there.
+        public var spoolDestination: Receiver
+    }
+
     /// One receiver and the sender that serves it.
     private struct Link {
         var role: Role
         var receiver: Receiver
+        /// Index into `encodings`.
+        var encoding: Int
+        /// The receiver's cursor in its encoding's log.
+        var destination: LogDestination
         var sender: StreamSender
     }
 
-    /// Prepares a run: describes the stream, creates the spool (unless `spoolRoot` is nil), the log
-    /// and the capture pipeline. Nothing is captured or sent before `start()`.
-    public init(source: any AudioSource, encoder: any AudioEncoder, configuration: Configuration, logger: Logger) throws(CaptureStreamerError) {
+    /// A receiver and the encoder whose stream it gets.
+    public struct Destination {
+        public var receiver: Receiver
+        public var encoder: any AudioEncoder
+
+        public init(receiver: Receiver, encoder: any AudioEncoder) {
+            self.receiver = receiver
+            self.encoder = encoder
+        }
+    }
+
+    /// Prepares a run of one encoding sent to the configuration's receiver and backups.
+    public convenience init(source: any AudioSource, encoder: any AudioEncoder, configuration: Configuration, logger: Logger) throws(CaptureStreamerError) {
+        let destinations = ([configuration.receiver] + configuration.backups).map { Destination(receiver: $0, encoder: encoder) }
+        try self.init(source: source, destinations: destinations, configuration: configuration, logger: logger)
+    }
+
+    /// Prepares a run: the first destination is the main receiver, the others backups. Destinations
+    /// that share an encoder (the same instance) share its stream: one encoder, one packet log and
+    /// spool with a cursor per receiver. Each distinct encoder is a stream of its own (its own stream
+    /// id, spool and resume secret), all fed by one capture and linked by the capture's id
+    /// (`Configuration.captureID`) in their Hellos. Describes the streams, creates the spools (unless
+    /// `spoolRoot` is nil), the logs and the capture pipeline. Nothing is captured or sent before
+    /// `start()`. (`configuration.receiver` and `backups` are not used: `destinations` says who gets what.)
+    public init(source: any AudioSource, destinations: [Destination], configuration: Configuration, logger: Logger) throws(CaptureStreamerError) {
+        guard !destinations.isEmpty else { throw .invalidState("a streamer needs at least one receiver") }
         self.configuration = configuration
         self.logger = logger
         inputSampleRate = source.format.sampleRate
-        let description = StreamDescription(
-            format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: Date(),
-            clock: ClockSynchronization.current(),
-            // Opus carries its channel mapping in the OpusHead; a layout is passed on for linear PCM.
-            channelLayout: encoder.outputFormat.isLinearPCM ? source.channelLayout : nil
-        )
-        self.description = description
+        let startTime = Date()
+        let clock = ClockSynchronization.current()
         let (stream, sink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1_024))
         events = stream
         eventSink = sink
-        let resumeSecret = ResumeSecret.make()
-        var spool: StreamSpool?
-        if let root = configuration.spoolRoot {
-            do throws(SpoolError) {
-                spool = try StreamSpool.create(root: root, meta: SpoolMeta(
-                    streamID: configuration.streamID, streamName: configuration.streamName, destination: configuration.receiver.identity,
-                    description: description, resumeSecret: resumeSecret))
-            } catch {
-                throw .spool(error.description)
+        // Group the destinations by encoder, in the order of their first appearance.
+        var encoders: [any AudioEncoder] = []
+        var encodingOf: [Int] = []
+        var receiversOf: [[Int]] = []
+        for (index, destination) in destinations.enumerated() {
+            if let existing = encoders.firstIndex(where: { $0 === destination.encoder }) {
+                encodingOf.append(existing)
+                receiversOf[existing].append(index)
+            } else {
+                encodingOf.append(encoders.count)
+                receiversOf.append([index])
+                encoders.append(destination.encoder)
             }
         }
-        let overflow = OverflowRecorder(
-            directory: configuration.spoolRoot ?? FileManager.default.currentDirectoryPath, streamName: configuration.streamName,
-            streamID: configuration.streamID, description: description)
         let report = Self.storageReporter(logger)
-        log = PacketLog(
-            producerIsRealTime: source.isRealTime, spool: spool, capacity: configuration.spoolCapacity, overflow: overflow,
-            destinations: 1 + configuration.backups.count,
-            events: { event in
-                report(event)
-                sink.yield(.storage(event))
-            })
+        var streams: [EncodedStream] = []
+        var spools: [StreamSpool] = []
+        var secrets: [[UInt8]] = []
+        for (number, encoder) in encoders.enumerated() {
+            let label = encoder.encodingLabel
+            let description = StreamDescription(
+                format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames, startTime: startTime,
+                clock: clock,
+                // Opus carries its channel mapping in the OpusHead; a layout is passed on for linear PCM.
+                channelLayout: encoder.outputFormat.isLinearPCM ? source.channelLayout : nil,
+                capture: encoders.count > 1 ? CaptureLink(captureID: configuration.captureID, encoding: label) : nil
+            )
+            let streamID = number == 0 ? configuration.streamID : UUID()
+            let streamName = number == 0 ? configuration.streamName : "\(configuration.streamName)-\(label)"
+            let resumeSecret = ResumeSecret.make()
+            let spoolDestination = destinations[receiversOf[number][0]].receiver
+            var spool: StreamSpool?
+            if let root = configuration.spoolRoot {
+                do throws(SpoolError) {
+                    spool = try StreamSpool.create(root: root, meta: SpoolMeta(
+                        streamID: streamID, streamName: streamName, destination: spoolDestination.identity,
+                        description: description, resumeSecret: resumeSecret))
+                } catch {
+                    spools.forEach { $0.removeAll() }
+                    throw .spool(error.description)
+                }
+            }
+            if let spool { spools.append(spool) }
+            let overflow = OverflowRecorder(
+                directory: configuration.spoolRoot ?? FileManager.default.currentDirectoryPath, streamName: streamName,
+                streamID: streamID, description: description)
+            // The main receiver sets the pace of a source read faster than real time; a stream only
+            // backups get never holds the capture up (it overflows, loudly, instead).
+            let log = PacketLog(
+                producerIsRealTime: source.isRealTime || !receiversOf[number].contains(0), spool: spool, capacity: configuration.spoolCapacity / encoders.count, overflow: overflow,
+                destinations: receiversOf[number].count,
+                events: { event in
+                    report(event)
+                    sink.yield(.storage(event))
+                })
+            streams.append(EncodedStream(
+                label: label, streamID: streamID, streamName: streamName, description: description, log: log, spoolDestination: spoolDestination))
+            secrets.append(resumeSecret)
+        }
+        encodings = streams
         var localCopy: LocalCopy?
         if let settings = configuration.localCopy {
             do throws(LocalCopyError) {
                 localCopy = try LocalCopy(
-                    settings: settings, format: source.format, startTime: description.startTime,
+                    settings: settings, format: source.format, startTime: startTime,
                     info: [("title", configuration.streamName), ("source", configuration.sourceHost), ("encoding application", configuration.application),
                            ("stream id", configuration.streamID.uuidString.lowercased())],
                     stopped: { reason in
@@ -123,40 +206,45 @@ public final class CaptureStreamer: @unchecked Sendable {
                         sink.yield(.localCopyStopped(reason: reason))
                     })
             } catch {
-                spool?.removeAll()
+                spools.forEach { $0.removeAll() }
                 throw .localCopy(error.description)
             }
         }
         do throws(CaptureError) {
-            pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: configuration.queue, log: log, localCopy: localCopy)
+            pipeline = try CapturePipeline(
+                source: source, encodings: zip(encoders, streams).map { ($0, $1.log) }, configuration: configuration.queue, localCopy: localCopy)
         } catch {
             _ = localCopy?.finish()
-            spool?.removeAll()
+            spools.forEach { $0.removeAll() }
             throw .capture(error.description)
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         spoolReads = NIOThreadPool(numberOfThreads: 1)
-        let receivers = [(Role.main, configuration.receiver)] + configuration.backups.enumerated().map { (Role.backup($0.offset + 1), $0.element) }
         var links: [Link] = []
-        for (index, (role, receiver)) in receivers.enumerated() {
+        for (index, destination) in destinations.enumerated() {
+            let receiver = destination.receiver
+            let role: Role = index == 0 ? .main : .backup(index)
+            let number = encodingOf[index]
+            let encoded = streams[number]
             var sending = SenderConfiguration(
-                host: receiver.host, port: receiver.port, streamName: configuration.streamName, streamID: configuration.streamID,
+                host: receiver.host, port: receiver.port, streamName: encoded.streamName, streamID: encoded.streamID,
                 windowBytes: configuration.windowBytes, connectTimeout: configuration.connectTimeout, idleTimeout: configuration.idleTimeout,
                 heartbeatInterval: configuration.heartbeatInterval, application: configuration.application,
                 sourceHost: configuration.sourceHost, authToken: receiver.authToken)
-            sending.resumeSecret = resumeSecret
+            sending.resumeSecret = secrets[number]
             sending.tls = receiver.tls
             sending.reconnect = configuration.reconnect
-            sending.destination = LogDestination(index: index)
+            sending.destination = LogDestination(index: receiversOf[number].firstIndex(of: index) ?? 0)
             if role != .main { sending.giveUpAfter = configuration.backupGiveUpAfter }
             var linkLogger = logger
             if role != .main { linkLogger[metadataKey: "link"] = "\(role) \(receiver)" }
+            if encoders.count > 1 { linkLogger[metadataKey: "encoding"] = "\(encoded.label)" }
             let name = receiver.description
             let sender = StreamSender(
-                configuration: sending, description: description, log: log, logger: linkLogger,
+                configuration: sending, description: encoded.description, log: encoded.log, logger: linkLogger,
                 threads: (group: group, spoolReads: spoolReads),
                 linkChanged: { state in sink.yield(.link(role: role, receiver: name, state: state)) })
-            links.append(Link(role: role, receiver: receiver, sender: sender))
+            links.append(Link(role: role, receiver: receiver, encoding: number, destination: sending.destination, sender: sender))
         }
         self.links = links
         linkResults = Array(repeating: nil, count: links.count)
@@ -178,10 +266,17 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
         guard starting else { throw .invalidState("a streamer starts once; create a new one to stream again") }
         spoolReads.start()
-        if configuration.deliversEarlierStreams, let root = configuration.spoolRoot, let main = links.first {
-            let template = senderTemplate(for: main.receiver)
-            let earlier = EarlierStreams(root: root, excluding: configuration.streamID, destination: main.receiver.identity, template: template, logger: logger)
-            lock.withLock { self.earlier = earlier }
+        if configuration.deliversEarlierStreams, let root = configuration.spoolRoot {
+            // Each receiver a stream's spool is bound to gets the earlier streams bound to it.
+            var seen: [SpoolDestination] = []
+            var started: [EarlierStreams] = []
+            let current = Set(encodings.map(\.streamID))
+            for encoded in encodings where !seen.contains(encoded.spoolDestination.identity) {
+                seen.append(encoded.spoolDestination.identity)
+                let template = senderTemplate(for: encoded.spoolDestination)
+                started.append(EarlierStreams(root: root, excluding: current, destination: encoded.spoolDestination.identity, template: template, logger: logger))
+            }
+            lock.withLock { self.earlier = started }
         }
         for (index, link) in links.enumerated() {
             done.enter()
@@ -192,8 +287,9 @@ public final class CaptureStreamer: @unchecked Sendable {
                     eventSink.yield(.delivered(role: link.role, receiver: link.receiver.description, summary))
                 case .failure(let error):
                     // A backup that will not be served again (refused, given up) must not keep
-                    // audio in the spool: only the main receiver is delivered to after a restart.
-                    if link.role != .main { log.dropDestination(LogDestination(index: index)) }
+                    // audio in the spool: only the receiver a spool is bound to is delivered to
+                    // after a restart.
+                    if link.role != .main { encodings[link.encoding].log.dropDestination(link.destination) }
                     eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
                 }
                 let allDone: Bool = lock.withLock {
@@ -259,13 +355,14 @@ public final class CaptureStreamer: @unchecked Sendable {
         guard running else { throw .invalidState("a marker can be dropped only while the stream runs (after start(), before it ends)") }
         // A receiver known to predate markers would stop getting the stream at the marker (its
         // sequence cannot be skipped): refuse the marker instead, while the audio goes on.
-        if let older = links.enumerated().first(where: { index, link in
-            link.sender.receiverAcceptsMarkers == false && log.givenUpRoom(for: LogDestination(index: index)) == nil
+        if let older = links.first(where: { link in
+            link.sender.receiverAcceptsMarkers == false && encodings[link.encoding].log.givenUpRoom(for: link.destination) == nil
         }) {
-            throw .invalidMarker("the receiver \(older.element.receiver) does not accept markers (it predates them): upgrade capture-recv there; no marker was dropped")
+            throw .invalidMarker("the receiver \(older.receiver) does not accept markers (it predates them): upgrade capture-recv there; no marker was dropped")
         }
-        let sequence = log.appendMarker(label: label)
-        guard sequence > 0 else { throw .invalidState("the stream has ended: a marker can no longer be added to it") }
+        // Every encoding gets the marker, where its own stream stands.
+        let sequences = encodings.map { $0.log.appendMarker(label: label) }
+        guard let sequence = sequences.first, sequence > 0 else { throw .invalidState("the stream has ended: a marker can no longer be added to it") }
         return sequence
     }
 
@@ -279,12 +376,12 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// Stops delivering now, to every receiver: connections close, and what they have not
     /// acknowledged stays in the spool for a later run. Capture stops too.
     public func stopDelivering() {
-        let earlier: EarlierStreams? = lock.withLock {
+        let earlier: [EarlierStreams] = lock.withLock {
             stoppedDelivering = true
             return self.earlier
         }
         links.forEach { $0.sender.abandon() }
-        earlier?.abandon()
+        earlier.forEach { $0.abandon() }
     }
 
     /// Blocks until capture and every delivery are over, and returns how they went. Call it after
@@ -303,10 +400,11 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
     }
 
-    /// Releases capture and the threads, closes the log, and removes the spool once the main
-    /// receiver has the whole stream (the spool is bound to it: a later run delivers only to it, so
-    /// whatever a backup lacks is not kept); otherwise the spool is synced for a later run to
-    /// deliver. Call it after `waitUntilFinished()`; calling it earlier stops delivering first.
+    /// Releases capture and the threads, closes the logs, and removes each encoding's spool once the
+    /// receiver it is bound to (its first destination) has the whole stream (a later run delivers
+    /// only to that one, so whatever a backup lacks is not kept); otherwise the spool is synced for a
+    /// later run to deliver. Call it after `waitUntilFinished()`; calling it earlier stops
+    /// delivering first.
     public func dispose() {
         let wasRunning: Bool = lock.withLock {
             defer { if phase != .disposed { phase = .disposed } }
@@ -318,7 +416,9 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
         pipeline.queue.dispose()
         _ = pipeline.localCopy?.finish()
-        if log.isComplete || log.isComplete(for: .main) { log.removeSpool() } else { log.flushSpool() }
+        for encoded in encodings {
+            if encoded.log.isComplete || encoded.log.isComplete(for: .main) { encoded.log.removeSpool() } else { encoded.log.flushSpool() }
+        }
         try? group.syncShutdownGracefully()
         try? spoolReads.syncShutdownGracefully()
     }
@@ -330,10 +430,11 @@ public final class CaptureStreamer: @unchecked Sendable {
             secondsCaptured: Double(capture.framesCaptured + capture.framesLost) / inputSampleRate,
             overruns: capture.overruns, framesLost: capture.framesLost, log: log.progress,
             outputSampleRate: pipeline.outputFormat.sampleRate,
-            links: links.enumerated().map { index, link in
+            links: links.map { link in
                 LinkStatus(
                     role: link.role, receiver: link.receiver.description, state: link.sender.linkState, usesTLS: link.receiver.tls != nil,
-                    progress: log.progress(for: LogDestination(index: index)))
+                    progress: encodings[link.encoding].log.progress(for: link.destination), encoding: encodings[link.encoding].label,
+                    streamProgress: encodings[link.encoding].log.progress, sampleRate: encodings[link.encoding].description.format.sampleRate)
             },
             localCopy: pipeline.localCopy?.progress)
     }
@@ -348,19 +449,19 @@ public final class CaptureStreamer: @unchecked Sendable {
     // MARK: - Inside
 
     private func stopCaptureAtOnce() {
-        log.close()  // a producer waiting for room must not hold the stop up
+        encodings.forEach { $0.log.close() }  // a producer waiting for room must not hold the stop up
         pipeline.queue.stop(immediate: true)
     }
 
     private func finish() {
-        let (capture, results, stopped, earlier, copy): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, EarlierStreams?, LocalCopy.Outcome?) =
+        let (capture, results, stopped, earlier, copy): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, [EarlierStreams], LocalCopy.Outcome?) =
             lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier, localCopyOutcome) }
         let timer = lock.withLock { () -> DispatchSourceTimer? in
             defer { progressTimer = nil }
             return progressTimer
         }
         timer?.cancel()
-        log.close()
+        encodings.forEach { $0.log.close() }
         let statistics = pipeline.queue.statistics
         if statistics.overruns > 0 {
             let recorded = pipeline.fillsLostFrames
@@ -371,11 +472,18 @@ public final class CaptureStreamer: @unchecked Sendable {
             ])
         }
         // Earlier streams are waited for only when not stopped (a stop leaves them in the spool).
-        let earlierResults = stopped ? (failures: [], losses: []) : (earlier?.wait() ?? (failures: [], losses: []))
+        var earlierResults: (failures: [String], losses: [String]) = ([], [])
+        if !stopped {
+            for streams in earlier {
+                let results = streams.wait()
+                earlierResults.failures += results.failures
+                earlierResults.losses += results.losses
+            }
+        }
         let outcome = Outcome(
             capture: capture ?? .success(.stopped),
             links: links.indices.map { index in
-                LinkOutcome(role: links[index].role, receiver: links[index].receiver.description,
+                LinkOutcome(role: links[index].role, receiver: links[index].receiver.description, encoding: encodings[links[index].encoding].label,
                             result: results[index] ?? .failure(.connectionLost("delivery did not run")))
             },
             stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses,

@@ -74,6 +74,9 @@ extension CaptureStreamer {
         /// A safety copy of the capture written on this machine while streaming (`LocalCopy`): in
         /// the capture's own format, whatever the encoder; nil: none.
         public var localCopy: LocalCopySettings?
+        /// The capture's id: every stream of this capture (one per encoding) names it in its Hello
+        /// when there are several.
+        public var captureID = UUID()
 
         public init(streamName: String, receiver: Receiver) {
             self.streamName = streamName

@@ -29,6 +29,12 @@ extension CaptureStreamer {
         public var usesTLS: Bool
         /// What this receiver acknowledged, and when it last did.
         public var progress: PacketLog.Progress
+        /// The label of the encoding this receiver gets (`AudioEncoder.encodingLabel`).
+        public var encoding: String = ""
+        /// The log of that encoding as a whole (what was appended to it, what every receiver of it acknowledged).
+        public var streamProgress: PacketLog.Progress? = nil
+        /// The sample rate of that encoding's stream (for turning its sample times into seconds).
+        public var sampleRate: Double = 0
     }
 
     /// The whole streamer at one moment, as `status` and `Event.progress` give it.
@@ -56,6 +62,8 @@ extension CaptureStreamer {
         public var role: Role
         /// The receiver, as HOST:PORT.
         public var receiver: String
+        /// The label of the encoding it was sent.
+        public var encoding: String = ""
         /// What the receiver confirmed, or why it could not.
         public var result: Result<StreamSummary, SenderError>
     }

@@ -218,6 +218,16 @@ public nonisolated struct Capture_V1_Hello: @unchecked Sendable {
   /// Clears the value of `channelLayout`. Subsequent reads from it will return its default value.
   public mutating func clearChannelLayout() {_uniqueStorage()._channelLayout = nil}
 
+  /// or channels in order), PROTOCOL.md §6.1.3
+  public var capture: Capture_V1_CaptureLink {
+    get {_storage._capture ?? Capture_V1_CaptureLink()}
+    set {_uniqueStorage()._capture = newValue}
+  }
+  /// Returns true if `capture` has been explicitly set.
+  public var hasCapture: Bool {_storage._capture != nil}
+  /// Clears the value of `capture`. Subsequent reads from it will return its default value.
+  public mutating func clearCapture() {_uniqueStorage()._capture = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -248,6 +258,24 @@ public nonisolated struct Capture_V1_ChannelLayout: Sendable {
 /// oldest its sender still holds). The new stream keeps the earlier one's sequence numbers and sample
 /// timeline: its Hello's start_sample_time is the sample index of its first frame in that timeline,
 /// and start_time_unix_ns that frame's UTC time, so the two recordings join without a hole.
+/// The capture a stream is one encoding of (Hello field 17): every stream of one capture names the
+/// same capture_id; encoding says which one this is ("pcm-s16-48000", "opus-64k-20ms").
+public nonisolated struct Capture_V1_CaptureLink: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 16 bytes, a UUID
+  public var captureID: Data = Data()
+
+  /// 1-64 bytes of printable ASCII
+  public var encoding: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Capture_V1_Continuation: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -783,7 +811,7 @@ nonisolated extension Capture_V1_StreamFormat: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0\u{1}continues\0\u{1}clock\0\u{3}channel_layout\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}stream_id\0\u{3}stream_name\0\u{3}auth_token\0\u{1}format\0\u{3}magic_cookie\0\u{3}start_time_unix_ns\0\u{3}start_sample_time\0\u{3}resume_from_sequence\0\u{3}source_host\0\u{1}application\0\u{3}priming_frames\0\u{3}resume_secret\0\u{1}continues\0\u{1}clock\0\u{3}channel_layout\0\u{1}capture\0")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -802,6 +830,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
     var _continues: Capture_V1_Continuation? = nil
     var _clock: Capture_V1_ClockState = .unknown
     var _channelLayout: Capture_V1_ChannelLayout? = nil
+    var _capture: Capture_V1_CaptureLink? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -828,6 +857,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       _continues = source._continues
       _clock = source._clock
       _channelLayout = source._channelLayout
+      _capture = source._capture
     }
   }
 
@@ -862,6 +892,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         case 14: try { try decoder.decodeSingularMessageField(value: &_storage._continues) }()
         case 15: try { try decoder.decodeSingularEnumField(value: &_storage._clock) }()
         case 16: try { try decoder.decodeSingularMessageField(value: &_storage._channelLayout) }()
+        case 17: try { try decoder.decodeSingularMessageField(value: &_storage._capture) }()
         default: break
         }
       }
@@ -922,6 +953,9 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       try { if let v = _storage._channelLayout {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
       } }()
+      try { if let v = _storage._capture {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -947,6 +981,7 @@ nonisolated extension Capture_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
         if _storage._continues != rhs_storage._continues {return false}
         if _storage._clock != rhs_storage._clock {return false}
         if _storage._channelLayout != rhs_storage._channelLayout {return false}
+        if _storage._capture != rhs_storage._capture {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -986,6 +1021,41 @@ nonisolated extension Capture_V1_ChannelLayout: SwiftProtobuf.Message, SwiftProt
   public static func ==(lhs: Capture_V1_ChannelLayout, rhs: Capture_V1_ChannelLayout) -> Bool {
     if lhs.tag != rhs.tag {return false}
     if lhs.bitmap != rhs.bitmap {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Capture_V1_CaptureLink: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CaptureLink"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}capture_id\0\u{1}encoding\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.captureID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.encoding) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.captureID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.captureID, fieldNumber: 1)
+    }
+    if !self.encoding.isEmpty {
+      try visitor.visitSingularStringField(value: self.encoding, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Capture_V1_CaptureLink, rhs: Capture_V1_CaptureLink) -> Bool {
+    if lhs.captureID != rhs.captureID {return false}
+    if lhs.encoding != rhs.encoding {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -234,12 +234,22 @@ enum ConsolePage {
             row.querySelector("button.play").addEventListener("click", () => toggle(stream.id));
             row.querySelector("button.timeline-toggle").addEventListener("click", () => toggleTimeline(stream.id));
             rows.set(stream.id, row);
-            tbody.appendChild(row);
+            // The streams of one capture (its encodings) stand together: a new one goes after the
+            // capture's last row (and its timeline, when open).
+            const sibling = stream.capture_id ? [...rows.values()].filter((other) => other !== row && other.dataset.capture === stream.capture_id).pop() : null;
+            if (sibling) {
+              const after = sibling.nextElementSibling && sibling.nextElementSibling.classList.contains("timeline-row") ? sibling.nextElementSibling : sibling;
+              after.after(row);
+            } else {
+              tbody.appendChild(row);
+            }
           }
+          if (stream.capture_id) row.dataset.capture = stream.capture_id;
           row.stream = stream;
           row.querySelector(".name").textContent = stream.name;
           row.querySelector(".peer").textContent = stream.peer + " · " + stream.file;
-          row.querySelector(".format").textContent = stream.format;
+          row.querySelector(".format").textContent = stream.format +
+            (stream.encoding ? " · " + stream.encoding + " of capture " + stream.capture_id.slice(0, 8) : "");
           const state = row.querySelector(".state");
           state.textContent = stream.state;
           state.className = "state state-" + stream.state;

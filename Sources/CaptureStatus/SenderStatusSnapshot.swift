@@ -64,6 +64,26 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
     public var bitsPerSecond: Double
     /// Capture overruns (xruns) since the stream began.
     public var overruns: Int
+    /// Each encoding's stream when the capture is sent in several (`--also HOST:PORT,codec=...`);
+    /// empty with one.
+    public var encodings: [EncodingProgress] = []
+
+    /// How one encoding's stream stands.
+    public struct EncodingProgress: Sendable, Equatable {
+        /// The encoding's label (`opus-64k-20ms`).
+        public var label: String
+        /// Seconds every receiver of the encoding acknowledged.
+        public var secondsAcknowledged: Double
+        /// Seconds of it waiting in the spool.
+        public var backlogSeconds: Double
+
+        public init(label: String, secondsAcknowledged: Double, backlogSeconds: Double) {
+            self.label = label
+            self.secondsAcknowledged = secondsAcknowledged
+            self.backlogSeconds = backlogSeconds
+        }
+    }
+
     /// The safety copy on the unit (`--record`): seconds written, or why it stopped; nil without one.
     public var localCopy: LocalCopyState?
 
@@ -80,9 +100,10 @@ public struct SenderStatusSnapshot: Sendable, Equatable {
         secondsWithoutAcknowledgement: Double? = nil, usesTLS: Bool = false,
         secondsCaptured: Double = 0, secondsAcknowledged: Double = 0, backlogBytes: Int = 0,
         backlogSeconds: Double = 0, bitsPerSecond: Double = 0, overruns: Int = 0, backups: [BackupLink] = [],
-        localCopy: LocalCopyState? = nil
+        encodings: [EncodingProgress] = [], localCopy: LocalCopyState? = nil
     ) {
         self.backups = backups
+        self.encodings = encodings
         self.localCopy = localCopy
         self.levels = levels
         self.shortTermLUFS = shortTermLUFS

@@ -14,7 +14,8 @@ import Foundation
 /// - plain: a stable `key=value` line for logs:
 ///   `status link=streaming tls=yes captured_s=12.34 acked_s=12.10 backlog_bytes=38400 backlog_s=0.20 bitrate_bps=1536000 overruns=0 peak_dbfs=-6.0,-6.0 rms_dbfs=-9.0,-9.0 clipped=no,no no_ack_s=0 short_term_lufs=-18.2`,
 ///   then, with backup receivers only, `backups=HOST:PORT/LINK/SECONDS_BEHIND,...`, and with a
-///   local copy only (`--record`), `record_s=SECONDS record_stopped=no`;
+///   local copy only (`--record`), `record_s=SECONDS record_stopped=no`, and with several encodings
+///   only, `encodings=LABEL/ACKED_S/BACKLOG_S,...`;
 /// - JSON: the plain line's keys and values as one JSON object, with the log lines' `time`,
 ///   `level`, `logger` and `message` (`"status"`), for `--log-format json`.
 public struct StatusLineRenderer: Sendable {
@@ -269,6 +270,17 @@ public struct StatusLineRenderer: Sendable {
                 plain: backups.map { "\($0.receiver)/\($0.link.rawValue)/\(StatusFormatting.fixed($0.secondsBehind, decimals: 2))" }.joined(separator: ","),
                 json: "[" + backups.map {
                     "{\"receiver\":\(JSONText.string($0.receiver)),\"link\":\(JSONText.string($0.link.rawValue)),\"behind_s\":\(StatusFormatting.fixed($0.secondsBehind, decimals: 2))}"
+                }.joined(separator: ",") + "]")))
+        }
+        if snapshot.encodings.count > 1 {
+            // Only with several encodings: LABEL/ACKED_SECONDS/BACKLOG_SECONDS per encoding.
+            let encodings = snapshot.encodings
+            pairs.append(("encodings", Value(
+                plain: encodings.map {
+                    "\($0.label)/\(StatusFormatting.fixed($0.secondsAcknowledged, decimals: 2))/\(StatusFormatting.fixed($0.backlogSeconds, decimals: 2))"
+                }.joined(separator: ","),
+                json: "[" + encodings.map {
+                    "{\"encoding\":\(JSONText.string($0.label)),\"acked_s\":\(StatusFormatting.fixed($0.secondsAcknowledged, decimals: 2)),\"backlog_s\":\(StatusFormatting.fixed($0.backlogSeconds, decimals: 2))}"
                 }.joined(separator: ",") + "]")))
         }
         switch snapshot.localCopy {

@@ -60,6 +60,12 @@ final class StatusFigures: @unchecked Sendable {
             backlogBytes: appended.unacknowledgedBytes,
             backlogSeconds: Double(max(0, appended.appendedEndSampleTime - appended.acknowledgedEndSampleTime)) / outputRate,
             bitsPerSecond: bitRate, overruns: Int(status.overruns), backups: Array(backups),
+            encodings: status.encodings.map { encoding in
+                let rate = encoding.sampleRate > 0 ? encoding.sampleRate : outputRate
+                return SenderStatusSnapshot.EncodingProgress(
+                    label: encoding.label, secondsAcknowledged: Double(encoding.progress.acknowledgedEndSampleTime) / rate,
+                    backlogSeconds: Double(max(0, encoding.progress.appendedEndSampleTime - encoding.progress.acknowledgedEndSampleTime)) / rate)
+            },
             localCopy: status.localCopy.map { copy in
                 copy.stoppedBecause == nil ? .writing(seconds: copy.secondsWritten) : .stopped(seconds: copy.secondsWritten)
             }

@@ -201,6 +201,34 @@ final class StatusLineLayoutTests: XCTestCase {
         XCTAssertFalse(renderer.plainLine(try busySnapshot()).contains("backups="), "without backups the key is absent")
     }
 
+    /// Several encodings and a local copy: `encodings=` and `record_s`/`record_stopped` in the plain
+    /// and JSON lines, `rec`/`REC STOPPED` on the terminal; absent without them.
+    func testEncodingsAndTheLocalCopyInEveryStyle() throws {
+        var snapshot = try busySnapshot()
+        snapshot.encodings = [
+            .init(label: "pcm-s16-48000", secondsAcknowledged: 741, backlogSeconds: 13.25),
+            .init(label: "opus-64k-20ms", secondsAcknowledged: 754, backlogSeconds: 0.3),
+        ]
+        snapshot.localCopy = .writing(seconds: 754.25)
+        let plain = renderer.plainLine(snapshot)
+        XCTAssertTrue(plain.hasSuffix(" encodings=pcm-s16-48000/741.00/13.25,opus-64k-20ms/754.00/0.30 record_s=754.25 record_stopped=no"), plain)
+        XCTAssertTrue(renderer.terminalLine(snapshot, width: 200).contains("│ rec 754.2s │"), renderer.terminalLine(snapshot, width: 200))
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(snapshot, time: Date(), logger: "capture-send").utf8)) as? [String: Any])
+        let encodings = try XCTUnwrap(json["encodings"] as? [[String: Any]])
+        XCTAssertEqual(encodings.map { $0["encoding"] as? String }, ["pcm-s16-48000", "opus-64k-20ms"])
+        XCTAssertEqual(encodings.map { $0["acked_s"] as? Double }, [741, 754])
+        XCTAssertEqual(encodings.map { $0["backlog_s"] as? Double }, [13.25, 0.3])
+        XCTAssertEqual(json["record_s"] as? Double, 754.25)
+        XCTAssertEqual(json["record_stopped"] as? Bool, false)
+        snapshot.localCopy = .stopped(seconds: 12.5)
+        XCTAssertTrue(renderer.terminalLine(snapshot, width: 200).contains("│ REC STOPPED 12.5s │"))
+        XCTAssertTrue(renderer.plainLine(snapshot).hasSuffix(" record_s=12.50 record_stopped=yes"))
+        snapshot.encodings.removeLast()
+        let single = renderer.plainLine(snapshot)
+        XCTAssertFalse(single.contains("encodings="), "one encoding: the key is absent")
+        XCTAssertFalse(renderer.plainLine(try busySnapshot()).contains("record_s="), "without a local copy the keys are absent")
+    }
+
     func testLinkStates() {
         XCTAssertEqual(SenderStatusSnapshot(link: .connecting).linkDescription, "connecting")
         XCTAssertEqual(SenderStatusSnapshot(link: .streaming, usesTLS: true).linkDescription, "streaming+TLS")

@@ -436,7 +436,8 @@ public final class CaptureStreamer: @unchecked Sendable {
                     progress: encodings[link.encoding].log.progress(for: link.destination), encoding: encodings[link.encoding].label,
                     streamProgress: encodings[link.encoding].log.progress, sampleRate: encodings[link.encoding].description.format.sampleRate)
             },
-            localCopy: pipeline.localCopy?.progress)
+            localCopy: pipeline.localCopy?.progress,
+            encodings: encodings.map { EncodingStatus(label: $0.label, progress: $0.log.progress, sampleRate: $0.description.format.sampleRate) })
     }
 
     /// The levels of the audio captured since the last call (for a meter), and resets them.

@@ -54,6 +54,18 @@ extension CaptureStreamer {
         public var links: [LinkStatus]
         /// The safety copy on the unit (`Configuration.localCopy`); nil without one.
         public var localCopy: LocalCopy.Progress? = nil
+        /// Every encoding's stream (one with a single encoding), in `CaptureStreamer.encodings` order.
+        public var encodings: [EncodingStatus] = []
+    }
+
+    /// One encoding's stream at one moment.
+    public struct EncodingStatus: Sendable, Equatable {
+        /// The encoding's label.
+        public var label: String
+        /// Its log as a whole: what was appended, what every receiver of it acknowledged, the backlog.
+        public var progress: PacketLog.Progress
+        /// Its stream's sample rate.
+        public var sampleRate: Double
     }
 
     /// How one receiver's delivery ended.

@@ -3,6 +3,10 @@ import Foundation
 import TestSupport
 import XCTest
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One capture, several encodings (issue 29, item 1), with the real executables as the unprivileged
 /// user: capture-send sends PCM to the main receiver and Opus 64k to a backup from one tone. The
 /// PCM file is bit-exact against the tone, the Opus file packet-exact against a clean Opus run of
@@ -77,5 +81,45 @@ final class EncodingsEndToEndTests: XCTestCase {
         XCTAssertEqual(main.stop(), 0)
         XCTAssertEqual(backup.stop(), 0)
         XCTAssertEqual(clean.stop(), 0)
+    }
+
+    /// A capture overrun (the sender stopped with SIGSTOP for 2 s while its paced tone runs on, with
+    /// a queue of two 20 ms buffers, so the catching up overruns it) is a gap at the same sample time
+    /// and of the same length in the PCM stream and in the Opus stream of one capture.
+    func testAnOverrunIsAGapAtTheSameSampleTimeInEveryEncoding() throws {
+        let main = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("main"))
+        let backup = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("backup"))
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(main.port)", "--source", "tone", "--duration", "5", "--buffers", "2", "--buffer-seconds", "0.02",
+            "--stream-name", "overrun", "--also", "127.0.0.1:\(backup.port),codec=opus,bitrate=64k", "--no-spool",
+        ])
+        // A second of audio at the main receiver, then the sender stops for 2 s.
+        Resilience.waitUntil("a second of audio at the main receiver", seconds: 120) {
+            ((main.files().first.flatMap { try? FileManager.default.attributesOfItem(atPath: $0.path)[.size] as? UInt64 }) ?? 0) > 48_000 * 4
+                || !sender.process.isRunning
+        }
+        sender.signal(SIGSTOP)
+        usleep(2_000_000)
+        sender.signal(SIGCONT)
+        let status = sender.wait(seconds: 120)
+        guard sender.standardError.contains("capture overruns") else {
+            throw XCTSkip("the sender caught up without an overrun this time, so there was nothing to check: \(sender.standardError)")
+        }
+        XCTAssertEqual(status, 0, sender.standardError)
+        let pcm = try CAFFile.read(path: try XCTUnwrap(main.files().first).path)
+        let opus = try CAFFile.read(path: try XCTUnwrap(backup.files().first).path)
+        let pcmGaps = pcm.markers.filter { $0.name.hasSuffix("(overrun)") }
+        XCTAssertFalse(pcmGaps.isEmpty, "the PCM stream records the overrun: \(pcm.markers)")
+        XCTAssertEqual(pcm.totalFrames, 5 * 48_000, "the PCM timeline is the capture's, gaps included")
+        // A loss at the very end (a loaded machine) has no audio after it: Opus, whose packets
+        // carry a loss as silence, ends before it and does not label it.
+        let frames = { (marker: CAFMarker) in Int64(marker.name.split(separator: " ")[1]) ?? 0 }
+        let trailing = pcmGaps.last.map { $0.framePosition + frames($0) == 5 * 48_000 ? frames($0) : 0 } ?? 0
+        XCTAssertEqual(opus.packetTable?.validFrames, 5 * 48_000 - trailing, "the Opus timeline is the capture's too")
+        XCTAssertEqual(
+            opus.markers.filter { $0.name.hasSuffix("(overrun)") }, trailing > 0 ? Array(pcmGaps.dropLast()) : pcmGaps,
+            "at the same sample times, of the same lengths")
+        XCTAssertEqual(main.stop(), 0)
+        XCTAssertEqual(backup.stop(), 0)
     }
 }

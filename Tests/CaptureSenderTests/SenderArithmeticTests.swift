@@ -16,3 +16,16 @@ final class SenderArithmeticTests: XCTestCase {
         XCTAssertTrue(SenderError.rateLimited(message: "m", retryAfter: 0.2).description.contains("trying again in 1 s"))
     }
 }
+
+/// The stream name of an encoding after the first: `NAME-LABEL`, within the 255 bytes a receiver
+/// accepts, the name cut at a character.
+final class EncodingStreamNameTests: XCTestCase {
+    func testTheNameIsTheCapturesWithTheLabelAndFitsTheLimit() {
+        XCTAssertEqual(CaptureStreamer.encodingStreamName("field", label: "opus-64k-20ms"), "field-opus-64k-20ms")
+        let long = String(repeating: "é", count: 127)  // 254 bytes
+        let named = CaptureStreamer.encodingStreamName(long, label: "opus-64k-20ms")
+        XCTAssertLessThanOrEqual(named.utf8.count, 255)
+        XCTAssertTrue(named.hasSuffix("é-opus-64k-20ms"), named)
+        XCTAssertEqual(named.utf8.count, 2 * 120 + 14)
+    }
+}

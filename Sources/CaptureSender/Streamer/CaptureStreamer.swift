@@ -162,7 +162,7 @@ public final class CaptureStreamer: @unchecked Sendable {
                 capture: encoders.count > 1 ? CaptureLink(captureID: configuration.captureID, encoding: label) : nil
             )
             let streamID = number == 0 ? configuration.streamID : UUID()
-            let streamName = number == 0 ? configuration.streamName : "\(configuration.streamName)-\(label)"
+            let streamName = number == 0 ? configuration.streamName : Self.encodingStreamName(configuration.streamName, label: label)
             let resumeSecret = ResumeSecret.make()
             let spoolDestination = destinations[receiversOf[number][0]].receiver
             var spool: StreamSpool?
@@ -521,6 +521,15 @@ public final class CaptureStreamer: @unchecked Sendable {
         template.tls = receiver.tls
         template.reconnect = configuration.reconnect
         return template
+    }
+
+    /// The stream name of an encoding after the first: `NAME-LABEL`, the name cut (at a character)
+    /// so that the whole stays within the 255 bytes a receiver accepts.
+    static func encodingStreamName(_ name: String, label: String) -> String {
+        let suffix = "-" + label
+        var base = name
+        while base.utf8.count + suffix.utf8.count > 255, !base.isEmpty { base.removeLast() }
+        return base + suffix
     }
 
     /// Logs the log's storage events loudly.

@@ -13,17 +13,6 @@ final class FilledGapStateTests: XCTestCase {
         case error(WireError)
     }
 
-    private func streamingAfterFirstAudio() throws -> ReceiverStreamState {
-        var state = ReceiverStreamState()
-        try state.receivePreamble(version: 1)
-        guard case .decideOnHello(let hello) = try state.receive(.hello(WireFixtures.hello())) else {
-            throw UnexpectedAction(description: "the fixture Hello was not accepted")
-        }
-        try state.accept(resumingAt: .newStream(hello))
-        _ = try state.receive(.audioData(WireFixtures.pcmAudio()))
-        return state
-    }
-
     private func filled(_ sequence: UInt64, at sampleTime: Int64, _ length: UInt64) -> Capture_V1_FilledGap {
         WireFixtures.filledGap(sequence: sequence, sampleTime: sampleTime, length: length)
     }
@@ -56,7 +45,7 @@ final class FilledGapStateTests: XCTestCase {
             (filled(0, at: 4, 1), .error(.invalidField(message: .filledGap, field: "sequence", reason: "sequences start at 1")), #line),
         ]
         for row in rows {
-            var state = try streamingAfterFirstAudio()
+            var state = try WireFixtures.streamingAfterFirstAudio()
             let outcome: Outcome
             do {
                 outcome = .action(try state.receive(.filledGap(row.message), atUnixNanoseconds: tenSecondsIn))
@@ -76,7 +65,7 @@ final class FilledGapStateTests: XCTestCase {
 
     /// Audio, markers and the end follow a filled gap where the timeline stood before it.
     func testAudioAndTheEndFollowAFilledGapWhereTheTimelineStood() throws {
-        var state = try streamingAfterFirstAudio()
+        var state = try WireFixtures.streamingAfterFirstAudio()
         XCTAssertEqual(try state.receive(.filledGap(filled(2, at: 3, 5))), .recordFilledGap(filled(2, at: 3, 5)))
         XCTAssertEqual(try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 3, firstSampleTime: 4))),
                        .writeAudio(WireFixtures.pcmAudio(sequence: 3, firstSampleTime: 4)))

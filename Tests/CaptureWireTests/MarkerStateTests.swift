@@ -11,17 +11,6 @@ final class MarkerStateTests: XCTestCase {
         case error(WireError)
     }
 
-    private func streamingAfterFirstAudio() throws -> ReceiverStreamState {
-        var state = ReceiverStreamState()
-        try state.receivePreamble(version: 1)
-        guard case .decideOnHello(let hello) = try state.receive(.hello(WireFixtures.hello())) else {
-            throw UnexpectedAction(description: "the fixture Hello was not accepted")
-        }
-        try state.accept(resumingAt: .newStream(hello))
-        _ = try state.receive(.audioData(WireFixtures.pcmAudio()))
-        return state
-    }
-
     private func marker(_ sequence: UInt64, at sampleTime: Int64, _ label: String = "") -> Capture_V1_Marker {
         WireFixtures.marker(sequence: sequence, sampleTime: sampleTime, label: label)
     }
@@ -45,7 +34,7 @@ final class MarkerStateTests: XCTestCase {
             (marker(0, at: 4), .error(.invalidField(message: .marker, field: "sequence", reason: "sequences start at 1")), 2, 4, #line),
         ]
         for row in rows {
-            var state = try streamingAfterFirstAudio()
+            var state = try WireFixtures.streamingAfterFirstAudio()
             let outcome: Outcome
             do {
                 outcome = .action(try state.receive(.marker(row.message)))
@@ -64,7 +53,7 @@ final class MarkerStateTests: XCTestCase {
 
     /// A marker takes a sequence and no frames: audio and the end follow it at the same sample.
     func testAMarkerTakesASequenceAndNoFrames() throws {
-        var state = try streamingAfterFirstAudio()
+        var state = try WireFixtures.streamingAfterFirstAudio()
         XCTAssertEqual(try state.receive(.marker(marker(2, at: 4, "a"))), .recordMarker(marker(2, at: 4, "a")))
         XCTAssertEqual(try state.receive(.marker(marker(3, at: 4, "b"))), .recordMarker(marker(3, at: 4, "b")))
         XCTAssertEqual(try state.receive(.audioData(WireFixtures.pcmAudio(sequence: 4, firstSampleTime: 4))),

@@ -98,6 +98,19 @@ enum WireFixtures {
         return gap
     }
 
+    /// A receiver's protocol machine that accepted the fixture Hello as a new stream and took
+    /// AudioData 1 (frames 0..<4): where the table tests of Marker and FilledGap start.
+    static func streamingAfterFirstAudio() throws -> ReceiverStreamState {
+        var state = ReceiverStreamState()
+        try state.receivePreamble(version: 1)
+        guard case .decideOnHello(let hello) = try state.receive(.hello(hello())) else {
+            throw UnexpectedAction(description: "the fixture Hello was not accepted")
+        }
+        try state.accept(resumingAt: .newStream(hello))
+        _ = try state.receive(.audioData(pcmAudio()))
+        return state
+    }
+
     static func filledGap(sequence: UInt64 = 8, sampleTime: Int64 = 18_000, length: UInt64 = 1_920, reason: String = "paused") -> Capture_V1_FilledGap {
         var gap = Capture_V1_FilledGap()
         gap.sequence = sequence

@@ -163,13 +163,7 @@ final class MarkerEndToEndTests: XCTestCase {
 
         // Exported: Broadcast Wave cue points with the labels, FLAC chapters.
         let exports = work.appendingPathComponent("exports")
-        try Unprivileged.makeDirectory(exports)
-        let export = try ChildProcess(Products.recv, ["export", file.path, "--to", "wav", "--out", exports.path])
-        XCTAssertEqual(export.wait(), 0, export.standardError)
-        let wav = exports.appendingPathComponent(file.deletingPathExtension().lastPathComponent + ".wav").path
-        let read = try ToolRunner.run("python3", [Self.scripts.appendingPathComponent("riff_cues.py").path, wav])
-        XCTAssertTrue(read.succeeded, read.errorText)
-        let cues = try XCTUnwrap(try JSONSerialization.jsonObject(with: read.standardOutput) as? [[String: Any]])
+        let (_, cues) = try exportWAVWithCues(file, to: exports)
         XCTAssertEqual(cues.compactMap { $0["label"] as? String }, [
             "intro", "gap: \(pausedFrames) frames not captured (paused)", "marker", "nach dem Neustart ✓",
         ])
@@ -181,6 +175,18 @@ final class MarkerEndToEndTests: XCTestCase {
         XCTAssertTrue(probe.succeeded, probe.errorText)
         let chapters = try XCTUnwrap(probe.jsonObject?["chapters"] as? [[String: Any]])
         XCTAssertEqual(chapters.compactMap { ($0["tags"] as? [String: String])?["title"] }, ["intro", "marker 2", "nach dem Neustart ✓"])
+    }
+
+    /// Exports `file` to WAV in `folder` with the receiver's `export`, and reads the WAV's cue points
+    /// with riff_cues.py: the WAV's path and its cues (`position`, `label`).
+    private func exportWAVWithCues(_ file: URL, to folder: URL, line: UInt = #line) throws -> (wav: String, cues: [[String: Any]]) {
+        try Unprivileged.makeDirectory(folder)
+        let export = try ChildProcess(Products.recv, ["export", file.path, "--to", "wav", "--out", folder.path])
+        XCTAssertEqual(export.wait(), 0, export.standardError, line: line)
+        let wav = folder.appendingPathComponent(file.deletingPathExtension().lastPathComponent + ".wav").path
+        let read = try ToolRunner.run("python3", [Self.scripts.appendingPathComponent("riff_cues.py").path, wav])
+        XCTAssertTrue(read.succeeded, read.errorText, line: line)
+        return (wav, try XCTUnwrap(try JSONSerialization.jsonObject(with: read.standardOutput) as? [[String: Any]], line: line))
     }
 
     /// The seconds on disk of the API's first stream row.
@@ -249,13 +255,7 @@ final class MarkerEndToEndTests: XCTestCase {
 
         // Decoded (the WAV export, through libopus): the tone, silence over the pause, the tone again.
         let exports = work.appendingPathComponent("exports")
-        try Unprivileged.makeDirectory(exports)
-        let export = try ChildProcess(Products.recv, ["export", file.path, "--to", "wav", "--out", exports.path])
-        XCTAssertEqual(export.wait(), 0, export.standardError)
-        let wav = exports.appendingPathComponent(file.deletingPathExtension().lastPathComponent + ".wav").path
-        let read = try ToolRunner.run("python3", [Self.scripts.appendingPathComponent("riff_cues.py").path, wav])
-        XCTAssertTrue(read.succeeded, read.errorText)
-        let cues = try XCTUnwrap(try JSONSerialization.jsonObject(with: read.standardOutput) as? [[String: Any]])
+        let (wav, cues) = try exportWAVWithCues(file, to: exports)
         XCTAssertEqual(cues.compactMap { $0["label"] as? String }, [pause.name])
         let start = try XCTUnwrap(cues.first?["position"] as? Int)
         let end = start + pausedFrames

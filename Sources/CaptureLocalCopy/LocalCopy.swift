@@ -50,6 +50,13 @@ public final class LocalCopy: Sendable {
         case audio(start: Int64, bytes: [UInt8], frames: Int)
         case gap(start: Int64, length: Int64, reason: String)
         case end
+
+        init(_ gap: CaptureGapTracker.Gap) {
+            switch gap {
+            case .lost(let start, let frames): self = .gap(start: start, length: frames, reason: "overrun")
+            case .paused(let start, let frames): self = .gap(start: start, length: frames, reason: "paused")
+            }
+        }
     }
 
     private struct State {
@@ -59,8 +66,8 @@ public final class LocalCopy: Sendable {
         var stoppedBecause: String?
         var finished = false
         var files: [String] = []
-        /// The pause being copied (coalesced into one gap); taker side.
-        var openPause: (start: Int64, frames: Int64)?
+        /// Where the capture's overruns and pauses fall, one gap per pause.
+        var gaps = CaptureGapTracker()
     }
 
     private let settings: LocalCopySettings
@@ -99,43 +106,21 @@ public final class LocalCopy: Sendable {
     /// Takes a captured buffer (called on the capture's delivery thread): copies it into the queue
     /// and returns at once. Lost and paused frames before it become a gap.
     public func take(_ buffer: CapturedBuffer) {
-        let start = buffer.startTime.sampleTime
-        let lost = Int64(buffer.framesLostBefore)
-        let paused = Int64(buffer.framesPausedBefore)
-        var items: [Item] = []
+        let frames = Int64(buffer.packetCount)
+        let bytes = buffer.packetCount > 0
+            ? Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<min(buffer.packetCount * Int(format.bytesPerFrame), buffer.bytes.count)])) : []
         let backlogLimit = Int64(settings.backlogSeconds * format.sampleRate)
         let (accepted, overflowed): (Bool, Bool) = state.withLock { state in
             guard state.stoppedBecause == nil, !state.finished else { return (false, false) }
-            // A paused queue's reports (no frames) and the first buffer after it make one gap.
-            if buffer.packetCount == 0 {
-                if lost > 0 {
-                    Self.closePause(&state, into: &items)
-                    items.append(.gap(start: start - paused - lost, length: lost, reason: "overrun"))
-                }
-                if paused > 0 { Self.extendPause(&state, from: start - paused, frames: paused, into: &items) }
-            } else {
-                if paused > 0 { Self.extendPause(&state, from: start - lost - paused, frames: paused, into: &items) }
-                Self.closePause(&state, into: &items)
-                if lost > 0 { items.append(.gap(start: start - lost, length: lost, reason: "overrun")) }
-                let byteCount = buffer.packetCount * Int(format.bytesPerFrame)
-                items.append(.audio(start: start, bytes: Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<min(byteCount, buffer.bytes.count)])), frames: buffer.packetCount))
-            }
-            let frames = items.reduce(Int64(0)) { total, item in
-                switch item {
-                case .audio(_, _, let frames): return total + Int64(frames)
-                default: return total
-                }
-            }
-            if state.waitingFrames + frames > backlogLimit {
-                return (false, true)
-            }
-            state.items += items
+            guard state.waitingFrames + frames <= backlogLimit else { return (false, true) }
+            state.items += state.gaps.take(buffer).map(Item.init)
+            if frames > 0 { state.items.append(.audio(start: buffer.startTime.sampleTime, bytes: bytes, frames: buffer.packetCount)) }
             state.waitingFrames += frames
             return (true, false)
         }
         if overflowed {
             stop(because: "the disk fell more than \(Int(settings.backlogSeconds)) s behind the capture")
-        } else if accepted, !items.isEmpty {
+        } else if accepted {
             wake.signal()
         }
     }
@@ -146,19 +131,12 @@ public final class LocalCopy: Sendable {
         let alreadyEnded: Bool = state.withLock { state in
             if state.finished { return true }
             state.finished = true
-            var items: [Item] = []
-            Self.closePause(&state, into: &items)
-            state.items += items + [.end]
+            state.items += state.gaps.finish().map(Item.init) + [.end]
             return false
         }
-        if !alreadyEnded {
-            wake.signal()
-            done.wait()
-            done.signal()  // a second finish() returns too
-        } else {
-            done.wait()
-            done.signal()
-        }
+        if !alreadyEnded { wake.signal() }
+        done.wait()
+        done.signal()  // a second finish() returns too
         return state.withLock { state in
             Outcome(files: state.files, seconds: Double(state.writtenFrames) / format.sampleRate, stoppedBecause: state.stoppedBecause)
         }
@@ -174,21 +152,6 @@ public final class LocalCopy: Sendable {
     }
 
     // MARK: - Inside
-
-    private static func extendPause(_ state: inout State, from start: Int64, frames: Int64, into items: inout [Item]) {
-        if let pause = state.openPause, pause.start + pause.frames == start {
-            state.openPause = (pause.start, pause.frames + frames)
-        } else {
-            closePause(&state, into: &items)
-            state.openPause = (start, frames)
-        }
-    }
-
-    private static func closePause(_ state: inout State, into items: inout [Item]) {
-        guard let pause = state.openPause else { return }
-        state.openPause = nil
-        items.append(.gap(start: pause.start, length: pause.frames, reason: "paused"))
-    }
 
     /// Stops the copy once (the first reason wins), and tells `stopped`.
     private func stop(because reason: String) {

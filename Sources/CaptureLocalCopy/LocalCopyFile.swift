@@ -89,6 +89,8 @@ final class SoundFileLocalCopyFile: LocalCopyFile {
     private let channels: Int
     private var ints: [Int32] = []
     private var floats: [Float] = []
+    /// Silence for `appendSilence`, made at its first use.
+    private var zeros: [Int32] = []
     private var closed = false
 
     init(path: String, format: StreamFormat, container: LocalCopySettings.Container) throws(LocalCopyError) {
@@ -138,7 +140,7 @@ final class SoundFileLocalCopyFile: LocalCopyFile {
     func appendSilence(frames: Int64) throws(LocalCopyFailure) {
         var left = frames
         let chunk = 4_096
-        let zeros = [Int32](repeating: 0, count: chunk * channels)
+        if zeros.isEmpty { zeros = [Int32](repeating: 0, count: chunk * channels) }
         while left > 0 {
             let now = Int(min(Int64(chunk), left))
             let written = zeros.withUnsafeBufferPointer { sf_writef_int(handle, $0.baseAddress, sf_count_t(now)) }

@@ -47,8 +47,8 @@ public final class EncodingStage: @unchecked Sendable {
     private var lastOutputEnd: Int64 = 0
     /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
     private var reportedLost: Int64 = 0
-    /// The pause being recorded (input timeline): logged as one gap when capture resumes or ends.
-    private var openPause: (start: Int64, frames: Int64)?
+    /// Where the capture's overruns and pauses fall (input timeline), one gap per pause.
+    private var gaps = CaptureGapTracker()
     /// Filled gaps (output timeline) waiting for the packets logged to reach their start, in order.
     private var pendingFilledGaps: [(sampleTime: Int64, length: Int64, reason: String)] = []
     /// The levels of the audio captured since this stage last logged packets, sent with its next ones.
@@ -73,25 +73,14 @@ public final class EncodingStage: @unchecked Sendable {
     /// Takes one captured buffer, with its levels and the loudness read after it (measured once
     /// for every stage). Returns false when the encoder failed on it.
     func handle(_ buffer: CapturedBuffer, levels: LevelMeter.Reading?, loudness: Loudness?) -> Bool {
-        let start = buffer.startTime.sampleTime
-        let lost = Int64(buffer.framesLostBefore)
-        let paused = Int64(buffer.framesPausedBefore)
+        gaps.take(buffer).forEach(record)
         guard buffer.packetCount > 0 else {
-            // A paused queue's report: frames lost before the pause, then the pause so far. An
-            // encoder that fills them covers the pause with silence now, as it lasts.
-            if lost > 0 {
-                closePause()
-                recordLoss(at: start - paused - lost, frames: lost)
-            }
-            if paused > 0 { extendPause(from: start - paused, frames: paused) }
+            // A paused queue's report: an encoder that fills the pause covers it with silence now,
+            // as it lasts.
             let encoded = encoder.fillsLostFrames ? encode(buffer) : true
-            lock.withLock { lastEnd = max(lastEnd, start) }
+            lock.withLock { lastEnd = max(lastEnd, buffer.startTime.sampleTime) }
             return encoded
         }
-        // After a resume: the pause came before any frames lost since (an overrun right after).
-        if paused > 0 { extendPause(from: start - lost - paused, frames: paused) }
-        closePause()
-        if lost > 0 { recordLoss(at: start - lost, frames: lost) }
         // The levels and loudness of this buffer go with the packets this stage logs next. An
         // encoder that accumulates whole frames (Opus) may log nothing for this buffer.
         if let levels { packetLevels.add(levels) }
@@ -107,7 +96,7 @@ public final class EncodingStage: @unchecked Sendable {
             return .failure(.encoderFailed(failure.description))
         }
         // A pause that the stop ended is recorded up to the stop (the queue reported it).
-        closePause()
+        gaps.finish().forEach(record)
         var remainder = 0
         do {
             let tail = try encoder.finish()
@@ -179,35 +168,21 @@ public final class EncodingStage: @unchecked Sendable {
         return merged
     }
 
-    /// Frames lost in an overrun at `start` (input timeline): a Gap for PCM, a filled gap for an
-    /// encoder that covers them with silence.
-    private func recordLoss(at start: Int64, frames: Int64) {
-        lock.withLock { reportedLost += frames }
-        if encoder.fillsLostFrames {
-            queueFilledGap(from: start, frames: frames, reason: "overrun")
-        } else {
-            log.appendGap(sampleTime: start, length: frames, reason: "overrun")
+    /// A gap of the capture (input timeline): a Gap for PCM, a filled gap for an encoder that
+    /// covers it with silence (`overrun` or `paused`).
+    private func record(_ gap: CaptureGapTracker.Gap) {
+        let (start, frames, reason): (Int64, Int64, String)
+        switch gap {
+        case .lost(let at, let length):
+            lock.withLock { reportedLost += length }
+            (start, frames, reason) = (at, length, "overrun")
+        case .paused(let at, let length):
+            (start, frames, reason) = (at, length, "paused")
         }
-    }
-
-    /// Adds `frames` of pause from `start` (input timeline) to the pause being recorded, or opens one.
-    private func extendPause(from start: Int64, frames: Int64) {
-        if let pause = openPause, pause.start + pause.frames == start {
-            openPause = (pause.start, pause.frames + frames)
-        } else {
-            closePause()
-            openPause = (start, frames)
-        }
-    }
-
-    /// Logs the pause being recorded, if any, as one gap with reason `paused`.
-    private func closePause() {
-        guard let pause = openPause else { return }
-        openPause = nil
         if encoder.fillsLostFrames {
-            queueFilledGap(from: pause.start, frames: pause.frames, reason: "paused")
+            queueFilledGap(from: start, frames: frames, reason: reason)
         } else {
-            log.appendGap(sampleTime: pause.start, length: pause.frames, reason: "paused")
+            log.appendGap(sampleTime: start, length: frames, reason: reason)
         }
     }
 

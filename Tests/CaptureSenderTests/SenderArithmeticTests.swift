@@ -29,3 +29,33 @@ final class EncodingStreamNameTests: XCTestCase {
         XCTAssertEqual(named.utf8.count, 2 * 120 + 14)
     }
 }
+
+/// A spool's filled-gap record ('F') read back: a whole one comes back as it was written; one
+/// whose numbers no stream can hold (a stretch after where it stands, negative, past 2^62) or that
+/// is cut short is damage, never an entry.
+final class FilledGapSpoolRecordTests: XCTestCase {
+    private func body(position: Int64, sampleTime: Int64, length: Int64, reason: String = "paused", cut: Int = 0) -> ArraySlice<UInt8> {
+        var bytes: [UInt8] = [SpoolRecord.filledGapType]
+        for value in [UInt64(7), UInt64(bitPattern: position), UInt64(bitPattern: sampleTime), UInt64(bitPattern: length)] {
+            bytes += withUnsafeBytes(of: value.bigEndian, Array.init)
+        }
+        bytes += Array(reason.utf8)
+        return ArraySlice(bytes.dropLast(cut))
+    }
+
+    func testAWholeRecordReadsBackAndADamagedOneIsRefused() {
+        let entry = LoggedPacket(sequence: 7, content: .filledGap(position: 960, sampleTime: 300, length: 2_000, reason: "paused"))
+        guard case .entry(let packet)? = SpoolRecord.decode(body: body(position: 960, sampleTime: 300, length: 2_000)) else {
+            return XCTFail("a whole record is an entry")
+        }
+        XCTAssertEqual(packet, entry)
+        let framed = SpoolRecord.entry(entry).framed()
+        XCTAssertEqual(Array(framed.head.dropFirst(SpoolRecord.headerSize)), Array(body(position: 960, sampleTime: 300, length: 2_000)))
+        XCTAssertNil(SpoolRecord.decode(body: body(position: 100, sampleTime: 300, length: 10)), "a stretch after where it stands")
+        XCTAssertNil(SpoolRecord.decode(body: body(position: 960, sampleTime: -1, length: 10)), "a negative start")
+        XCTAssertNil(SpoolRecord.decode(body: body(position: 960, sampleTime: 300, length: -5)), "a negative length")
+        XCTAssertNil(SpoolRecord.decode(body: body(position: 1 << 62 + 1, sampleTime: 300, length: 10)), "past 2^62")
+        XCTAssertNil(SpoolRecord.decode(body: body(position: 960, sampleTime: 300, length: Int64.max)), "a length no stream holds")
+        XCTAssertNil(SpoolRecord.decode(body: body(position: 960, sampleTime: 300, length: 10, reason: "", cut: 1)), "cut short")
+    }
+}

@@ -214,6 +214,8 @@ public final class PacketLog: @unchecked Sendable {
     /// The disk spool, if any.
     public let spool: StreamSpool?
     private let overflowRecorder: OverflowRecorder?
+    /// `--spool-max` shared with the capture's other encodings; nil: `capacity` is this log's own.
+    private let budget: SpoolBudget?
     private let events: @Sendable (PacketLogEvent) -> Void
     private let spoolQueue = DispatchQueue(label: "packet-log spool")
 
@@ -226,8 +228,10 @@ public final class PacketLog: @unchecked Sendable {
     /// `destinations`: how many receivers the stream goes to (`LogDestination.main` and the backups).
     public init(
         memoryLimit: Int = PacketLog.defaultMemoryLimit, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
-        overflow: OverflowRecorder? = nil, destinations: Int = 1, events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
+        overflow: OverflowRecorder? = nil, destinations: Int = 1, budget: SpoolBudget? = nil,
+        events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
     ) {
+        self.budget = budget
         cursors = Array(repeating: Cursor(acknowledged: 0), count: max(1, destinations))
         self.memoryLimit = memoryLimit
         self.producerIsRealTime = producerIsRealTime
@@ -252,6 +256,10 @@ public final class PacketLog: @unchecked Sendable {
         end = contents.end ?? StreamEnd(endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
         holdsCapturedAudio = contents.holdsCapturedAudio
     }
+
+    /// Unacknowledged payload bytes held for any destination (memory or spool): what counts against
+    /// `--spool-max`.
+    public var heldBytesTotal: Int { condition.withLock { heldBytes } }
 
     /// For a recovered stream: whether its spool ever held captured audio (or the receiver has
     /// some of it). A stream without is never delivered: it must not become a file. Always true for
@@ -306,8 +314,10 @@ public final class PacketLog: @unchecked Sendable {
     public func append(_ packets: EncodedPackets, levels: AudioLevels? = nil) -> UInt64 {
         if producerIsRealTime {
             let incoming = packets.payload.count
+            // Asked before taking this log's lock: the budget reads the other logs under theirs.
+            let limit = budget?.limit(for: self) ?? capacity
             let (full, givenUp): (Bool, GivenUp) = condition.withLock {
-                let room = BackupRoom(bytes: overflow != nil ? capacity / 2 : capacity, limit: .spoolMax)
+                let room = BackupRoom(bytes: overflow != nil ? limit / 2 : limit, limit: .spoolMax)
                 let givenUp = giveUpBackups(beyond: room, incoming: incoming)
                 return (heldBytes > room.bytes - incoming, givenUp)
             }

@@ -61,6 +61,10 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private let security: Security?
     private var tlsHandshakeDone = false
     private var tlsHandshakeTimeout: Scheduled<Void>?
+    /// Where the foreground destinations stand, for a background destination's pacing.
+    private let foreground: @Sendable () -> SendPacing.Foreground
+    /// The pacing ticker, while the connection is up and the session is paced.
+    private var pacingTicker: RepeatedTask?
 
     /// The TLS side of a connection, for explaining its failures.
     struct Security {
@@ -74,16 +78,18 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     init(
         hello: Capture_V1_Hello, log: PacketLog, destination: LogDestination = .main, fetcher: PacketFetcher, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
-        security: Security? = nil, onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
+        security: Security? = nil, pacing: SendPacing = .unpaced, foreground: @escaping @Sendable () -> SendPacing.Foreground = { .finished },
+        onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
     ) {
         self.security = security
+        self.foreground = foreground
         self.onAccepted = onAccepted
         self.log = log
         self.destination = destination
         self.fetcher = fetcher
         self.done = done
         self.logger = logger
-        session = SenderSession(hello: hello, windowBytes: windowBytes, oldestHeld: log.oldestKeptSequence, log: Self.position(of: log))
+        session = SenderSession(hello: hello, windowBytes: windowBytes, oldestHeld: log.oldestKeptSequence, log: Self.position(of: log), pacing: pacing)
     }
 
     private static func position(of log: PacketLog) -> LogPosition {
@@ -105,6 +111,10 @@ final class SenderSessionHandler: ChannelInboundHandler {
                 guard !tlsHandshakeDone else { return }
                 handle(.transportFailed(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"), retry: true))
             }
+        }
+        if session.pacing.needsTicks {
+            let interval = TimeAmount.nanoseconds(Int64(SendPacing.tickInterval))
+            pacingTicker = context.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: interval) { _ in loopBound.value.pacingTick() }
         }
         handle(.channelActive)
         context.fireChannelActive()
@@ -160,6 +170,8 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private func stopListening() {
         if let listening { log.removeListener(listening) }
         listening = nil
+        pacingTicker?.cancel()
+        pacingTicker = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -170,6 +182,11 @@ final class SenderSessionHandler: ChannelInboundHandler {
         }
         handle(.channelInactive(plainTCP: security == nil))
         context.fireChannelInactive()
+    }
+
+    private func pacingTick() {
+        guard let context, context.channel.isActive else { return }
+        handle(.paced(now: MonotonicClock.nanoseconds(), foreground: foreground(), writable: context.channel.isWritable, log: Self.position(of: log)))
     }
 
     private func schedulePump() {

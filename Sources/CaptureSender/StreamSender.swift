@@ -48,6 +48,13 @@ public struct SenderConfiguration: Sendable {
     /// connected without acknowledging anything new) before `run()` gives up with
     /// `SenderError.gaveUp` (`DeliveryPolicy`); nil to try for ever, as for the main receiver.
     public var giveUpAfter: Double? = nil
+    /// The most this receiver is sent, in bits per second of audio payload (`max-rate`); nil for
+    /// no limit.
+    public var maxBitsPerSecond: Int? = nil
+    /// For a background destination (`priority=background`): where the foreground destinations
+    /// stand, looked at every `SendPacing.tickInterval`; it sends only while they are caught up,
+    /// one entry at a time while their streams go on. Nil for a foreground destination.
+    public var foreground: (@Sendable () -> ForegroundState)? = nil
 
     public init(
         host: String, port: Int, streamName: String, streamID: UUID = UUID(), windowBytes: Int = 4 << 20,
@@ -358,7 +365,10 @@ public final class StreamSender: Sendable {
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(
                             hello: hello, log: log, destination: configuration.destination, fetcher: fetcher, windowBytes: configuration.windowBytes, done: done, logger: logger,
-                            security: security, onAccepted: { accepted in
+                            security: security,
+                            pacing: SendPacing(bitsPerSecond: configuration.maxBitsPerSecond, background: configuration.foreground != nil),
+                            foreground: configuration.foreground ?? { .finished },
+                            onAccepted: { accepted in
                                 let before = control.link
                                 _ = control.decide(.accepted(at: Self.now()))
                                 control.fileName = accepted.fileName

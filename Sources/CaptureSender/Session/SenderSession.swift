@@ -32,6 +32,9 @@ struct SenderSession {
         case fetched([LoggedPacket], writable: Bool, log: LogPosition)
         /// `.fetch` failed: the spool cannot give back the entry at `from`.
         case fetchFailed(from: UInt64, reason: String)
+        /// The pacing ticker (`SendPacing.tickInterval`): the time and, for a background
+        /// destination, where the foreground stands; sends what the pacing now allows.
+        case paced(now: UInt64, foreground: SendPacing.Foreground, writable: Bool, log: LogPosition)
         /// Nothing was written for a heartbeat interval.
         case writeIdle(unixNanoseconds: Int64)
         /// Nothing was read for the idle timeout.
@@ -68,6 +71,8 @@ struct SenderSession {
 
     private let hello: Capture_V1_Hello
     private let windowBytes: Int
+    /// What may leave beyond the window: a rate limit, the background rule.
+    private(set) var pacing: SendPacing
     private var state: SenderStreamState
     private var nextToSend: UInt64 = WireProtocol.firstSequence
     /// Sequences sent and not yet acknowledged, with their byte counts, oldest first.
@@ -84,10 +89,12 @@ struct SenderSession {
     private var acceptedFrameTypes: Set<UInt32> = []
 
     /// A session for `hello` over the log's current state (`oldestHeld`: the oldest sequence it
-    /// keeps; `log`: its newest and its end), with at most `windowBytes` unacknowledged bytes in flight.
-    init(hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: LogPosition) {
+    /// keeps; `log`: its newest and its end), with at most `windowBytes` unacknowledged bytes in
+    /// flight, and entries sent no faster than `pacing` allows.
+    init(hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: LogPosition, pacing: SendPacing = .unpaced) {
         self.hello = hello
         self.windowBytes = windowBytes
+        self.pacing = pacing
         state = SenderStreamState(
             oldestHeldSequence: oldestHeld, nextNewSequence: log.lastSequence + 1,
             endedBefore: log.end.map { SenderStreamState.StreamEnd(lastSequence: log.lastSequence, endSampleTime: $0.endSampleTime) })
@@ -109,6 +116,9 @@ struct SenderSession {
         case .received(let message, let writable, let log):
             return receive(message, writable: writable, log: log)
         case .sendable(let writable, let log):
+            return pump(writable: writable, log: log)
+        case .paced(let now, let foreground, let writable, let log):
+            pacing.tick(now: now, foreground: foreground)
             return pump(writable: writable, log: log)
         case .fetched(let packets, let writable, let log):
             fetching = false
@@ -183,7 +193,7 @@ struct SenderSession {
     private mutating func pump(writable: Bool, log: LogPosition) -> [Action] {
         guard state.phase == .streaming, !fetching else { return [] }
         if nextToSend <= log.lastSequence {
-            guard writable, inFlightBytes < windowBytes else { return [] }
+            guard writable, inFlightBytes < windowBytes, pacing.allowsNext(inFlightBytes: inFlightBytes) else { return [] }
             fetching = true
             return [.fetch(from: nextToSend, maxCount: Self.fetchBatch)]
         }
@@ -209,7 +219,7 @@ struct SenderSession {
         var actions: [Action] = []
         for entry in packets {
             // Entries acknowledged meanwhile (a resume point moved) or beyond a hole are not sent.
-            guard entry.sequence == nextToSend, inFlightBytes < windowBytes else { break }
+            guard entry.sequence == nextToSend, inFlightBytes < windowBytes, pacing.allowsNext(inFlightBytes: inFlightBytes) else { break }
             let type = entry.frameType
             if WireProtocol.extendedFrameTypes.contains(type), !acceptedFrameTypes.contains(UInt32(type.rawValue)) {
                 // Never sent to a receiver that does not know the frame type (PROTOCOL.md §12);
@@ -225,6 +235,7 @@ struct SenderSession {
             nextToSend = entry.sequence + 1
             inFlight.append((entry.sequence, entry.byteCount))
             inFlightBytes += entry.byteCount
+            pacing.charge(bytes: entry.byteCount)
         }
         guard !actions.isEmpty else { return [] }  // nothing came: wait for the next acknowledgement or entry
         actions.append(.markSent(through: nextToSend - 1))

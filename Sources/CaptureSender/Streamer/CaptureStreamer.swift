@@ -56,6 +56,7 @@ public final class CaptureStreamer: @unchecked Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let spoolReads: NIOThreadPool
     private let eventSink: AsyncStream<Event>.Continuation
+    private let foregroundGate: ForegroundGate
     private let done = DispatchGroup()
     /// Guards everything below; signalled when `outcome` is set.
     private let lock = NSCondition()
@@ -64,6 +65,10 @@ public final class CaptureStreamer: @unchecked Sendable {
     private var localCopyOutcome: LocalCopy.Outcome?
     private var linkResults: [Result<StreamSummary, SenderError>?]
     private var stoppedDelivering = false
+    /// `deferBackground()` was called: background deliveries end once every foreground one has.
+    private var backgroundDeferred = false
+    /// The background links ended by that deferral (their audio stays in the spool).
+    private var deferredLinks: Set<Int> = []
     private var earlier: [EarlierStreams] = []
     private var outcome: Outcome?
     private var progressTimer: DispatchSourceTimer?
@@ -87,6 +92,8 @@ public final class CaptureStreamer: @unchecked Sendable {
         /// The receiver its spool is bound to (its first destination): a later run delivers what
         /// this run left there.
         public var spoolDestination: Receiver
+        /// Whether its destinations are foreground or background ones.
+        public var priority: Priority = .foreground
     }
 
     /// One receiver and the sender that serves it.
@@ -98,17 +105,35 @@ public final class CaptureStreamer: @unchecked Sendable {
         /// The receiver's cursor in its encoding's log.
         var destination: LogDestination
         var sender: StreamSender
+        var priority: Priority
     }
 
-    /// A receiver and the encoder whose stream it gets.
+    /// A receiver and the encoder whose stream it gets, how urgently, and how fast at most.
     public struct Destination {
         public var receiver: Receiver
         public var encoder: any AudioEncoder
+        /// Foreground (live) or background (delivered after the live streams, "lossless later").
+        public var priority: Priority
+        /// The most this receiver is sent, in bits per second of audio payload; nil for no limit.
+        public var maxBitsPerSecond: Int?
 
-        public init(receiver: Receiver, encoder: any AudioEncoder) {
+        public init(receiver: Receiver, encoder: any AudioEncoder, priority: Priority = .foreground, maxBitsPerSecond: Int? = nil) {
             self.receiver = receiver
             self.encoder = encoder
+            self.priority = priority
+            self.maxBitsPerSecond = maxBitsPerSecond
         }
+    }
+
+    /// How a destination's delivery ranks against the others'.
+    public enum Priority: String, Sendable, Equatable {
+        /// Sent as soon as captured: the live stream.
+        case foreground
+        /// Sent only while every foreground destination is caught up, one entry at a time while
+        /// their streams go on, so that it never delays their acknowledgements. Its spool keeps
+        /// everything until it is acknowledged, across restarts; it gives way first when
+        /// `spoolCapacity` runs out (`SpoolBudget`); `deferBackground()` leaves it in the spool.
+        case background
     }
 
     /// Prepares a run of one encoding sent to the configuration's receiver and backups.
@@ -125,7 +150,18 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// `spoolRoot` is nil), the logs and the capture pipeline. Nothing is captured or sent before
     /// `start()`. (`configuration.receiver` and `backups` are not used: `destinations` says who gets what.)
     public init(source: any AudioSource, destinations: [Destination], configuration: Configuration, logger: Logger) throws(CaptureStreamerError) {
-        guard !destinations.isEmpty else { throw .invalidState("a streamer needs at least one receiver") }
+        guard let first = destinations.first else { throw .invalidState("a streamer needs at least one receiver") }
+        guard first.priority == .foreground else {
+            throw .invalidState("the main receiver (the first destination) is sent the live stream: it cannot be a background destination")
+        }
+        for destination in destinations where destination.priority == .background {
+            guard configuration.spoolRoot != nil else {
+                throw .invalidState("the background destination \(destination.receiver) needs a spool: its audio waits there until it is acknowledged, across restarts")
+            }
+            guard !destinations.contains(where: { $0.priority == .foreground && $0.encoder === destination.encoder }) else {
+                throw .invalidState("the background destination \(destination.receiver) needs an encoder of its own: a foreground destination's stream cannot wait for it")
+            }
+        }
         self.configuration = configuration
         self.logger = logger
         inputSampleRate = source.format.sampleRate
@@ -148,7 +184,7 @@ public final class CaptureStreamer: @unchecked Sendable {
                 encoders.append(destination.encoder)
             }
         }
-        let report = Self.storageReporter(logger)
+        let budget = SpoolBudget(capacity: configuration.spoolCapacity)
         var streams: [EncodedStream] = []
         var spools: [StreamSpool] = []
         var secrets: [[UInt8]] = []
@@ -182,15 +218,19 @@ public final class CaptureStreamer: @unchecked Sendable {
                 streamID: streamID, description: description)
             // The main receiver sets the pace of a source read faster than real time; a stream only
             // backups get never holds the capture up (it overflows, loudly, instead).
+            let background = destinations[receiversOf[number][0]].priority == .background
+            let report = Self.storageReporter(logger, background: background ? (label, spoolDestination.description) : nil)
             let log = PacketLog(
-                producerIsRealTime: source.isRealTime || !receiversOf[number].contains(0), spool: spool, capacity: configuration.spoolCapacity / encoders.count, overflow: overflow,
-                destinations: receiversOf[number].count,
+                producerIsRealTime: source.isRealTime || !receiversOf[number].contains(0), spool: spool, capacity: configuration.spoolCapacity, overflow: overflow,
+                destinations: receiversOf[number].count, budget: budget,
                 events: { event in
                     report(event)
                     sink.yield(.storage(event))
                 })
+            budget.add(log, background: background)
             streams.append(EncodedStream(
-                label: label, streamID: streamID, streamName: streamName, description: description, log: log, spoolDestination: spoolDestination))
+                label: label, streamID: streamID, streamName: streamName, description: description, log: log, spoolDestination: spoolDestination,
+                priority: background ? .background : .foreground))
             secrets.append(resumeSecret)
         }
         encodings = streams
@@ -220,6 +260,7 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         spoolReads = NIOThreadPool(numberOfThreads: 1)
+        let gate = ForegroundGate(caughtUpSeconds: configuration.queue.bufferSeconds + ForegroundGate.allowedLagSeconds)
         var links: [Link] = []
         for (index, destination) in destinations.enumerated() {
             let receiver = destination.receiver
@@ -235,7 +276,14 @@ public final class CaptureStreamer: @unchecked Sendable {
             sending.tls = receiver.tls
             sending.reconnect = configuration.reconnect
             sending.destination = LogDestination(index: receiversOf[number].firstIndex(of: index) ?? 0)
-            if role != .main { sending.giveUpAfter = configuration.backupGiveUpAfter }
+            sending.maxBitsPerSecond = destination.maxBitsPerSecond
+            if destination.priority == .background {
+                // Never given up for lack of progress: it waits for the foreground by design, and
+                // its spool keeps its audio until it is acknowledged, across restarts.
+                sending.foreground = { gate.state }
+            } else if role != .main {
+                sending.giveUpAfter = configuration.backupGiveUpAfter
+            }
             var linkLogger = logger
             if role != .main { linkLogger[metadataKey: "link"] = "\(role) \(receiver)" }
             if encoders.count > 1 { linkLogger[metadataKey: "encoding"] = "\(encoded.label)" }
@@ -244,9 +292,14 @@ public final class CaptureStreamer: @unchecked Sendable {
                 configuration: sending, description: encoded.description, log: encoded.log, logger: linkLogger,
                 threads: (group: group, spoolReads: spoolReads),
                 linkChanged: { state in sink.yield(.link(role: role, receiver: name, state: state)) })
-            links.append(Link(role: role, receiver: receiver, encoding: number, destination: sending.destination, sender: sender))
+            if destination.priority == .foreground {
+                gate.add(ForegroundGate.Member(
+                    link: index, log: encoded.log, destination: sending.destination, sampleRate: encoded.description.format.sampleRate, sender: sender))
+            }
+            links.append(Link(role: role, receiver: receiver, encoding: number, destination: sending.destination, sender: sender, priority: destination.priority))
         }
         self.links = links
+        foregroundGate = gate
         linkResults = Array(repeating: nil, count: links.count)
     }
 
@@ -288,14 +341,17 @@ public final class CaptureStreamer: @unchecked Sendable {
                 case .failure(let error):
                     // A backup that will not be served again (refused, given up) must not keep
                     // audio in the spool: only the receiver a spool is bound to is delivered to
-                    // after a restart.
-                    if link.role != .main { encodings[link.encoding].log.dropDestination(link.destination) }
+                    // after a restart. A background delivery keeps it whatever ended it: its
+                    // spool is bound to it, and a later run delivers what it lacks.
+                    if link.role != .main, link.priority == .foreground { encodings[link.encoding].log.dropDestination(link.destination) }
                     eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
                 }
+                if link.priority == .foreground { foregroundGate.finished(link: index) }
                 let allDone: Bool = lock.withLock {
                     linkResults[index] = result
                     return linkResults.allSatisfy { $0 != nil }
                 }
+                endDeferredBackgroundIfDue()
                 // Nothing delivers any more: capture has nowhere to go (a refused stream, a stop).
                 if allDone { stopCaptureAtOnce() }
                 done.leave()
@@ -371,6 +427,28 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// not taken yet, as `AudioQueueStop(queue, true)` does.
     public func stop(immediate: Bool = false) {
         pipeline.queue.stop(immediate: immediate)
+    }
+
+    /// Stops waiting for the background destinations: once every foreground destination has its
+    /// whole stream (or failed), background deliveries end, and what their receivers have not
+    /// acknowledged stays in their spools for `capture-send spool deliver` or the next run
+    /// (`LinkOutcome.leftInSpool`). What a Ctrl-C does after `stop()`.
+    public func deferBackground() {
+        lock.withLock { backgroundDeferred = true }
+        endDeferredBackgroundIfDue()
+    }
+
+    /// Ends the background deliveries once deferred and every foreground delivery is over.
+    private func endDeferredBackgroundIfDue() {
+        let toEnd: [Int] = lock.withLock {
+            guard backgroundDeferred else { return [] }
+            let foregroundDone = links.indices.allSatisfy { links[$0].priority == .background || linkResults[$0] != nil }
+            guard foregroundDone else { return [] }
+            let pending = links.indices.filter { links[$0].priority == .background && linkResults[$0] == nil && !deferredLinks.contains($0) }
+            deferredLinks.formUnion(pending)
+            return pending
+        }
+        toEnd.forEach { links[$0].sender.abandon() }
     }
 
     /// Stops delivering now, to every receiver: connections close, and what they have not
@@ -455,8 +533,8 @@ public final class CaptureStreamer: @unchecked Sendable {
     }
 
     private func finish() {
-        let (capture, results, stopped, earlier, copy): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, [EarlierStreams], LocalCopy.Outcome?) =
-            lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier, localCopyOutcome) }
+        let (capture, results, stopped, earlier, copy, deferred): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, [EarlierStreams], LocalCopy.Outcome?, Set<Int>) =
+            lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier, localCopyOutcome, deferredLinks) }
         let timer = lock.withLock { () -> DispatchSourceTimer? in
             defer { progressTimer = nil }
             return progressTimer
@@ -485,7 +563,8 @@ public final class CaptureStreamer: @unchecked Sendable {
             capture: capture ?? .success(.stopped),
             links: links.indices.map { index in
                 LinkOutcome(role: links[index].role, receiver: links[index].receiver.description, encoding: encodings[links[index].encoding].label,
-                            result: results[index] ?? .failure(.connectionLost("delivery did not run")))
+                            result: results[index] ?? .failure(.connectionLost("delivery did not run")),
+                            priority: links[index].priority, leftInSpool: leftInSpool(link: index, deferred: deferred))
             },
             stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses,
             localCopy: copy)
@@ -496,6 +575,20 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
         eventSink.yield(.finished(outcome))
         eventSink.finish()
+    }
+
+    /// What a background link left in its spool, when its delivery was deferred (`deferBackground()`)
+    /// or stopped (`stopDelivering()`) before its receiver had everything.
+    private func leftInSpool(link index: Int, deferred: Set<Int>) -> LeftInSpool? {
+        let link = links[index]
+        guard link.priority == .background, case .failure = lock.withLock({ linkResults[index] }) ?? .failure(.connectionLost("")) else { return nil }
+        let encoded = encodings[link.encoding]
+        guard let spool = encoded.log.spool, !encoded.log.isComplete(for: link.destination) else { return nil }
+        let progress = encoded.log.progress(for: link.destination)
+        let rate = encoded.description.format.sampleRate
+        return LeftInSpool(
+            seconds: rate > 0 ? Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / rate : 0,
+            bytes: progress.unacknowledgedBytes, spoolDirectory: spool.directory, deferred: deferred.contains(index))
     }
 
     private func startProgressTimer() {
@@ -532,10 +625,16 @@ public final class CaptureStreamer: @unchecked Sendable {
         return base + suffix
     }
 
-    /// Logs the log's storage events loudly.
-    static func storageReporter(_ logger: Logger) -> @Sendable (PacketLogEvent) -> Void {
+    /// Logs the log's storage events loudly; `background`: the encoding's label and receiver, for a
+    /// background encoding, which gives way first when the spool is full (`SpoolBudget`).
+    static func storageReporter(_ logger: Logger, background: (label: String, receiver: String)? = nil) -> @Sendable (PacketLogEvent) -> Void {
         { event in
             switch event {
+            case .overflowStarted(let path) where background != nil:
+                let label = background?.label ?? "", receiver = background?.receiver ?? ""
+                logger.critical("THE SPOOL IS FULL (--spool-max): the background encoding \(label) for \(receiver) gives way to the live stream: its audio from here on is not kept in the spool but in a local file, and \(receiver)'s recording will have a gap here naming that file", metadata: [
+                    "file": "\(path)", "encoding": "\(label)", "receiver": "\(receiver)",
+                ])
             case .overflowStarted(let path):
                 logger.critical("the spool is full (--spool-max): audio now goes to a local file and the receiver will get a gap here", metadata: ["file": "\(path)"])
             case .overflowEnded(let path, let frames):

@@ -78,6 +78,23 @@ extension CaptureStreamer {
         public var encoding: String = ""
         /// What the receiver confirmed, or why it could not.
         public var result: Result<StreamSummary, SenderError>
+        /// Foreground or background.
+        public var priority: Priority = .foreground
+        /// For a background destination whose delivery ended before its receiver had everything
+        /// (deferred, or stopped): what stays in its spool for a later delivery.
+        public var leftInSpool: LeftInSpool? = nil
+    }
+
+    /// What a background delivery left in its spool for `capture-send spool deliver` or the next run.
+    public struct LeftInSpool: Sendable, Equatable {
+        /// Seconds of audio its receiver has not acknowledged.
+        public var seconds: Double
+        /// Bytes of it.
+        public var bytes: Int
+        /// The spool folder that keeps it.
+        public var spoolDirectory: String
+        /// Ended by `deferBackground()` (as asked) rather than by a failure or `stopDelivering()`.
+        public var deferred: Bool
     }
 
     /// How a run ended, once capture and every delivery are over.
@@ -100,9 +117,17 @@ extension CaptureStreamer {
 
         /// The main receiver's delivery.
         public var main: LinkOutcome { links[0] }
-        /// Backups that did not get the whole stream.
+        /// Backups that did not get the whole stream, but for background ones left in their spools
+        /// as asked (`deferredBackground`).
         public var incompleteBackups: [LinkOutcome] {
-            links.dropFirst().filter { if case .failure = $0.result { return true } else { return false } }
+            links.dropFirst().filter {
+                guard case .failure = $0.result else { return false }
+                return $0.leftInSpool?.deferred != true
+            }
+        }
+        /// Background destinations whose audio was left in their spools by `deferBackground()`.
+        public var deferredBackground: [LinkOutcome] {
+            links.filter { $0.leftInSpool?.deferred == true }
         }
     }
 

@@ -1,0 +1,103 @@
+import CaptureCore
+import Synchronization
+
+/// Where a capture's foreground destinations stand, for its background destinations
+/// (`SendPacing`): `behind` while one of them is not connected or lags more than `caughtUpSeconds`
+/// beyond its own base lag, `finished` once every one has its whole stream or failed, `caughtUp`
+/// otherwise.
+///
+/// A destination's lag is the audio captured and not yet acknowledged, in seconds; its base lag is
+/// the least lag seen while it was connected: what the link's round trip and the receiver's
+/// durable writes cost with nothing queued ahead. The background may add at most
+/// `caughtUpSeconds` to it, whatever the link's own delay (the idea of LEDBAT's target delay).
+///
+/// Sendability: the members and what finished are guarded by a `Mutex`; a look reads each log's
+/// figures under that log's own lock and each sender's link state under its own, one at a time.
+final class ForegroundGate: Sendable {
+    /// How much lag a foreground destination may have beyond its base lag and one capture buffer
+    /// (the time between two appends) and still count as caught up.
+    static let allowedLagSeconds = 0.5
+
+    /// One foreground destination.
+    struct Member: @unchecked Sendable {
+        // Sendability: the log and the sender are thread-safe themselves.
+        var link: Int
+        var log: PacketLog
+        var destination: LogDestination
+        var sampleRate: Double
+        var sender: StreamSender
+    }
+
+    private struct State {
+        var members: [Member] = []
+        var finished: Set<Int> = []
+        /// Each running member's least lag seen while connected, by link.
+        var baseLag: [Int: Double] = [:]
+    }
+
+    /// Seconds of audio a foreground destination may lack beyond its base lag and still count as
+    /// caught up.
+    let caughtUpSeconds: Double
+    private let guarded = Mutex(State())
+
+    init(caughtUpSeconds: Double) {
+        self.caughtUpSeconds = caughtUpSeconds
+    }
+
+    /// Adds a foreground destination.
+    func add(_ member: Member) {
+        guarded.withLock { $0.members.append(member) }
+    }
+
+    /// A foreground link's delivery is over.
+    func finished(link: Int) {
+        _ = guarded.withLock { $0.finished.insert(link) }
+    }
+
+    /// Where the foreground stands now.
+    var state: ForegroundState {
+        let (members, finished) = guarded.withLock { ($0.members, $0.finished) }
+        var looks: [(link: Int, look: ForegroundLook)] = []
+        for member in members {
+            if finished.contains(member.link) || member.log.givenUpRoom(for: member.destination) != nil {
+                looks.append((member.link, .finished))
+                continue
+            }
+            let progress = member.log.progress(for: member.destination)
+            let whole = member.log.progress
+            let lag = member.sampleRate > 0 ? Double(max(0, whole.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / member.sampleRate : 0
+            looks.append((member.link, .running(connected: member.sender.linkState == .streaming, lagSeconds: lag, baseLagSeconds: lag)))
+        }
+        // Each connected member's base lag: the least seen so far.
+        let withBase: [ForegroundLook] = guarded.withLock { state in
+            looks.map { link, look in
+                guard case .running(let connected, let lag, _) = look else { return look }
+                var base = state.baseLag[link] ?? lag
+                if connected {
+                    base = min(base, lag)
+                    state.baseLag[link] = base
+                }
+                return .running(connected: connected, lagSeconds: lag, baseLagSeconds: base)
+            }
+        }
+        return Self.decide(withBase, caughtUpSeconds: caughtUpSeconds)
+    }
+
+    /// One foreground destination, as the gate sees it.
+    enum ForegroundLook: Equatable {
+        case finished
+        case running(connected: Bool, lagSeconds: Double, baseLagSeconds: Double)
+    }
+
+    /// The rule, pure: `behind` if a running destination is not connected or lags more than
+    /// `caughtUpSeconds` beyond its base lag; `caughtUp` if one runs; else `finished`.
+    static func decide(_ looks: [ForegroundLook], caughtUpSeconds: Double) -> ForegroundState {
+        var result = ForegroundState.finished
+        for look in looks {
+            guard case .running(let connected, let lag, let base) = look else { continue }
+            if !connected || lag > base + caughtUpSeconds { return .behind }
+            result = .caughtUp
+        }
+        return result
+    }
+}

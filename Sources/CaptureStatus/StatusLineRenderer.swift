@@ -6,7 +6,9 @@ import Foundation
 /// - terminal: one line that fits a given width, redrawn in place, with a bar per channel:
 ///   `L ▇▇▇▇▇▆--|- -6.0/-9.0 dB CLIP  R … │ S -18.2 LUFS │ streaming+TLS │ cap 12.3s ack 12.1s │ spool 0.2s 37.5 KiB │ 1.54 Mb/s │ xruns 0`
 ///   (with backup receivers, `│ backup reconnecting 12.3s` after the main link: its state and the
-///   seconds it has not acknowledged; with a local copy, `│ rec 12.3s`, or `│ REC STOPPED 12.3s`);
+///   seconds it has not acknowledged; with a local copy, `│ rec 12.3s`, or `│ REC STOPPED 12.3s`;
+///   with several encodings, `│ opus-64k-20ms ack 12.1s +0.2s │ pcm-s16-48000 ack 3.0s +9.3s` after
+///   the spool: each encoding's acknowledged seconds and backlog, the backlog alone on narrow lines);
 ///   (peak/RMS in dBFS of the most recent audio; the bar shows the peak and `|` the held peak;
 ///   `CLIP` when a sample reached full scale; `-∞` for silence; `S` the EBU R128 short-term
 ///   loudness of the last 3 s; `no ack for N s` in place of `streaming` while acknowledgements are
@@ -136,6 +138,15 @@ public struct StatusLineRenderer: Sendable {
         var spool = "spool " + StatusFormatting.fixed(snapshot.backlogSeconds, decimals: decimals) + "s"
         if layout.showsSpoolBytes { spool += " " + StatusFormatting.bytes(snapshot.backlogBytes) }
         fields.append(spool)
+        if snapshot.encodings.count > 1 {
+            // One field per encoding: its acknowledged seconds (rich layouts) and its backlog.
+            for encoding in snapshot.encodings {
+                let backlog = "+" + StatusFormatting.fixed(encoding.backlogSeconds, decimals: decimals) + "s"
+                fields.append(layout.showsCaptured
+                    ? "\(encoding.label) ack " + StatusFormatting.fixed(encoding.secondsAcknowledged, decimals: decimals) + "s " + backlog
+                    : "\(encoding.label) " + backlog)
+            }
+        }
         if layout.showsBitRate { fields.append(StatusFormatting.bitRate(snapshot.bitsPerSecond)) }
         if layout.showsOverruns { fields.append("xruns \(snapshot.overruns)") }
         return fields.joined(separator: " │ ")

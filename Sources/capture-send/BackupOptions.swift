@@ -9,7 +9,7 @@ import Logging
 /// `--also-give-up DURATION`.
 struct BackupOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Also send the whole capture to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver of its encoding has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...). Its encoding is the main receiver's unless changed after a comma: codec=pcm|opus, bitrate=, frame-ms=, complexity=, bitrate-mode=vbr|cvbr|cbr, application= (for example --also backup.example:7373,codec=opus,bitrate=64k): a different encoding is a stream of its own (its own stream id and spool, named STREAM-ENCODING), encoded from the same capture, on the same timeline, and linked to the others by the capture's id. Default: no backup.",
+        "Also send the whole capture to this backup receiver (repeat for more). It gets its own acknowledgements, reconnects and resumes; audio leaves the spool only once every receiver of its encoding has it. TLS and token settings are those of the main receiver unless given after a comma: pin=SHA256, ca=PEM, cert=PEM, key=PEM, token-file=FILE (for example --also backup.example:7373,pin=AB:CD:...). Its encoding is the main receiver's unless changed after a comma: codec=pcm|opus, bitrate=, frame-ms=, complexity=, bitrate-mode=vbr|cvbr|cbr, application= (for example --also backup.example:7373,codec=opus,bitrate=64k): a different encoding is a stream of its own (its own stream id and spool, named STREAM-ENCODING), encoded from the same capture, on the same timeline, and linked to the others by the capture's id. max-rate=BITS (200k, 1.5M; default: no limit) caps what this receiver is sent. priority=background (default: foreground) makes it lossless-later: it is sent only while every foreground receiver is caught up (one capture buffer at a time while they are live, so keep --buffer-seconds small on a thin link), it is never given up, its own spool keeps its audio across restarts, it gives way first when --spool-max runs out, and the first Ctrl-C waits for the foreground receivers only and leaves it in the spool for capture-send spool deliver or the next run (for example --also archive.example:7373,codec=pcm,priority=background). Default: no backup.",
         valueName: "HOST:PORT[,KEY=VALUE...]"))
     var also: [String] = []
 
@@ -54,6 +54,20 @@ struct BackupOptions: ParsableArguments {
         return receivers
     }
 
+    /// Each backup's priority and rate limit, in the order of `--also`.
+    func pacing() throws(CLIError) -> [(CaptureStreamer.Priority, Int?)] {
+        var result: [(CaptureStreamer.Priority, Int?)] = []
+        for text in also {
+            do throws(ValidationError) {
+                let spec = try BackupReceiverSpec(parsing: text)
+                result.append((spec.priority, spec.maxBitsPerSecond))
+            } catch {
+                throw CLIError("\(error)")
+            }
+        }
+        return result
+    }
+
     /// Each backup's encoding, in the order of `--also`: the main's, changed by its settings.
     func encodings(main: EncodingSpec) throws(CLIError) -> [EncodingSpec] {
         var specs: [EncodingSpec] = []
@@ -79,12 +93,17 @@ struct BackupReceiverSpec: Equatable {
     var cert: String?
     var key: String?
     var tokenFile: String?
+    /// `max-rate=`: the most this receiver is sent, in bits per second; nil for no limit.
+    var maxBitsPerSecond: Int?
+    /// `priority=`: foreground (live, the default) or background (lossless later).
+    var priority: CaptureStreamer.Priority = .foreground
     /// Encoding settings (`codec=opus`, `bitrate=64k`...), in the order given; none: the main's encoding.
     var encodingSettings: [(key: String, value: String)] = []
 
     static func == (left: BackupReceiverSpec, right: BackupReceiverSpec) -> Bool {
         left.address == right.address && left.pin == right.pin && left.ca == right.ca && left.cert == right.cert && left.key == right.key
-            && left.tokenFile == right.tokenFile && left.encodingSettings.map(\.key) == right.encodingSettings.map(\.key)
+            && left.tokenFile == right.tokenFile && left.maxBitsPerSecond == right.maxBitsPerSecond && left.priority == right.priority
+            && left.encodingSettings.map(\.key) == right.encodingSettings.map(\.key)
             && left.encodingSettings.map(\.value) == right.encodingSettings.map(\.value)
     }
 
@@ -105,7 +124,7 @@ struct BackupReceiverSpec: Equatable {
         }
         for part in parts {
             guard let equals = part.firstIndex(of: "="), !part[part.index(after: equals)...].isEmpty else {
-                throw ValidationError("--also \(text): '\(part)' is not KEY=VALUE; the keys are pin, ca, cert, key, token-file, \(EncodingSpec.keys.joined(separator: ", "))")
+                throw ValidationError("--also \(text): '\(part)' is not KEY=VALUE; the keys are \(Self.keys)")
             }
             let value = String(part[part.index(after: equals)...])
             switch part[..<equals] {
@@ -114,16 +133,50 @@ struct BackupReceiverSpec: Equatable {
             case "cert": cert = value
             case "key": key = value
             case "token-file": tokenFile = value
+            case "max-rate": maxBitsPerSecond = try Self.parseRate(value, option: "--also \(text)")
+            case "priority":
+                guard let priority = CaptureStreamer.Priority(rawValue: value) else {
+                    throw ValidationError("--also \(text): priority=\(value) is not foreground or background")
+                }
+                self.priority = priority
             case let key where EncodingSpec.keys.contains(String(key)):
                 // Checked here against any spec (the values are what matters); applied to the main's later.
                 _ = try Self.defaultSpec.applying(key: String(key), value: value, option: "--also \(text)")
                 encodingSettings.append((String(key), value))
             default:
-                throw ValidationError("--also \(text): unknown setting '\(part[..<equals])'; the keys are pin, ca, cert, key, token-file, \(EncodingSpec.keys.joined(separator: ", "))")
+                throw ValidationError("--also \(text): unknown setting '\(part[..<equals])'; the keys are \(Self.keys)")
             }
         }
         if pin != nil, ca != nil {
             throw ValidationError("--also \(text): give either pin= or ca=, not both")
         }
+    }
+
+    /// Every key an --also value may set, for error messages.
+    static var keys: String {
+        (["pin", "ca", "cert", "key", "token-file", "max-rate", "priority"] + EncodingSpec.keys).joined(separator: ", ")
+    }
+
+    /// Accepted `max-rate=` values: 8 kb/s (1 kB/s) to 10 Gb/s.
+    static let rateRange = 8_000...10_000_000_000
+
+    /// `max-rate=`: bits per second as 200000, 200k, 1.5M or 1G.
+    static func parseRate(_ text: String, option: String) throws(ValidationError) -> Int {
+        let lowered = text.lowercased()
+        let multiplier: Double
+        var number = lowered
+        switch lowered.last {
+        case "k": multiplier = 1e3
+        case "m": multiplier = 1e6
+        case "g": multiplier = 1e9
+        default: multiplier = 1
+        }
+        if multiplier != 1 { number.removeLast() }
+        guard let value = Double(number), value.isFinite, !number.hasPrefix("+"), number.allSatisfy({ $0.isNumber || $0 == "." }),
+              let bits = Int(exactly: (value * multiplier).rounded()), rateRange.contains(bits)
+        else {
+            throw ValidationError("\(option): max-rate=\(text) is not a rate of 8k to 10G bits per second (write it as 200000, 200k, 1.5M or 1G)")
+        }
+        return bits
     }
 }

@@ -224,17 +224,19 @@ struct CaptureSend: ParsableCommand {
         // One encoder per distinct encoding; receivers of the same encoding share its stream.
         let main = try mainEncoding()
         let specs = [main] + (try backups.encodings(main: main))
-        var encoders: [(spec: EncodingSpec, encoder: any AudioEncoder)] = []
+        // A background destination has an encoder of its own: a live stream never waits for it.
+        let pacing = [(CaptureStreamer.Priority.foreground, Int?.none)] + (try backups.pacing())
+        var encoders: [(spec: EncodingSpec, priority: CaptureStreamer.Priority, encoder: any AudioEncoder)] = []
         var destinations: [CaptureStreamer.Destination] = []
-        for (receiver, spec) in zip([configuration.receiver] + configuration.backups, specs) {
-            if let existing = encoders.first(where: { $0.spec == spec }) {
-                destinations.append(.init(receiver: receiver, encoder: existing.encoder))
+        for ((receiver, spec), (priority, maxRate)) in zip(zip([configuration.receiver] + configuration.backups, specs), pacing) {
+            if let existing = encoders.first(where: { $0.spec == spec && $0.priority == priority }) {
+                destinations.append(.init(receiver: receiver, encoder: existing.encoder, priority: priority, maxBitsPerSecond: maxRate))
                 continue
             }
             let encoder: any AudioEncoder
             do throws(EncoderError) { encoder = try spec.makeEncoder(for: audioSource.format) } catch { throw CLIError(error.description) }
-            encoders.append((spec, encoder))
-            destinations.append(.init(receiver: receiver, encoder: encoder))
+            encoders.append((spec, priority, encoder))
+            destinations.append(.init(receiver: receiver, encoder: encoder, priority: priority, maxBitsPerSecond: maxRate))
         }
         let streamer: CaptureStreamer
         do throws(CaptureStreamerError) {
@@ -252,10 +254,13 @@ struct CaptureSend: ParsableCommand {
             stopCapture: {
                 cancelReopening?()
                 streamer.stop(immediate: false)
+                // The first stop waits for the live (foreground) destinations only.
+                streamer.deferBackground()
             },
             abandonDelivery: { streamer.stopDelivering() },
             leftoverLine: { reason in
                 Self.leftoverLine(reason: reason, log: streamer.log, outputRate: streamer.outputFormat.sampleRate, receiver: receiver.description)
+                    + Self.backgroundLeftover(streamer.encodings)
             },
             writeFinalLine: { [logFormat] line in
                 // Through the console: the watchdog may write it while the status line is drawn.
@@ -313,6 +318,10 @@ struct CaptureSend: ParsableCommand {
                 logger.notice("stream delivered to backup receiver", metadata: [
                     "receiver": "\(link.receiver)", "file": "\(summary.fileName)", "frames": "\(summary.totalFrames)",
                 ])
+            case .failure where link.leftInSpool?.deferred == true:
+                logger.notice("background delivery left in the spool for later, as the stop asked", metadata: [
+                    "receiver": "\(link.receiver)", "encoding": "\(link.encoding)", "seconds": "\(String(format: "%.1f", link.leftInSpool?.seconds ?? 0))",
+                ])
             case .failure(let error):
                 logger.error("backup receiver does not have the whole stream", metadata: ["receiver": "\(link.receiver)", "error": "\(error)"])
             }
@@ -346,6 +355,7 @@ struct CaptureSend: ParsableCommand {
                     "files": "\(copy.files.joined(separator: ","))", "seconds": "\(String(format: "%.3f", copy.seconds))",
                 ])
             }
+            let deferredLine = Self.deferredLine(outcome.deferredBackground)
             let incomplete = outcome.incompleteBackups
             let copyLine = outcome.localCopy.flatMap { copy -> String? in
                 guard let reason = copy.stoppedBecause else { return nil }
@@ -360,8 +370,14 @@ struct CaptureSend: ParsableCommand {
                     return "backup receiver \(link.receiver)\(encoding) does not have the whole stream"
                 } + (copyLine.map { [$0] } ?? [])
                 FinalLine.write(
-                    "the main receiver \(outcome.main.receiver) has the whole stream; \(lines.joined(separator: "; "))", format: logFormat, label: "capture-send")
+                    "the main receiver \(outcome.main.receiver) has the whole stream; \((lines + (deferredLine.map { [$0] } ?? [])).joined(separator: "; "))",
+                    format: logFormat, label: "capture-send")
                 throw ExitCode(Self.incompleteBackupExitCode)
+            }
+            if let deferredLine {
+                // Left for later as asked: the run did its job (exit 0); its last line says what
+                // waits where (a warning, not an error line: nothing is lost).
+                logger.warning("the main receiver \(outcome.main.receiver) has the whole stream; \(deferredLine)")
             }
         case .failure(let error):
             // Lost at the receiver: the rest was delivered and the spool holds nothing more.
@@ -391,6 +407,27 @@ struct CaptureSend: ParsableCommand {
             return "delivery stopped by \(reason): no captured audio was waiting for the receiver, so nothing stays in the spool\(backups)"
         }
         return "delivery stopped by \(reason): \(amount) stays in the spool at \(spool.directory); the next capture-send run for \(receiver) with this spool delivers it, or capture-send spool deliver\(backups)"
+    }
+
+    /// What the background deliveries left in their spools at a stop, one clause each: "background
+    /// pcm-s16-48000 to HOST:PORT: 12.3 s of audio (N bytes) stays in the spool at DIR ...".
+    static func deferredLine(_ links: [CaptureStreamer.LinkOutcome]) -> String? {
+        guard !links.isEmpty else { return nil }
+        return links.compactMap { link -> String? in
+            guard let left = link.leftInSpool else { return nil }
+            return "background \(link.encoding) to \(link.receiver): \(String(format: "%.1f", left.seconds)) s of audio (\(left.bytes) bytes) not yet delivered stays in the spool at \(left.spoolDirectory); capture-send spool deliver, or the next run for \(link.receiver) with this spool, delivers it"
+        }.joined(separator: "; ")
+    }
+
+    /// After a stop of delivery: what each background encoding keeps in its spool ("" for none).
+    static func backgroundLeftover(_ encodings: [CaptureStreamer.EncodedStream]) -> String {
+        encodings.filter { $0.priority == .background }.compactMap { encoded -> String? in
+            let progress = encoded.log.progress(for: .main)
+            guard let spool = encoded.log.spool, spool.exists, !encoded.log.isComplete(for: .main) else { return nil }
+            let rate = encoded.description.format.sampleRate
+            let seconds = rate > 0 ? Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / rate : 0
+            return "; background \(encoded.label) to \(encoded.spoolDestination): \(String(format: "%.1f", seconds)) s of audio stays in the spool at \(spool.directory)"
+        }.joined()
     }
 
     /// The source, and for `--reopen` a way to stop its retries (on SIGINT).

@@ -213,6 +213,13 @@ final class StatusLineLayoutTests: XCTestCase {
         let plain = renderer.plainLine(snapshot)
         XCTAssertTrue(plain.hasSuffix(" encodings=pcm-s16-48000/741.00/13.25,opus-64k-20ms/754.00/0.30 record_s=754.25 record_stopped=no"), plain)
         XCTAssertTrue(renderer.terminalLine(snapshot, width: 200).contains("│ rec 754.2s │"), renderer.terminalLine(snapshot, width: 200))
+        let wide = renderer.terminalLine(snapshot, width: 300)
+        XCTAssertTrue(wide.contains("│ pcm-s16-48000 ack 741.0s +13.2s │ opus-64k-20ms ack 754.0s +0.3s │"), wide)
+        // Narrow: every encoding keeps its backlog, the line its width.
+        let narrow = renderer.terminalLine(snapshot, width: 100)
+        XCTAssertLessThanOrEqual(narrow.count, 100)
+        XCTAssertTrue(narrow.contains("pcm-s16-48000 +13.2s") || narrow.contains("pcm-s16-48000 +13s"), narrow)
+        XCTAssertTrue(narrow.contains("opus-64k-20ms +0.3s") || narrow.contains("opus-64k-20ms +0s"), narrow)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(renderer.jsonLine(snapshot, time: Date(), logger: "capture-send").utf8)) as? [String: Any])
         let encodings = try XCTUnwrap(json["encodings"] as? [[String: Any]])
         XCTAssertEqual(encodings.map { $0["encoding"] as? String }, ["pcm-s16-48000", "opus-64k-20ms"])
@@ -226,6 +233,7 @@ final class StatusLineLayoutTests: XCTestCase {
         snapshot.encodings.removeLast()
         let single = renderer.plainLine(snapshot)
         XCTAssertFalse(single.contains("encodings="), "one encoding: the key is absent")
+        XCTAssertFalse(renderer.terminalLine(snapshot, width: 300).contains("pcm-s16-48000"), "one encoding: no field for it on the terminal")
         XCTAssertFalse(renderer.plainLine(try busySnapshot()).contains("record_s="), "without a local copy the keys are absent")
     }
 

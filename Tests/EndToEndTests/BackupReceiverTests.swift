@@ -140,7 +140,12 @@ final class BackupReceiverTests: XCTestCase {
 
     func testBadBackupSettingsAreRefusedWithOneClearLine() throws {
         let cases: [([String], String)] = [
-            (["--also", "127.0.0.1:7374,colour=blue"], "--also 127.0.0.1:7374,colour=blue: unknown setting 'colour'; the keys are pin, ca, cert, key, token-file, codec, bitrate, frame-ms, complexity, bitrate-mode, application"),
+            (["--also", "127.0.0.1:7374,colour=blue"], "--also 127.0.0.1:7374,colour=blue: unknown setting 'colour'; the keys are pin, ca, cert, key, token-file, max-rate, priority, codec, bitrate, frame-ms, complexity, bitrate-mode, application"),
+            (["--also", "127.0.0.1:7374,max-rate=fast"], "--also 127.0.0.1:7374,max-rate=fast: max-rate=fast is not a rate of 8k to 10G bits per second (write it as 200000, 200k, 1.5M or 1G)"),
+            (["--also", "127.0.0.1:7374,max-rate=7k"], "max-rate=7k is not a rate of 8k to 10G bits per second"),
+            (["--also", "127.0.0.1:7374,max-rate=-200k"], "max-rate=-200k is not a rate"),
+            (["--also", "127.0.0.1:7374,priority=urgent"], "--also 127.0.0.1:7374,priority=urgent: priority=urgent is not foreground or background"),
+            (["--also", "127.0.0.1:7374,codec=opus,priority=background", "--no-spool"], "the background destination 127.0.0.1:7374 needs a spool: its audio waits there until it is acknowledged, across restarts"),
             (["--also", "127.0.0.1:7374,codec=mp3"], "--also 127.0.0.1:7374,codec=mp3: codec=mp3 is not pcm or opus"),
             (["--also", "127.0.0.1:7374,codec=opus,bitrate=2k"], "--also 127.0.0.1:7374,codec=opus,bitrate=2k: bitrate=2k: "),
             (["--also", "127.0.0.1:7374,codec=opus,frame-ms=7"], "--also 127.0.0.1:7374,codec=opus,frame-ms=7: frame-ms=7: "),

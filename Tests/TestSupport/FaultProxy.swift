@@ -17,7 +17,12 @@ import Glibc
 /// - `.blackHole`: connections are accepted but everything is swallowed and nothing is answered or
 ///   relayed, like a peer that vanished without closing (half-open connection);
 /// - `.dropReplies`: what the client sends is relayed, what the upstream answers is swallowed (a
-///   return path that fails while the other direction still works); closes are still relayed.
+///   return path that fails while the other direction still works); closes are still relayed;
+/// - `.sharedLink(bytesPerSecond:bufferBytes:)`: one thin uplink shared by every connection, like a
+///   field unit's 3G modem: what the clients send goes through one first-in first-out queue of up
+///   to `bufferBytes`, drained at `bytesPerSecond` (a connection's bytes wait behind whatever any
+///   connection queued before them); the replies are not paced. Leaving the mode sends what is
+///   queued at once.
 public final class FaultProxy: @unchecked Sendable {
     /// What the proxy does to the traffic.
     public enum Mode: Sendable, Equatable {
@@ -27,6 +32,7 @@ public final class FaultProxy: @unchecked Sendable {
         case throttle(bytesPerSecond: Int)
         case blackHole
         case dropReplies
+        case sharedLink(bytesPerSecond: Int, bufferBytes: Int)
     }
 
     /// The port the proxy listens on (127.0.0.1).
@@ -40,6 +46,8 @@ public final class FaultProxy: @unchecked Sendable {
     private var live: [Relay] = []
     private var accepted = 0
     private var resets = 0
+    /// `.sharedLink`: when the link finishes sending everything queued so far (monotonic seconds).
+    private var linkFreeAt = 0.0
 
     /// Starts a proxy in front of `127.0.0.1:upstreamPort`; `seed` makes the fault pattern repeatable.
     public init(upstreamPort: Int, seed: UInt64) throws {
@@ -138,6 +146,24 @@ public final class FaultProxy: @unchecked Sendable {
             live.removeAll { $0 === relay }
             if wasReset { resets += 1 }
         }
+    }
+
+    /// `.sharedLink`: queues `count` bytes on the shared link; returns when they will have crossed
+    /// it (monotonic seconds), or nil when the link's buffer is full (the caller waits and asks again).
+    fileprivate func queueOnSharedLink(_ count: Int, rate: Int, bufferBytes: Int) -> Double? {
+        lock.withLock {
+            let now = Self.monotonicSeconds()
+            let start = max(now, linkFreeAt)
+            guard (start - now) * Double(rate) <= Double(max(0, bufferBytes - count)) else { return nil }
+            linkFreeAt = start + Double(count) / Double(max(rate, 1))
+            return linkFreeAt
+        }
+    }
+
+    static func monotonicSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// A fresh budget for a connection when the mode became `.resetAfterRandomBytes` after it opened.
@@ -245,6 +271,10 @@ private final class Relay: @unchecked Sendable {
         var pending: ArraySlice<UInt8> = []
         while !isClosing {
             let mode = proxy?.mode ?? .pass
+            if case .sharedLink = mode, source == client, destination >= 0 {
+                guard pumpSharedLink(from: source, to: destination, carrying: &pending) else { return }
+                continue
+            }
             if mode == .stall {
                 usleep(10_000)
                 continue
@@ -287,6 +317,72 @@ private final class Relay: @unchecked Sendable {
             }
             lock.withLock { if budget != Int.max { budget -= sent } }
             pending = pending.dropFirst(sent)
+        }
+    }
+}
+
+extension Relay {
+    /// `.sharedLink` for the client's direction: reads into the shared queue while its buffer has
+    /// room, and sends each chunk once it has crossed the link. Returns when the mode changes (what
+    /// is queued is sent at once; true) or the connection ends (false). `pending` is what was read
+    /// and not yet queued.
+    fileprivate func pumpSharedLink(from source: Int32, to destination: Int32, carrying pending: inout ArraySlice<UInt8>) -> Bool {
+        var queued: [(due: Double, bytes: [UInt8])] = []
+        var buffer = [UInt8](repeating: 0, count: 4 << 10)
+        var sourceEnded = false
+        func sendAll(_ bytes: [UInt8]) -> Bool {
+            var offset = 0
+            while offset < bytes.count {
+                let sent = bytes[offset...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if sent < 0 {
+                    if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { continue }
+                    return false
+                }
+                offset += sent
+            }
+            return true
+        }
+        while true {
+            guard !isClosing, let proxy else { return false }
+            guard case .sharedLink(let rate, let bufferBytes) = proxy.mode else {
+                for chunk in queued where !sendAll(chunk.bytes) { reset(); return false }
+                return true
+            }
+            let now = FaultProxy.monotonicSeconds()
+            while let first = queued.first, first.due <= now {
+                guard sendAll(first.bytes) else { reset(); return false }
+                queued.removeFirst()
+            }
+            if sourceEnded {
+                if queued.isEmpty {
+                    shutdown(destination, Int32(SHUT_WR))
+                    return false
+                }
+            } else if pending.isEmpty {
+                var poller = pollfd(fd: source, events: Int16(POLLIN), revents: 0)
+                let wait = queued.first.map { max(0, min(0.05, $0.due - now)) } ?? 0.05
+                if poll(&poller, 1, Int32((wait * 1_000).rounded(.up))) > 0 {
+                    let count = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
+                    if count == 0 {
+                        sourceEnded = true
+                    } else if count < 0 {
+                        if errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR { reset(); return false }
+                    } else {
+                        pending = buffer[0..<count]
+                    }
+                }
+                continue
+            }
+            if !pending.isEmpty {
+                if let due = proxy.queueOnSharedLink(pending.count, rate: rate, bufferBytes: bufferBytes) {
+                    queued.append((due, Array(pending)))
+                    pending = []
+                    continue
+                }
+            }
+            // The link's buffer is full, or nothing to read: wait for the next chunk to cross.
+            let wait = queued.first.map { max(0, min(0.05, $0.due - FaultProxy.monotonicSeconds())) } ?? 0.01
+            usleep(UInt32(max(1_000, wait * 1e6)))
         }
     }
 }

@@ -1,0 +1,174 @@
+import CAF
+import Foundation
+import TestSupport
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// "Lossless later" (issue 29, item 2), with the real executables as the unprivileged user: live
+/// Opus 64k and PCM marked `priority=background` from one tone, both through one thin uplink (the
+/// proxy's `.sharedLink`: one first-in first-out queue for every connection, like a field unit's
+/// modem, drained at 200 kb/s). The Opus stream is acknowledged live; the PCM stream waits for the
+/// link's spare capacity and is completed after the capture, bit-exact, by the same run, by
+/// `capture-send spool deliver` after a Ctrl-C, or by the next run after a SIGKILL.
+final class LosslessLaterEndToEndTests: XCTestCase {
+    private var work: URL!
+    /// 200 kb/s.
+    private static let linkBytesPerSecond = 25_000
+    /// 20 s of the link: a modem's deep buffer, which a sender that filled it would wait behind.
+    private static let linkBufferBytes = 500_000
+
+    override func setUpWithError() throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("lossless-later-\(UUID().uuidString)")
+        try Unprivileged.makeDirectory(work)
+    }
+
+    override func tearDownWithError() throws {
+        if let work { try? FileManager.default.removeItem(at: work) }
+    }
+
+    /// The JSON status lines a sender wrote so far.
+    private static func statusLines(_ standardError: String) -> [[String: Any]] {
+        standardError.split(separator: "\n").compactMap { line in
+            guard line.contains("\"message\":\"status\"") else { return nil }
+            return try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        }
+    }
+
+    /// An encoding's (acknowledged, backlog) seconds in a status line.
+    private static func encoding(_ label: String, in status: [String: Any]) -> (acked: Double, backlog: Double)? {
+        guard let list = status["encodings"] as? [[String: Any]], let entry = list.first(where: { $0["encoding"] as? String == label }),
+              let acked = entry["acked_s"] as? Double, let backlog = entry["backlog_s"] as? Double
+        else { return nil }
+        return (acked, backlog)
+    }
+
+    /// The sender's arguments: live Opus to the proxy, PCM in the background to the same receiver
+    /// through the same proxy, buffers of 0.1 s (what one background entry costs the live stream on
+    /// a thin link), ten of them (a second of slack for a loaded machine), JSON status every half
+    /// second.
+    private func senderArguments(proxy: FaultProxy, name: String, spool: URL, duration: Int?) -> [String] {
+        var arguments = [
+            "127.0.0.1:\(proxy.port)", "--source", "tone", "--codec", "opus", "--bitrate", "64k", "--buffer-seconds", "0.1",
+            "--buffers", "10", "--stream-name", name, "--also", "127.0.0.1:\(proxy.port),codec=pcm,priority=background", "--spool", spool.path,
+            "--log-format", "json", "--status-interval", "0.5",
+        ]
+        if let duration { arguments += ["--duration", "\(duration)"] }
+        return arguments
+    }
+
+    private func pcmFile(_ receiver: ReceiverUnderTest, name: String) throws -> CAFFile {
+        let file = try XCTUnwrap(receiver.files().first { $0.lastPathComponent.hasPrefix("\(name)-pcm") }, "\(receiver.files())")
+        return try CAFFile.read(path: file.path)
+    }
+
+    func testOpusIsLiveOverAThinLinkAndThePCMCompletesAfterTheCaptureBitExact() throws {
+        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 29)
+        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
+        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: "field", spool: work.appendingPathComponent("spool"), duration: 30))
+        // The capture's 30 s go by; then the link gets better (the crew is back at base) and the
+        // PCM that waited is delivered by the same run.
+        Resilience.waitUntil("30 s captured", seconds: 300) {
+            (Self.statusLines(sender.standardError).last?["captured_s"] as? Double ?? 0) >= 30 || !sender.process.isRunning
+        }
+        let live = Self.statusLines(sender.standardError).filter { ($0["captured_s"] as? Double ?? 0) < 30 }
+        proxy.mode = .pass
+        let status = sender.wait(seconds: 300)
+        XCTAssertEqual(status, 0, sender.standardError)
+
+        // Live: the Opus stream's backlog (captured, not acknowledged) at every status line of
+        // the capture, p99 ≤ 1.5 s.
+        let opusBacklogs = live.compactMap { Self.encoding("opus-64k-20ms", in: $0)?.backlog }.sorted()
+        XCTAssertGreaterThanOrEqual(opusBacklogs.count, 40, "a status line every half second: \(live.count)")
+        let p99 = opusBacklogs[min(opusBacklogs.count - 1, Int((Double(opusBacklogs.count) * 0.99).rounded(.up)) - 1)]
+        XCTAssertLessThanOrEqual(p99, 1.5, "the live stream's backlog: \(opusBacklogs)")
+        // The PCM (1.5 Mb/s) cannot cross a 200 kb/s link live: it fell behind, yet used the
+        // capacity the live stream left.
+        let lastLive = try XCTUnwrap(live.last.flatMap { Self.encoding("pcm-s16-48000", in: $0) })
+        XCTAssertGreaterThan(lastLive.backlog, 20, "the PCM waited")
+        XCTAssertGreaterThan(lastLive.acked, 0, "the background used the link's spare capacity")
+
+        // After the capture, the PCM is complete, the tone bit for bit; the Opus stream too.
+        let pcm = try pcmFile(receiver, name: "field")
+        XCTAssertTrue(pcm.isFinalized)
+        XCTAssertEqual(try pcm.readAudioData(), try Resilience.toneBytes(frames: 30 * 48_000), "bit-exact")
+        let opusURL = try XCTUnwrap(receiver.files().first { $0.lastPathComponent.hasPrefix("field") && !$0.lastPathComponent.hasPrefix("field-pcm") })
+        let opus = try CAFFile.read(path: opusURL.path)
+        XCTAssertTrue(opus.isFinalized)
+        XCTAssertEqual(opus.packetTable?.validFrames, 30 * 48_000)
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+
+    /// The first Ctrl-C waits for the live stream only: the run ends once the Opus stream is
+    /// delivered, exit 0, with a final line naming the PCM left in the spool; `capture-send spool
+    /// deliver` then delivers it, bit-exact.
+    func testAStopWaitsForTheLiveStreamOnlyAndSpoolDeliverCompletesThePCM() throws {
+        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 30)
+        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
+        let spool = work.appendingPathComponent("spool")
+        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: "stopped", spool: spool, duration: nil))
+        Resilience.waitUntil("6 s captured", seconds: 300) {
+            (Self.statusLines(sender.standardError).last?["captured_s"] as? Double ?? 0) >= 6 || !sender.process.isRunning
+        }
+        sender.signal(SIGINT)
+        let status = sender.wait(seconds: 300)
+        XCTAssertEqual(status, 0, sender.standardError)
+        let lastLine = try XCTUnwrap(sender.standardError.split(separator: "\n").last.map(String.init))
+        let last = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(lastLine.utf8)) as? [String: Any], lastLine)
+        XCTAssertEqual(last["level"] as? String, "warning", "nothing is lost: a warning, not an error line")
+        let finalLine = try XCTUnwrap(last["message"] as? String)
+        XCTAssertTrue(finalLine.contains("has the whole stream"), finalLine)
+        XCTAssertTrue(finalLine.contains("background pcm-s16-48000 to 127.0.0.1:\(proxy.port)"), finalLine)
+        XCTAssertTrue(finalLine.contains("stays in the spool at \(spool.path)"), finalLine)
+        XCTAssertTrue(finalLine.contains("capture-send spool deliver"), finalLine)
+        let opusURL = try XCTUnwrap(receiver.files().first { !$0.lastPathComponent.hasPrefix("stopped-pcm") })
+        let opus = try CAFFile.read(path: opusURL.path)
+        XCTAssertTrue(opus.isFinalized, "the live stream was delivered before the run ended")
+        let frames = try XCTUnwrap(opus.packetTable?.validFrames)
+        XCTAssertGreaterThanOrEqual(frames, 6 * 48_000)
+        XCTAssertFalse((try? pcmFile(receiver, name: "stopped"))?.isFinalized ?? false, "the PCM was not complete when the run ended")
+
+        proxy.mode = .pass
+        let delivered = try runSender(["spool", "deliver", "--spool", spool.path], timeout: 300)
+        XCTAssertEqual(delivered.status, 0, delivered.stderr)
+        let pcm = try pcmFile(receiver, name: "stopped")
+        XCTAssertTrue(pcm.isFinalized)
+        XCTAssertEqual(pcm.totalFrames, frames, "the same capture in both encodings")
+        XCTAssertEqual(try pcm.readAudioData(), try Resilience.toneBytes(frames: Int(frames)), "bit-exact")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+
+    /// A restart between the two: the sender is killed (SIGKILL) after the capture, with the PCM
+    /// still pending; the next run, to the same receivers with the same spool, delivers it bit-exact.
+    func testAfterASIGKILLTheNextRunDeliversThePendingPCMBitExact() throws {
+        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 31)
+        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
+        let spool = work.appendingPathComponent("spool")
+        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: "killed", spool: spool, duration: 6))
+        // The capture is over and the live stream acknowledged to its end; the PCM is not.
+        Resilience.waitUntil("the Opus stream acknowledged to its end", seconds: 300) {
+            guard let last = Self.statusLines(sender.standardError).last, let opus = Self.encoding("opus-64k-20ms", in: last) else {
+                return !sender.process.isRunning
+            }
+            return opus.acked >= 6 || !sender.process.isRunning
+        }
+        let pending = try XCTUnwrap(Self.statusLines(sender.standardError).last.flatMap { Self.encoding("pcm-s16-48000", in: $0) })
+        XCTAssertGreaterThan(pending.backlog, 1, "the PCM is still pending")
+        sender.signal(SIGKILL)
+        _ = sender.wait(seconds: 60)
+
+        proxy.mode = .pass
+        let next = try runSender(senderArguments(proxy: proxy, name: "next", spool: spool, duration: 1) + ["--no-pace"], timeout: 300)
+        XCTAssertEqual(next.status, 0, next.stderr)
+        let pcm = try pcmFile(receiver, name: "killed")
+        XCTAssertTrue(pcm.isFinalized)
+        XCTAssertEqual(pcm.totalFrames, 6 * 48_000)
+        XCTAssertEqual(try pcm.readAudioData(), try Resilience.toneBytes(frames: 6 * 48_000), "bit-exact")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
+}

@@ -171,4 +171,99 @@ final class LosslessLaterEndToEndTests: XCTestCase {
         XCTAssertEqual(try pcm.readAudioData(), try Resilience.toneBytes(frames: 6 * 48_000), "bit-exact")
         XCTAssertEqual(receiver.stop(), 0)
     }
+
+    /// `max-rate=400k` on a backup: over every stretch of the transfer, what crossed towards it is
+    /// at most 50,000 bytes a second, plus the quarter-second burst and the entries in flight; the
+    /// backup still gets the whole stream, bit-exact.
+    func testMaxRateCapsWhatABackupIsSent() throws {
+        let main = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("main"))
+        let backup = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("backup"))
+        let proxy = try FaultProxy(upstreamPort: backup.port, seed: 32)
+        let sent = try runSender([
+            "127.0.0.1:\(main.port)", "--source", "tone", "--duration", "2", "--no-pace", "--buffer-seconds", "0.1", "--stream-name", "capped",
+            "--also", "127.0.0.1:\(proxy.port),max-rate=400k", "--spool", work.appendingPathComponent("spool").path,
+        ], timeout: 300)
+        XCTAssertEqual(sent.status, 0, sent.stderr)
+        let traffic = proxy.upstreamTraffic
+        let total = traffic.reduce(0) { $0 + $1.bytes }
+        XCTAssertGreaterThan(total, 2 * 192_000, "the whole stream crossed")
+        let entryBytes = 19_200.0
+        let slack = 12_500 + 2 * entryBytes + 8_192
+        var worst = 0.0
+        for first in traffic.indices {
+            var bytes = 0
+            for last in first..<traffic.count {
+                bytes += traffic[last].bytes
+                let allowed = 50_000 * (traffic[last].time - traffic[first].time) + slack
+                worst = max(worst, Double(bytes) - allowed)
+            }
+        }
+        XCTAssertLessThanOrEqual(worst, 0, "bytes beyond the rate over some stretch")
+        let span = (traffic.last?.time ?? 0) - (traffic.first?.time ?? 0)
+        XCTAssertGreaterThanOrEqual(span, (Double(total) - slack) / 50_000, "the transfer took as long as the rate says")
+        for receiver in [main, backup] {
+            let caf = try CAFFile.read(path: try XCTUnwrap(receiver.files().first).path)
+            XCTAssertTrue(caf.isFinalized)
+            XCTAssertEqual(try caf.readAudioData(), try Resilience.toneBytes(frames: 2 * 48_000), "bit-exact")
+        }
+        XCTAssertEqual(main.stop(), 0)
+        XCTAssertEqual(backup.stop(), 0)
+    }
+
+    /// `--spool-max` covers every encoding, and the background gives way first: with a 1 MiB spool
+    /// and the background receiver unreachable, the PCM stops being kept at half of it, with one
+    /// loud line naming the encoding, the receiver and the local file its audio goes to, while the
+    /// live Opus stream is delivered whole. A Ctrl-C leaves the PCM in the spool; delivered later,
+    /// its recording has a gap naming that file, which holds the missing audio, bit-exact.
+    func testWhenTheSpoolRunsOutTheBackgroundGivesWayFirstAndSaysWhere() throws {
+        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 33)
+        proxy.mode = .stall
+        let spool = work.appendingPathComponent("spool")
+        let sender = try ChildProcess(Products.send, [
+            "127.0.0.1:\(receiver.port)", "--source", "tone", "--duration", "5", "--no-pace", "--codec", "opus", "--bitrate", "64k",
+            "--stream-name", "full", "--also", "127.0.0.1:\(proxy.port),codec=pcm,priority=background", "--spool", spool.path,
+            "--spool-max", "1M", "--log-format", "json",
+        ])
+        Resilience.waitUntil("the live stream delivered and the spool full", seconds: 120) {
+            let opusDone = receiver.files().contains { !$0.lastPathComponent.hasPrefix("full-pcm") && ((try? CAFFile.read(path: $0.path))?.isFinalized ?? false) }
+            return (opusDone && sender.standardError.contains("THE SPOOL IS FULL")) || !sender.process.isRunning
+        }
+        sender.signal(SIGINT)
+        XCTAssertEqual(sender.wait(seconds: 120), 0, sender.standardError)
+        let lines = sender.standardError.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let full = lines.filter { ($0["message"] as? String)?.contains("THE SPOOL IS FULL") ?? false }
+        XCTAssertEqual(full.count, 1, "said once: \(sender.standardError)")
+        let warning = try XCTUnwrap(full.first)
+        XCTAssertEqual(warning["level"] as? String, "critical")
+        let message = try XCTUnwrap(warning["message"] as? String)
+        XCTAssertTrue(message.contains("the background encoding pcm-s16-48000 for 127.0.0.1:\(proxy.port) gives way to the live stream"), message)
+        let overflowPath = try XCTUnwrap(warning["file"] as? String, "\(warning)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: overflowPath), overflowPath)
+
+        // The live stream lost nothing.
+        let opus = try CAFFile.read(path: try XCTUnwrap(receiver.files().first { !$0.lastPathComponent.hasPrefix("full-pcm") }).path)
+        XCTAssertTrue(opus.isFinalized)
+        XCTAssertEqual(opus.packetTable?.validFrames, 5 * 48_000)
+        XCTAssertTrue(opus.markers.isEmpty, "\(opus.markers)")
+
+        // Delivered later: the PCM up to the gap, the gap naming the file, the file holding its audio.
+        proxy.mode = .pass
+        let delivered = try runSender(["spool", "deliver", "--spool", spool.path], timeout: 300)
+        XCTAssertEqual(delivered.status, 0, delivered.stderr)
+        let pcm = try pcmFile(receiver, name: "full")
+        XCTAssertTrue(pcm.isFinalized)
+        XCTAssertEqual(pcm.totalFrames, 5 * 48_000)
+        let gap = try XCTUnwrap(pcm.markers.first { $0.name.contains(overflowPath) }, "\(pcm.markers)")
+        let gapFrames = try XCTUnwrap(Int(gap.name.split(separator: " ")[1]))
+        let start = Int(gap.framePosition)
+        XCTAssertGreaterThan(start, 0)
+        XCTAssertLessThanOrEqual(start * 4, 1 << 19, "the background kept at most half of --spool-max")
+        let tone = try Resilience.toneBytes(frames: 5 * 48_000)
+        let audio = try pcm.readAudioData()
+        XCTAssertEqual(Array(audio[0..<(start * 4)]), Array(tone[0..<(start * 4)]), "bit-exact up to the gap")
+        let kept = try CAFFile.read(path: overflowPath)
+        XCTAssertEqual(try kept.readAudioData(), Array(tone[(start * 4)..<((start + gapFrames) * 4)]), "the local file holds what the gap lacks")
+        XCTAssertEqual(receiver.stop(), 0)
+    }
 }

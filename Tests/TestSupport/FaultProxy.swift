@@ -48,6 +48,7 @@ public final class FaultProxy: @unchecked Sendable {
     private var resets = 0
     /// `.sharedLink`: when the link finishes sending everything queued so far (monotonic seconds).
     private var linkFreeAt = 0.0
+    private var upstreamSends: [(time: Double, bytes: Int)] = []
 
     /// Starts a proxy in front of `127.0.0.1:upstreamPort`; `seed` makes the fault pattern repeatable.
     public init(upstreamPort: Int, seed: UInt64) throws {
@@ -88,6 +89,15 @@ public final class FaultProxy: @unchecked Sendable {
     public var upstreamPort: Int {
         get { lock.withLock { upstream } }
         set { lock.withLock { upstream = newValue } }
+    }
+
+    /// Every send the proxy made towards the upstream so far (monotonic seconds, bytes), in order:
+    /// what the clients sent, as it crossed the proxy.
+    public var upstreamTraffic: [(time: Double, bytes: Int)] { lock.withLock { upstreamSends } }
+
+    fileprivate func noteUpstream(_ bytes: Int) {
+        let now = Self.monotonicSeconds()
+        lock.withLock { upstreamSends.append((now, bytes)) }
     }
 
     /// Connections accepted so far.
@@ -316,6 +326,7 @@ private final class Relay: @unchecked Sendable {
                 return reset()
             }
             lock.withLock { if budget != Int.max { budget -= sent } }
+            if source == client { proxy?.noteUpstream(sent) }
             pending = pending.dropFirst(sent)
         }
     }
@@ -338,6 +349,7 @@ extension Relay {
                     if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { continue }
                     return false
                 }
+                proxy?.noteUpstream(sent)
                 offset += sent
             }
             return true

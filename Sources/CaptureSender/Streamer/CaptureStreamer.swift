@@ -22,6 +22,7 @@ import NIOPosix
 /// | `AudioQueueStart` | `start()`: capture begins, each receiver's link connects |
 /// | `AudioQueuePause` / `AudioQueueStart` | `pause()` / `resume()`: capture pauses; delivery goes on |
 /// | `AudioQueueStop(inImmediate:)` | `stop(immediate:)`: capture ends (immediately: buffers not yet encoded are dropped); delivery goes on until every receiver has everything |
+/// | | `deferBackground()`: background deliveries end once the foreground ones are over; what they lack stays in their spools |
 /// | | `stopDelivering()`: ends delivery now; what is unacknowledged stays in the spool |
 /// | | `waitUntilFinished()` / `finished()`: the `Outcome` |
 /// | `AudioQueueDispose` | `dispose()`: capture released, the spool removed when every receiver has the whole stream, else synced for a later run |
@@ -32,7 +33,9 @@ import NIOPosix
 /// without acknowledging anything new, or breaking the protocol) is dropped, and so, at once, is a
 /// backup whose backlog would make the main receiver's audio overflow or hold up a source read
 /// faster than real time (`BackupRoom`). The spool then stops keeping audio for it, and its
-/// `LinkOutcome` says why and what its file lacks.
+/// `LinkOutcome` says why and what its file lacks. A background destination (`Priority.background`,
+/// lossless later) is sent only while every foreground one is caught up (`ForegroundGate`,
+/// `SendPacing`), is never given up, and gives way first when the spool runs out (`SpoolBudget`).
 ///
 /// Sendability (`@unchecked Sendable`): the mutable run state is read and written only under `lock`;
 /// the pipeline, log and senders are thread-safe themselves.

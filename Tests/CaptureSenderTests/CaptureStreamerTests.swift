@@ -85,4 +85,33 @@ final class CaptureStreamerTests: XCTestCase {
         XCTAssertTrue(events.contains { if case .progress = $0 { true } else { false } })
         XCTAssertEqual(events.filter { if case .deliveryFailed = $0 { true } else { false } }.count, 2)
     }
+
+    /// A background destination is refused with a line that says why: as the main receiver, without
+    /// a spool, or sharing a foreground destination's encoder. None of them leaves a spool behind.
+    func testBackgroundDestinationsThatCannotWorkAreRefused() throws {
+        let source = try ToneSource(settings: .init(
+            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 1, paced: false))
+        let main = CaptureStreamer.Receiver(host: "127.0.0.1", port: 7373)
+        let archive = CaptureStreamer.Receiver(host: "127.0.0.1", port: 7374)
+        var configuration = CaptureStreamer.Configuration(streamName: "refused", receiver: main)
+        configuration.spoolRoot = root
+        let pcm = try PCMEncoder(inputFormat: source.format)
+        let other = try PCMEncoder(inputFormat: source.format)
+        let rows: [(destinations: [CaptureStreamer.Destination], spool: Bool, message: String)] = [
+            ([.init(receiver: main, encoder: pcm, priority: .background)], true,
+             "the main receiver (the first destination) is sent the live stream: it cannot be a background destination"),
+            ([.init(receiver: main, encoder: pcm), .init(receiver: archive, encoder: other, priority: .background)], false,
+             "the background destination 127.0.0.1:7374 needs a spool: its audio waits there until it is acknowledged, across restarts"),
+            ([.init(receiver: main, encoder: pcm), .init(receiver: archive, encoder: pcm, priority: .background)], true,
+             "the background destination 127.0.0.1:7374 needs an encoder of its own: a foreground destination's stream cannot wait for it"),
+        ]
+        for row in rows {
+            var settings = configuration
+            if !row.spool { settings.spoolRoot = nil }
+            XCTAssertThrowsError(try CaptureStreamer(source: source, destinations: row.destinations, configuration: settings, logger: Logger(label: "test"))) { error in
+                XCTAssertEqual(error as? CaptureStreamerError, .invalidState(row.message))
+            }
+        }
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [], [], "nothing was created")
+    }
 }

@@ -1,45 +1,12 @@
 import CaptureCodecs
 @testable import CaptureSender
-import CaptureWire
 import Foundation
 import XCTest
 
 /// Lossless later (issue 29, item 2): the pure decisions. `SendPacing` (the rate limit's token
-/// bucket and the background rule), `SenderSession` under pacing, `ForegroundGate.decide` and
-/// `SpoolBudget.limit`: table tests.
+/// bucket and the background rule), `ForegroundGate.decide` and `SpoolBudget.limit`: table tests
+/// (`SenderSession` under pacing: `SenderSessionTests`).
 final class PacingTests: XCTestCase {
-    private typealias Action = SenderSession.Action
-
-    private let hello = Capture_V1_Hello.with { $0.protocolVersion = 1; $0.streamName = "paced" }
-
-    private func entry(_ sequence: UInt64, bytes: Int = 400) -> LoggedPacket {
-        let frames = bytes / 4
-        return LoggedPacket(sequence: sequence, content: .audio(EncodedPackets(
-            payload: [UInt8](repeating: UInt8(sequence), count: bytes), packetCount: frames, packetSizes: [],
-            firstSampleTime: Int64(sequence - 1) * Int64(frames), frameCount: frames)))
-    }
-
-    private func position(_ last: UInt64) -> LogPosition { LogPosition(lastSequence: last, end: nil) }
-
-    private func accepted(next: UInt64) -> WireMessage {
-        .helloAccepted(.with { $0.nextSequence = next; $0.heartbeatIntervalMs = 5_000; $0.maxFrameBytes = 1 << 20; $0.fileName = "f.caf" })
-    }
-
-    private func acceptedMessage(next: UInt64) -> Capture_V1_HelloAccepted {
-        guard case .helloAccepted(let message) = accepted(next: next) else { return Capture_V1_HelloAccepted() }
-        return message
-    }
-
-    private func ack(_ sequence: UInt64) -> WireMessage {
-        .ack(.with { $0.durableSequence = sequence; $0.durableSampleTime = Int64(sequence) * 100 })
-    }
-
-    private func run(_ session: inout SenderSession, _ steps: [(SenderSession.Event, [Action], UInt)]) {
-        for (event, expected, line) in steps {
-            XCTAssertEqual(session.handle(event), expected, line: line)
-        }
-    }
-
     private static let second: UInt64 = 1_000_000_000
 
     // MARK: - SendPacing
@@ -126,51 +93,6 @@ final class PacingTests: XCTestCase {
         both.tick(now: 0, foreground: .finished)
         both.charge(bytes: 1_000)
         XCTAssertFalse(both.allowsNext(inFlightBytes: 0), "the foreground has finished, the bucket is empty")
-    }
-
-    // MARK: - SenderSession under pacing
-
-    /// A background session sends one entry at a time while the foreground is caught up (the next
-    /// after its acknowledgement), nothing while it is behind, and as its window allows once the
-    /// foreground has finished.
-    func testABackgroundSessionSendsOneEntryAtATimeWhileTheForegroundIsLive() {
-        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(6), pacing: SendPacing(bitsPerSecond: nil, background: true))
-        run(&session, [
-            (.channelActive, [.send(.hello(hello)), .flush], #line),
-            // Accepted before the first look at the foreground: nothing is asked for.
-            (.received(accepted(next: 1), writable: true, log: position(6)), [.accepted(acceptedMessage(next: 1))], #line),
-            (.paced(now: 1, foreground: .behind, writable: true, log: position(6)), [], #line),
-            (.paced(now: 2, foreground: .caughtUp, writable: true, log: position(6)), [.fetch(from: 1, maxCount: 32)], #line),
-            (.fetched([entry(1), entry(2), entry(3)], writable: true, log: position(6)), [.send(entry(1).wireMessage), .markSent(through: 1), .flush], #line),
-            (.paced(now: 3, foreground: .caughtUp, writable: true, log: position(6)), [], #line),
-            (.received(ack(1), writable: true, log: position(6)), [.acknowledge(through: 1), .fetch(from: 2, maxCount: 32)], #line),
-            (.fetched([entry(2), entry(3)], writable: true, log: position(6)), [.send(entry(2).wireMessage), .markSent(through: 2), .flush], #line),
-            // The foreground falls behind: the entry in flight is acknowledged, nothing new goes.
-            (.paced(now: 4, foreground: .behind, writable: true, log: position(6)), [], #line),
-            (.received(ack(2), writable: true, log: position(6)), [.acknowledge(through: 2)], #line),
-            // The foreground has finished: the window's worth goes at once.
-            (.paced(now: 5, foreground: .finished, writable: true, log: position(6)), [.fetch(from: 3, maxCount: 32)], #line),
-            (.fetched([entry(3), entry(4), entry(5), entry(6)], writable: true, log: position(6)), [
-                .send(entry(3).wireMessage), .send(entry(4).wireMessage), .send(entry(5).wireMessage), .send(entry(6).wireMessage), .markSent(through: 6), .flush,
-            ], #line),
-        ])
-    }
-
-    /// A rate-limited session sends while the bucket is above zero and waits for ticks to refill it.
-    func testARateLimitedSessionWaitsForTheBucket() {
-        // 8,000 bits/s: 1,000 bytes/s, a 250-byte bucket; entries of 400 bytes.
-        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(4), pacing: SendPacing(bitsPerSecond: 8_000, background: false))
-        run(&session, [
-            (.channelActive, [.send(.hello(hello)), .flush], #line),
-            (.received(accepted(next: 1), writable: true, log: position(4)), [.accepted(acceptedMessage(next: 1)), .fetch(from: 1, maxCount: 32)], #line),
-            (.fetched([entry(1), entry(2)], writable: true, log: position(4)), [.send(entry(1).wireMessage), .markSent(through: 1), .flush], #line),
-            (.paced(now: Self.second, foreground: .finished, writable: true, log: position(4)), [], #line),
-            // 0.1 s refills 100 bytes: -150 → -50.
-            (.paced(now: Self.second + Self.second / 10, foreground: .finished, writable: true, log: position(4)), [], #line),
-            // 0.1 s more: +50, above zero.
-            (.paced(now: Self.second + Self.second / 5, foreground: .finished, writable: true, log: position(4)), [.fetch(from: 2, maxCount: 32)], #line),
-            (.fetched([entry(2), entry(3)], writable: true, log: position(4)), [.send(entry(2).wireMessage), .markSent(through: 2), .flush], #line),
-        ])
     }
 
     // MARK: - ForegroundGate

@@ -236,6 +236,49 @@ final class SenderSessionTests: XCTestCase {
         }
     }
 
+    /// A background session sends one entry at a time while the foreground is caught up (the next
+    /// after its acknowledgement), nothing while it is behind, and as its window allows once the
+    /// foreground has finished.
+    func testABackgroundSessionSendsOneEntryAtATimeWhileTheForegroundIsLive() {
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(6), pacing: SendPacing(bitsPerSecond: nil, background: true))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            // Accepted before the first look at the foreground: nothing is asked for.
+            (.received(accepted(next: 1), writable: true, log: position(6)), [.accepted(accepted(next: 1).helloAccepted!)], #line),
+            (.paced(now: 1, foreground: .behind, writable: true, log: position(6)), [], #line),
+            (.paced(now: 2, foreground: .caughtUp, writable: true, log: position(6)), [.fetch(from: 1, maxCount: 32)], #line),
+            (.fetched([entry(1), entry(2), entry(3)], writable: true, log: position(6)), [.send(entry(1).wireMessage), .markSent(through: 1), .flush], #line),
+            (.paced(now: 3, foreground: .caughtUp, writable: true, log: position(6)), [], #line),
+            (.received(ack(1, sampleTime: 100), writable: true, log: position(6)), [.acknowledge(through: 1), .fetch(from: 2, maxCount: 32)], #line),
+            (.fetched([entry(2), entry(3)], writable: true, log: position(6)), [.send(entry(2).wireMessage), .markSent(through: 2), .flush], #line),
+            // The foreground falls behind: the entry in flight is acknowledged, nothing new goes.
+            (.paced(now: 4, foreground: .behind, writable: true, log: position(6)), [], #line),
+            (.received(ack(2, sampleTime: 200), writable: true, log: position(6)), [.acknowledge(through: 2)], #line),
+            // The foreground has finished: the window's worth goes at once.
+            (.paced(now: 5, foreground: .finished, writable: true, log: position(6)), [.fetch(from: 3, maxCount: 32)], #line),
+            (.fetched([entry(3), entry(4), entry(5), entry(6)], writable: true, log: position(6)), [
+                .send(entry(3).wireMessage), .send(entry(4).wireMessage), .send(entry(5).wireMessage), .send(entry(6).wireMessage), .markSent(through: 6), .flush,
+            ], #line),
+        ])
+    }
+
+    /// A rate-limited session sends while the bucket is above zero and waits for ticks to refill it.
+    func testARateLimitedSessionWaitsForTheBucket() {
+        // 8,000 bits/s: 1,000 bytes/s, a 250-byte bucket; entries of 400 bytes.
+        var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(4), pacing: SendPacing(bitsPerSecond: 8_000, background: false))
+        run(&session, [
+            (.channelActive, [.send(.hello(hello)), .flush], #line),
+            (.received(accepted(next: 1), writable: true, log: position(4)), [.accepted(accepted(next: 1).helloAccepted!), .fetch(from: 1, maxCount: 32)], #line),
+            (.fetched([entry(1), entry(2)], writable: true, log: position(4)), [.send(entry(1).wireMessage), .markSent(through: 1), .flush], #line),
+            (.paced(now: 1_000_000_000, foreground: .finished, writable: true, log: position(4)), [], #line),
+            // 0.1 s refills 100 bytes: -150 → -50.
+            (.paced(now: 1_100_000_000, foreground: .finished, writable: true, log: position(4)), [], #line),
+            // 0.1 s more: +50, above zero.
+            (.paced(now: 1_200_000_000, foreground: .finished, writable: true, log: position(4)), [.fetch(from: 2, maxCount: 32)], #line),
+            (.fetched([entry(2), entry(3)], writable: true, log: position(4)), [.send(entry(2).wireMessage), .markSent(through: 2), .flush], #line),
+        ])
+    }
+
     func testAHeartbeatGoesOutWhenTheLinkIsIdle() {
         var session = SenderSession(hello: hello, windowBytes: 1 << 20, oldestHeld: 1, log: position(0))
         _ = session.handle(.channelActive)

@@ -59,16 +59,25 @@ final class LosslessLaterEndToEndTests: XCTestCase {
         return arguments
     }
 
+    /// A receiver behind the thin uplink, and a sender of `name` started through it with its spool.
+    private func startThroughTheThinLink(name: String, seed: UInt64, duration: Int?) throws
+        -> (receiver: ReceiverUnderTest, proxy: FaultProxy, spool: URL, sender: ChildProcess)
+    {
+        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
+        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: seed)
+        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
+        let spool = work.appendingPathComponent("spool")
+        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: name, spool: spool, duration: duration))
+        return (receiver, proxy, spool, sender)
+    }
+
     private func pcmFile(_ receiver: ReceiverUnderTest, name: String) throws -> CAFFile {
         let file = try XCTUnwrap(receiver.files().first { $0.lastPathComponent.hasPrefix("\(name)-pcm") }, "\(receiver.files())")
         return try CAFFile.read(path: file.path)
     }
 
     func testOpusIsLiveOverAThinLinkAndThePCMCompletesAfterTheCaptureBitExact() throws {
-        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
-        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 29)
-        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
-        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: "field", spool: work.appendingPathComponent("spool"), duration: 30))
+        let (receiver, proxy, _, sender) = try startThroughTheThinLink(name: "field", seed: 29, duration: 30)
         // The capture's 30 s go by; then the link gets better (the crew is back at base) and the
         // PCM that waited is delivered by the same run.
         Resilience.waitUntil("30 s captured", seconds: 300) {
@@ -106,11 +115,7 @@ final class LosslessLaterEndToEndTests: XCTestCase {
     /// delivered, exit 0, with a final line naming the PCM left in the spool; `capture-send spool
     /// deliver` then delivers it, bit-exact.
     func testAStopWaitsForTheLiveStreamOnlyAndSpoolDeliverCompletesThePCM() throws {
-        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
-        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 30)
-        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
-        let spool = work.appendingPathComponent("spool")
-        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: "stopped", spool: spool, duration: nil))
+        let (receiver, proxy, spool, sender) = try startThroughTheThinLink(name: "stopped", seed: 30, duration: nil)
         Resilience.waitUntil("6 s captured", seconds: 300) {
             (Self.statusLines(sender.standardError).last?["captured_s"] as? Double ?? 0) >= 6 || !sender.process.isRunning
         }
@@ -145,11 +150,7 @@ final class LosslessLaterEndToEndTests: XCTestCase {
     /// A restart between the two: the sender is killed (SIGKILL) after the capture, with the PCM
     /// still pending; the next run, to the same receivers with the same spool, delivers it bit-exact.
     func testAfterASIGKILLTheNextRunDeliversThePendingPCMBitExact() throws {
-        let receiver = try ReceiverUnderTest(outputDirectory: work.appendingPathComponent("out"))
-        let proxy = try FaultProxy(upstreamPort: receiver.port, seed: 31)
-        proxy.mode = .sharedLink(bytesPerSecond: Self.linkBytesPerSecond, bufferBytes: Self.linkBufferBytes)
-        let spool = work.appendingPathComponent("spool")
-        let sender = try ChildProcess(Products.send, senderArguments(proxy: proxy, name: "killed", spool: spool, duration: 6))
+        let (receiver, proxy, spool, sender) = try startThroughTheThinLink(name: "killed", seed: 31, duration: 6)
         // The capture is over and the live stream acknowledged to its end; the PCM is not.
         Resilience.waitUntil("the Opus stream acknowledged to its end", seconds: 300) {
             guard let last = Self.statusLines(sender.standardError).last, let opus = Self.encoding("opus-64k-20ms", in: last) else {

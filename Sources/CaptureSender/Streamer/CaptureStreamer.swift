@@ -296,8 +296,12 @@ public final class CaptureStreamer: @unchecked Sendable {
                 threads: (group: group, spoolReads: spoolReads),
                 linkChanged: { state in sink.yield(.link(role: role, receiver: name, state: state)) })
             if destination.priority == .foreground {
-                gate.add(ForegroundGate.Member(
-                    link: index, log: encoded.log, destination: sending.destination, sampleRate: encoded.description.format.sampleRate, sender: sender))
+                let log = encoded.log, cursor = sending.destination, rate = encoded.description.format.sampleRate
+                gate.add(ForegroundGate.Member(link: index) {
+                    if log.givenUpRoom(for: cursor) != nil { return .finished }
+                    let lag = rate > 0 ? Double(max(0, log.progress.appendedEndSampleTime - log.progress(for: cursor).acknowledgedEndSampleTime)) / rate : 0
+                    return .running(connected: sender.linkState == .streaming, lagSeconds: lag, baseLagSeconds: lag)
+                })
             }
             links.append(Link(role: role, receiver: receiver, encoding: number, destination: sending.destination, sender: sender, priority: destination.priority))
         }

@@ -1,4 +1,3 @@
-import CaptureCore
 import Synchronization
 
 /// Where a capture's foreground destinations stand, for its background destinations
@@ -11,21 +10,19 @@ import Synchronization
 /// durable writes cost with nothing queued ahead. The background may add at most
 /// `caughtUpSeconds` to it, whatever the link's own delay (the idea of LEDBAT's target delay).
 ///
-/// Sendability: the members and what finished are guarded by a `Mutex`; a look reads each log's
-/// figures under that log's own lock and each sender's link state under its own, one at a time.
+/// Sendability: the members and what finished are guarded by a `Mutex`; a member's look reads its
+/// log's figures under that log's own lock and its sender's link state under its own, one at a
+/// time, outside the gate's.
 final class ForegroundGate: Sendable {
     /// How much lag a foreground destination may have beyond its base lag and one capture buffer
     /// (the time between two appends) and still count as caught up.
     static let allowedLagSeconds = 0.5
 
-    /// One foreground destination.
-    struct Member: @unchecked Sendable {
-        // Sendability: the log and the sender are thread-safe themselves.
+    /// One foreground destination: its link's index, and how it looks now (its base lag not yet
+    /// applied: the gate keeps that).
+    struct Member: Sendable {
         var link: Int
-        var log: PacketLog
-        var destination: LogDestination
-        var sampleRate: Double
-        var sender: StreamSender
+        var look: @Sendable () -> ForegroundLook
     }
 
     private struct State {
@@ -57,17 +54,7 @@ final class ForegroundGate: Sendable {
     /// Where the foreground stands now.
     var state: ForegroundState {
         let (members, finished) = guarded.withLock { ($0.members, $0.finished) }
-        var looks: [(link: Int, look: ForegroundLook)] = []
-        for member in members {
-            if finished.contains(member.link) || member.log.givenUpRoom(for: member.destination) != nil {
-                looks.append((member.link, .finished))
-                continue
-            }
-            let progress = member.log.progress(for: member.destination)
-            let whole = member.log.progress
-            let lag = member.sampleRate > 0 ? Double(max(0, whole.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / member.sampleRate : 0
-            looks.append((member.link, .running(connected: member.sender.linkState == .streaming, lagSeconds: lag, baseLagSeconds: lag)))
-        }
+        let looks = members.map { member in (link: member.link, look: finished.contains(member.link) ? .finished : member.look()) }
         // Each connected member's base lag: the least seen so far.
         let withBase: [ForegroundLook] = guarded.withLock { state in
             looks.map { link, look in

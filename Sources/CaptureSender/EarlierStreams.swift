@@ -16,8 +16,12 @@ public final class EarlierStreams: Sendable {
     private let damaged: [String]
 
     /// Starts delivering every earlier stream under `root` that belongs to `destination` and that
-    /// no running capture-send owns.
-    public init(root: String, excluding current: Set<UUID>, destination: SpoolDestination, template: SenderConfiguration, logger: Logger) {
+    /// no running capture-send owns. `foreground`: where this run's live destinations stand; an
+    /// earlier background stream (`SpoolMeta.background`) is delivered behind them, as it was.
+    public init(
+        root: String, excluding current: Set<UUID>, destination: SpoolDestination, template: SenderConfiguration,
+        foreground: (@Sendable () -> ForegroundState)? = nil, logger: Logger
+    ) {
         StreamSpool.removeAbandonedPartials(root: root)
         var others = 0
         var unknown: [String] = []
@@ -65,7 +69,9 @@ public final class EarlierStreams: Sendable {
                 ])
                 damaged.append(report.undelivered(streamName: meta.streamName))
             case .ready(let spool, let log):
-                deliveries.start(spool: spool, log: log, configuration: template, logger: logger)
+                var configuration = template
+                if spool.meta.background == true { configuration.foreground = foreground }
+                deliveries.start(spool: spool, log: log, configuration: configuration, logger: logger)
             }
         }
         if others > 0 {

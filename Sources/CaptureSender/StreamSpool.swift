@@ -53,6 +53,9 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     public var captureID: UUID?
     /// That encoding's label.
     public var captureEncoding: String?
+    /// Whether the stream went to a background destination (lossless later): a later run delivers
+    /// it behind that run's live streams, as this one did; nil (foreground) in older spools.
+    public var background: Bool?
 
     public init(
         streamID: UUID, streamName: String, destination: SpoolDestination?, description: StreamDescription,

@@ -162,6 +162,13 @@ final class LosslessLaterEndToEndTests: XCTestCase {
         XCTAssertGreaterThan(pending.backlog, 1, "the PCM is still pending")
         sender.signal(SIGKILL)
         _ = sender.wait(seconds: 60)
+        // The spool remembers the PCM is a background stream: the next run delivers it behind its live one.
+        let metas = try FileManager.default.contentsOfDirectory(atPath: spool.path).compactMap { folder -> [String: Any]? in
+            guard let data = FileManager.default.contents(atPath: spool.appendingPathComponent(folder).appendingPathComponent("meta.json").path) else { return nil }
+            return try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        }
+        XCTAssertEqual(metas.first { $0["streamName"] as? String == "killed-pcm-s16-48000" }?["background"] as? Bool, true, "\(metas)")
+        XCTAssertNil(metas.first { $0["streamName"] as? String == "killed" }?["background"], "the live stream is not")
 
         proxy.mode = .pass
         let next = try runSender(senderArguments(proxy: proxy, name: "next", spool: spool, duration: 1) + ["--no-pace"], timeout: 300)

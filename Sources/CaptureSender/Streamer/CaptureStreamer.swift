@@ -204,12 +204,15 @@ public final class CaptureStreamer: @unchecked Sendable {
             let streamName = number == 0 ? configuration.streamName : Self.encodingStreamName(configuration.streamName, label: label)
             let resumeSecret = ResumeSecret.make()
             let spoolDestination = destinations[receiversOf[number][0]].receiver
+            let background = destinations[receiversOf[number][0]].priority == .background
             var spool: StreamSpool?
             if let root = configuration.spoolRoot {
                 do throws(SpoolError) {
-                    spool = try StreamSpool.create(root: root, meta: SpoolMeta(
+                    var meta = SpoolMeta(
                         streamID: streamID, streamName: streamName, destination: spoolDestination.identity,
-                        description: description, resumeSecret: resumeSecret))
+                        description: description, resumeSecret: resumeSecret)
+                    if background { meta.background = true }
+                    spool = try StreamSpool.create(root: root, meta: meta)
                 } catch {
                     spools.forEach { $0.removeAll() }
                     throw .spool(error.description)
@@ -221,7 +224,6 @@ public final class CaptureStreamer: @unchecked Sendable {
                 streamID: streamID, description: description)
             // The main receiver sets the pace of a source read faster than real time; a stream only
             // backups get never holds the capture up (it overflows, loudly, instead).
-            let background = destinations[receiversOf[number][0]].priority == .background
             let report = Self.storageReporter(logger, background: background ? (label, spoolDestination.description) : nil)
             let log = PacketLog(
                 producerIsRealTime: source.isRealTime || !receiversOf[number].contains(0), spool: spool, capacity: configuration.spoolCapacity, overflow: overflow,
@@ -334,7 +336,9 @@ public final class CaptureStreamer: @unchecked Sendable {
             for encoded in encodings where !seen.contains(encoded.spoolDestination.identity) {
                 seen.append(encoded.spoolDestination.identity)
                 let template = senderTemplate(for: encoded.spoolDestination)
-                started.append(EarlierStreams(root: root, excluding: current, destination: encoded.spoolDestination.identity, template: template, logger: logger))
+                started.append(EarlierStreams(
+                    root: root, excluding: current, destination: encoded.spoolDestination.identity, template: template,
+                    foreground: { [foregroundGate] in foregroundGate.state }, logger: logger))
             }
             lock.withLock { self.earlier = started }
         }

@@ -368,6 +368,8 @@ public final class PacketLog: @unchecked Sendable {
     /// the lock so that no other entry comes between (0 is returned, and nothing appended, once the
     /// stream ended).
     private func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil, atTimelineEnd: Bool = false) -> UInt64 {
+        // Asked before taking this log's lock: the budget reads the other logs under theirs.
+        let limit = producerIsRealTime ? capacity : (budget?.limit(for: self) ?? capacity)
         condition.lock()
         var content = content
         var givenUp = GivenUp()
@@ -375,7 +377,7 @@ public final class PacketLog: @unchecked Sendable {
             // The main receiver sets the pace (and the disk, for what waits in memory to be
             // spooled); a backup that would hold the source up is given up instead.
             while !closed {
-                givenUp.append(giveUpBackups(beyond: fastSourceRoom, incoming: 0))
+                givenUp.append(giveUpBackups(beyond: fastSourceRoom(limit: limit), incoming: 0))
                 if cursors[0].heldBytes <= memoryLimit && memoryBytes <= memoryLimit { break }
                 producersWaiting += 1
                 condition.wait()
@@ -433,11 +435,11 @@ public final class PacketLog: @unchecked Sendable {
         }
     }
 
-    /// The room a source that is not real time leaves its backups: `capacity` on disk with a spool
-    /// that works (at least `memoryLimit`, what the main may hold itself), `memoryLimit` in memory
-    /// without one. Under `condition`.
-    private var fastSourceRoom: BackupRoom {
-        if spool != nil, !spoolFailureReported, capacity >= memoryLimit { return BackupRoom(bytes: capacity, limit: .spoolMax) }
+    /// The room a source that is not real time leaves its backups: `limit` (this log's share of
+    /// `--spool-max`) on disk with a spool that works (at least `memoryLimit`, what the main may
+    /// hold itself), `memoryLimit` in memory without one. Under `condition`.
+    private func fastSourceRoom(limit: Int) -> BackupRoom {
+        if spool != nil, !spoolFailureReported, limit >= memoryLimit { return BackupRoom(bytes: limit, limit: .spoolMax) }
         return BackupRoom(bytes: memoryLimit, limit: .fastSource)
     }
 

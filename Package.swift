@@ -12,7 +12,7 @@ let fuzzing = ProcessInfo.processInfo.environment["CAPTURE_FUZZ"] == "1"
 let underFuzzing: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-O"])] : []
 func fuzzTarget(_ name: String, checks: String = "FuzzChecks") -> Target {
     .executableTarget(
-        name: "fuzz-\(name)", dependencies: [.target(name: checks)], path: "Fuzz/fuzz-\(name)",
+        name: "fuzz-\(name)", dependencies: Array(Set(["FuzzChecks", checks])).sorted().map { .target(name: $0) }, path: "Fuzz/fuzz-\(name)",
         swiftSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"]), .define("FUZZING")] : [],
         linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : [])
 }
@@ -95,6 +95,7 @@ let package = Package(
             name: "CaptureSecurity",
             dependencies: [
                 "CaptureErrorText",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -120,6 +121,7 @@ let package = Package(
             dependencies: [
                 "CaptureListen",
                 "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureCommitLog", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText", "CSpawn",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -141,6 +143,7 @@ let package = Package(
             name: "CaptureMetrics",
             dependencies: [
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
@@ -156,8 +159,10 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Graceful shutdown on SIGTERM/SIGINT through swift-service-lifecycle.
@@ -203,7 +208,7 @@ let package = Package(
             name: "capture-recv",
             dependencies: [
                 "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureConsole", "CaptureService", "CaptureSecurity",
-                "CaptureExport",
+                "CaptureExport", "CaptureCore",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -254,25 +259,28 @@ let package = Package(
         fuzzTarget("frames"), fuzzTarget("hello"), fuzzTarget("caf"), fuzzTarget("spool"), fuzzTarget("spool-meta"),
         fuzzTarget("export"),
         .target(
-            name: "SettingsChecks", dependencies: ["FuzzChecks", "CaptureCLISupport", "capture-send", "capture-recv"],
+            name: "SettingsChecks",
+            dependencies: [
+                "FuzzChecks", "CaptureCLISupport", "capture-send", "capture-recv", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Fuzz/SettingsChecks", swiftSettings: underFuzzing),
         fuzzTarget("settings", checks: "SettingsChecks"),
 
         .target(name: "TestSupport", dependencies: ["CaptureCore", "CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore", "CaptureSndFile", "CSndFile", "TestSupport"]),
-        .testTarget(name: "CAFTests", dependencies: ["CAF", "COpus", "TestSupport"]),
+        .testTarget(name: "CAFTests", dependencies: ["CAF", "CaptureCore", "COpus", "CSndFile", "TestSupport"]),
         .testTarget(name: "CaptureLocalCopyTests", dependencies: ["CaptureLocalCopy", "CAF", "CaptureCore", "TestSupport"]),
         .testTarget(
             name: "CaptureWireTests",
             dependencies: [
-                "CaptureWire", "CaptureWireNIO", "TestSupport",
+                "CaptureWire", "CaptureWireNIO", "CaptureCore", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "COpus", "CAF", "TestSupport"]),
+        .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "CaptureCore", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureLoudnessTests", dependencies: ["CaptureLoudness", "CaptureCore", "TestSupport"]),
-        .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CALSA", "TestSupport"]),
+        .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CaptureCore", "CALSA", "TestSupport"]),
         .testTarget(
             name: "CaptureSenderTests",
             dependencies: [
@@ -298,6 +306,8 @@ let package = Package(
                 "CaptureWireNIO",
                 "CaptureCore",
                 "CAF",
+                "CaptureMetrics",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -308,7 +318,7 @@ let package = Package(
         .testTarget(
             name: "CaptureConsoleTests",
             dependencies: [
-                "CaptureConsole", "CaptureMetrics", "CaptureReceiver", "CaptureSecurity", "CaptureCore", "CAF", "TestSupport",
+                "CaptureConsole", "CaptureMetrics", "CaptureReceiver", "CaptureSecurity", "CaptureCore", "CaptureWire", "CAF", "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -324,7 +334,11 @@ let package = Package(
         ),
         .testTarget(
             name: "DurabilityTests",
-            dependencies: ["CaptureSender", "CaptureReceiver", "CaptureCore", "CaptureCodecs", "CaptureWire", "CAF", "TestSupport"]
+            dependencies: [
+                "CaptureSender", "CaptureReceiver", "CaptureCore", "CaptureCodecs", "CaptureWire", "CAF", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "EndToEndTests",

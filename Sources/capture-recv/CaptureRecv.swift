@@ -27,21 +27,6 @@ struct CaptureRecv: AsyncParsableCommand {
         defaultSubcommand: Serve.self
     )
 
-    /// `capture-recv --help` shows what a user runs most, receiving: every option of the default
-    /// subcommand `serve`, then the other subcommands (ArgumentParser's own root help would list
-    /// only the subcommands' names). Settings from `CAPTURE_RECV_…` variables and the config file
-    /// become arguments before the user's own (docs/DESIGN.md, "Configuration").
-    static func main() async {
-        // A log reader that goes away must not end the recording (SIGPIPE).
-        StandardStreams.ignoreBrokenPipes()
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.count == 1, ["--help", "-h", "help"].contains(arguments[0]) {
-            print(rootHelp())
-            return
-        }
-        await CommandLineRun.asyncMain(CaptureRecv.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: settings, userArguments: arguments))
-    }
-
     /// The root help: serve's help, and the subcommands.
     static func rootHelp(columns: Int? = nil) -> String {
         let serve = helpMessage(for: Serve.self, columns: columns)

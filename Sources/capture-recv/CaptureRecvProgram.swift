@@ -1,5 +1,6 @@
 import ArgumentParser
 import CaptureCLISupport
+import CaptureCore
 import CaptureReceiver
 import NIOCore
 
@@ -7,8 +8,19 @@ import NIOCore
 /// `settings` fuzz target parse in memory (Package.swift).
 public enum CaptureRecvProgram {
     /// Runs capture-recv with the process's arguments, environment and config file.
+    /// `capture-recv --help` shows what a user runs most, receiving: every option of the default
+    /// subcommand `serve`, then the other subcommands (ArgumentParser's own root help would list
+    /// only the subcommands' names). Settings from `CAPTURE_RECV_…` variables and the config file
+    /// become arguments before the user's own (docs/DESIGN.md, "Configuration").
     public static func main() async {
-        await CaptureRecv.main()
+        // A log reader that goes away must not end the recording (SIGPIPE).
+        StandardStreams.ignoreBrokenPipes()
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.count == 1, ["--help", "-h", "help"].contains(arguments[0]) {
+            print(CaptureRecv.rootHelp())
+            return
+        }
+        await CommandLineRun.asyncMain(CaptureRecv.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureRecv.self, settings: CaptureRecv.settings, userArguments: arguments))
     }
 
     /// The root command: `serve` (the default), `recover`, `export`, `gen-cert`.

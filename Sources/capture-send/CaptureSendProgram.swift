@@ -8,9 +8,19 @@ import NIOCore
 /// capture-send's command line as a library: what the executable runs, and what the tests and the
 /// `settings` fuzz target parse in memory (Package.swift).
 public enum CaptureSendProgram {
-    /// Runs capture-send with the process's arguments, environment and config file, and exits.
+    /// Runs capture-send with the process's arguments, environment and config file, and exits:
+    /// `capture-send spool …` as its own command tree, anything else as the sending command.
+    /// ArgumentParser cannot put subcommands beside the root's optional `HOST:PORT` argument (it
+    /// would read `spool` as the receiver and validate the root first), so the dispatch is here.
     public static func main() {
-        CaptureSend.main()
+        // A log reader that goes away must not end the capture (SIGPIPE).
+        StandardStreams.ignoreBrokenPipes()
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "spool" {
+            CommandLineRun.main(SpoolCommand.self, Array(arguments.dropFirst()))
+        } else {
+            CommandLineRun.main(CaptureSend.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureSend.self, settings: CaptureSend.settings, userArguments: arguments))
+        }
     }
 
     /// The sending command, `capture-send [HOST:PORT] [options]`, whose options are also settings.

@@ -6,22 +6,6 @@ import Dispatch
 import Foundation
 import Logging
 
-extension CaptureSend {
-    /// Runs `capture-send spool …` as its own command tree and anything else as the sending command.
-    /// ArgumentParser cannot put subcommands beside the root's optional `HOST:PORT` argument (it
-    /// would read `spool` as the receiver and validate the root first), so the dispatch is here.
-    static func main() {
-        // A log reader that goes away must not end the capture (SIGPIPE).
-        StandardStreams.ignoreBrokenPipes()
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.first == "spool" {
-            CommandLineRun.main(SpoolCommand.self, Array(arguments.dropFirst()))
-        } else {
-            CommandLineRun.main(CaptureSend.self, ConfiguredCommandLine.argumentsOrExit(for: CaptureSend.self, settings: settings, userArguments: arguments))
-        }
-    }
-}
-
 /// `capture-send spool`: the streams waiting in the spool, each bound to the receiver it was sent to.
 struct SpoolCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

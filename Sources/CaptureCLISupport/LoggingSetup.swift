@@ -145,3 +145,40 @@ public struct LineLogHandler: LogHandler {
         return formatter.string(from: time)
     }
 }
+
+/// The level an executable logs at unless `--log-level` says otherwise (capture-send: notice,
+/// capture-recv: info).
+public protocol DefaultLogLevel {
+    static var level: Logger.Level { get }
+}
+
+/// `--log-format` and `--log-level`, the same in both executables, and the rule that a failed run's
+/// one line is a JSON line too with `--log-format json`.
+public struct LogOptions<Default: DefaultLogLevel>: ParsableArguments {
+    @Option(name: .long, help: "Log format: text or json.")
+    public var logFormat: LogFormat = .text
+
+    @Option(name: .long, help: LogLevelOption.help(default: Default.level), transform: LogLevelOption.parse)
+    public var logLevel: Logger.Level = Default.level
+
+    public init() {}
+
+    /// Runs `body`; with `--log-format json`, a `CLIError` it throws is written as a JSON final line
+    /// (ArgumentParser would print a plain `Error:` line) and the run exits 1.
+    public func reportingErrors(label: String, _ body: () async throws -> Void) async throws {
+        do { try await body() } catch { try report(error, label: label) }
+    }
+
+    /// `reportingErrors` for a synchronous run.
+    public func reportingErrors(label: String, _ body: () throws -> Void) throws {
+        do { try body() } catch { try report(error, label: label) }
+    }
+
+    private func report(_ error: any Error, label: String) throws -> Never {
+        if let failure = error as? CLIError, logFormat == .json {
+            FinalLine.write(failure.description, format: .json, label: label)
+            throw ExitCode.failure
+        }
+        throw error
+    }
+}

@@ -101,11 +101,7 @@ struct Serve: AsyncParsableCommand {
         transform: ReceiveRanges.idleTimeout.integer)
     var idleTimeout = 20
 
-    @Option(name: .long, help: "Log format: text or json.")
-    var logFormat: LogFormat = .text
-
-    @Option(name: .long, help: LogLevelOption.help(default: .info), transform: LogLevelOption.parse)
-    var logLevel: Logger.Level = .info
+    @OptionGroup var logging: LogOptions<ReceiveLogLevel>
 
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: ReceiverSecurityOptions
@@ -141,18 +137,17 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        do {
-            try await serve()
-        } catch let error as CLIError where logFormat == .json {
-            // ArgumentParser would print a plain `Error:` line; in JSON mode it is a JSON line too.
-            FinalLine.write(error.description, format: .json, label: "capture-recv")
-            throw ExitCode.failure
-        }
+        try await logging.reportingErrors(label: "capture-recv") { try await serve() }
+    }
+
+    /// capture-recv logs at info unless told otherwise.
+    enum ReceiveLogLevel: DefaultLogLevel {
+        static var level: Logger.Level { .info }
     }
 
     /// Receives until a signal; throws `CLIError` for the one line a failed start ends with.
     private func serve() async throws {
-        let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logFormat, level: logLevel)
+        let logger = LoggingSetup.bootstrap(label: "capture-recv", format: logging.logFormat, level: logging.logLevel)
         var configuration = ReceiverConfiguration(outputDirectory: out, host: listen.host, port: listen.port)
         let capacity = StreamCapacity.raiseAndMeasure()
         applyLimits(to: &configuration, capacity: capacity)

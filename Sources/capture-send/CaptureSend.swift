@@ -139,11 +139,7 @@ struct CaptureSend: ParsableCommand {
     @Flag(name: [.customShort("i"), .long], help: "Keys on the terminal, as arecord -i: space pauses and resumes capture (the pause is recorded as a gap), m drops a marker (type an optional label, then Enter; Esc cancels), q stops as the first Ctrl-C. Standard input must be a terminal. SIGUSR1 drops a marker without a label, with or without this flag.")
     var interactive = false
 
-    @Option(name: .long, help: "Log format: text or json.")
-    var logFormat: LogFormat = .text
-
-    @Option(name: .long, help: LogLevelOption.help(default: .notice), transform: LogLevelOption.parse)
-    var logLevel: Logger.Level = .notice
+    @OptionGroup var logging: LogOptions<SendLogLevel>
 
     @OptionGroup(title: "TLS and authentication (docs/SECURITY.md)")
     var security: SenderSecurityOptions
@@ -180,13 +176,12 @@ struct CaptureSend: ParsableCommand {
     }
 
     func run() throws {
-        do {
-            try send()
-        } catch let error as CLIError where logFormat == .json {
-            // ArgumentParser would print a plain `Error:` line; in JSON mode it is a JSON line too.
-            FinalLine.write(error.description, format: .json, label: "capture-send")
-            throw ExitCode.failure
-        }
+        try logging.reportingErrors(label: "capture-send") { try send() }
+    }
+
+    /// capture-send logs at notice unless told otherwise.
+    enum SendLogLevel: DefaultLogLevel {
+        static var level: Logger.Level { .notice }
     }
 
     /// Captures, sends and reports; throws `CLIError` for the one line a failed run ends with, or
@@ -207,7 +202,7 @@ struct CaptureSend: ParsableCommand {
         guard let receiver else { throw CLIError("name the receiver as HOST:PORT") }
         // Log lines and the status line share standard error through one console (docs/DESIGN.md).
         let console = StatusConsole.standardError()
-        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logFormat, level: logLevel, output: console.writeLine)
+        let logger = LoggingSetup.bootstrap(label: "capture-send", format: logging.logFormat, level: logging.logLevel, output: console.writeLine)
         let (audioSource, cancelReopening) = try makeSource(logger: logger)
         var configuration = CaptureStreamer.Configuration(
             streamName: streamName ?? ProcessInfo.processInfo.hostName,
@@ -262,7 +257,7 @@ struct CaptureSend: ParsableCommand {
                 Self.leftoverLine(reason: reason, log: streamer.log, outputRate: streamer.outputFormat.sampleRate, receiver: receiver.description)
                     + Self.backgroundLeftover(streamer.encodings)
             },
-            writeFinalLine: { [logFormat] line in
+            writeFinalLine: { [logFormat = logging.logFormat] line in
                 // Through the console: the watchdog may write it while the status line is drawn.
                 console.writeFinalLine(FinalLine.render(line, format: logFormat, label: "capture-send", time: Date()))
             }
@@ -289,7 +284,7 @@ struct CaptureSend: ParsableCommand {
         }
         defer { terminal?.restore() }
         let figures = StatusFigures(streamer: streamer)
-        let status = statusOptions.makeReporter(console: console, logFormat: logFormat) { figures.snapshot() }
+        let status = statusOptions.makeReporter(console: console, logFormat: logging.logFormat) { figures.snapshot() }
         status.start()
         let outcome = streamer.waitUntilFinished()
         if case .success = outcome.main.result { stop.delivered() } else { stop.finished() }
@@ -371,7 +366,7 @@ struct CaptureSend: ParsableCommand {
                 } + (copyLine.map { [$0] } ?? [])
                 FinalLine.write(
                     "the main receiver \(outcome.main.receiver) has the whole stream; \((lines + (deferredLine.map { [$0] } ?? [])).joined(separator: "; "))",
-                    format: logFormat, label: "capture-send")
+                    format: logging.logFormat, label: "capture-send")
                 throw ExitCode(Self.incompleteBackupExitCode)
             }
             if let deferredLine {

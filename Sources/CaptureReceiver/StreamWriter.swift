@@ -1,3 +1,4 @@
+import CaptureWire
 import CAF
 import CaptureMetrics
 import CaptureCore
@@ -184,7 +185,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// for the resume window), and calls `completion` with the result. `end` is nil for a stream
     /// finalized without its end (its connection lost, and the receiver told not to wait for it):
     /// it then leaves the index.
-    public func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
+    public func finish(_ end: StreamEnd?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
         lane.submit { [self] in
             if let failure { return completion(.failure(failure)) }
             let finished: FinishedFile

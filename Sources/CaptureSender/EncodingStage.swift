@@ -92,7 +92,7 @@ public final class EncodingStage: @unchecked Sendable {
     /// the trailing loss, and the end in the log. `completion` is how capture ended.
     func finish(_ completion: CaptureQueue.Completion, statistics: CaptureStatistics, reasonIfStopped: String) -> Result<Void, SenderError> {
         if let failure = lock.withLock({ failure }) {
-            log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))
+            log.finish(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed")
             return .failure(.encoderFailed(failure.description))
         }
         // A pause that the stop ended is recorded up to the stop (the queue reported it).
@@ -110,7 +110,7 @@ public final class EncodingStage: @unchecked Sendable {
             pendingFilledGaps.removeAll()
             remainder = tail.remainderFrames
         } catch {
-            log.finish(StreamEnd(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed"))
+            log.finish(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed")
             return .failure(.encoderFailed(error.description))
         }
         // Frames lost in an overrun at the very end (no buffer followed them) become a trailing
@@ -128,7 +128,7 @@ public final class EncodingStage: @unchecked Sendable {
         case .failed(let error): reason = "capture-failed: \(error.description)"
         }
         let endSampleTime = outputFormat.isLinearPCM ? max(timelineEnd, capturedEnd) : lock.withLock { lastOutputEnd }
-        log.finish(StreamEnd(endSampleTime: endSampleTime, remainderFrames: remainder, reason: reason))
+        log.finish(endSampleTime: endSampleTime, remainderFrames: remainder, reason: reason)
         return .success(())
     }
 

@@ -63,22 +63,6 @@ public struct LoggedPacket: Sendable, Equatable {
     }
 }
 
-/// How a stream ended, as the log records it for the end-of-stream message.
-public struct StreamEnd: Sendable, Equatable {
-    /// The sample index just past the last frame.
-    public var endSampleTime: Int64
-    /// Padding frames at the end of the last packet (VBR).
-    public var remainderFrames: Int
-    /// Why the stream ended ("duration", "end-of-file", "interrupted"...).
-    public var reason: String
-
-    public init(endSampleTime: Int64, remainderFrames: Int, reason: String) {
-        self.endSampleTime = endSampleTime
-        self.remainderFrames = remainderFrames
-        self.reason = reason
-    }
-}
-
 /// Something the user must be told about the log's storage (the CLI logs these loudly).
 public enum PacketLogEvent: Sendable, Equatable {
     /// The log is full (`--spool-max`): captured audio now goes to the overflow file at `path`.
@@ -253,7 +237,7 @@ public final class PacketLog: @unchecked Sendable {
         acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
         cursors = [Cursor(acknowledged: acknowledged, heldBytes: heldBytes)]
         nextSequence = (contents.entries.last?.sequence ?? acknowledged) + 1
-        end = contents.end ?? StreamEnd(endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
+        end = contents.end ?? StreamEnd(lastSequence: nextSequence - 1, endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
         holdsCapturedAudio = contents.holdsCapturedAudio
     }
 
@@ -578,18 +562,21 @@ public final class PacketLog: @unchecked Sendable {
 
     // MARK: - Network side
 
-    /// Records the end of the stream; no entry may follow.
-    public func finish(_ streamEnd: StreamEnd) {
+    /// Records the end of the stream, after the last entry appended; no entry may follow.
+    /// `endSampleTime`: just past the last frame; `remainderFrames`: VBR padding at the end of the
+    /// last packet; `reason`: why it ended ("duration", "end-of-file", "interrupted"...).
+    public func finish(endSampleTime: Int64, remainderFrames: Int, reason: String) {
         endOverflowIfAny()
-        let (toNotify, last) = condition.withLock {
+        let (toNotify, streamEnd) = condition.withLock {
+            let streamEnd = StreamEnd(lastSequence: nextSequence - 1, endSampleTime: endSampleTime, remainderFrames: remainderFrames, reason: reason)
             end = streamEnd
-            return (listeners, nextSequence - 1)
+            return (listeners, streamEnd)
         }
         if spool != nil {
             // Synced on the spool's usual schedule (within a second), as every entry is: a stream
             // acknowledged whole before then is removed without a write of the spool to disk.
             spoolQueue.async { [self] in
-                try? spool?.appendEnd(streamEnd, lastSequence: last)
+                try? spool?.appendEnd(streamEnd)
                 scheduleSync()
             }
         }

@@ -1,10 +1,11 @@
 import CaptureCodecs
 import CaptureCore
+import CaptureWire
 
 /// One record of a spool segment: a log entry (audio, gap, filled gap or marker) or the end of the stream.
 enum SpoolRecord: Equatable {
     case entry(LoggedPacket)
-    case end(StreamEnd, lastSequence: UInt64)
+    case end(StreamEnd)
 
     static let audioType: UInt8 = 0x41  // 'A'
     static let gapType: UInt8 = 0x47  // 'G'
@@ -74,9 +75,9 @@ enum SpoolRecord: Equatable {
                 body.append(length)
                 body.append(contentsOf: reason.utf8)
             }
-        case .end(let end, let lastSequence):
+        case .end(let end):
             body.append(Self.endType)
-            body.append(lastSequence)
+            body.append(end.lastSequence)
             body.append(end.endSampleTime)
             body.append(UInt32(end.remainderFrames))
             body.append(contentsOf: end.reason.utf8)
@@ -226,8 +227,8 @@ enum SpoolRecord: Equatable {
             default: kind = .gap
             }
             return Summary(kind: kind, position: entry.sequence, firstSampleTime: entry.firstSampleTime, endSampleTime: entry.endSampleTime, payloadBytes: 0)
-        case .end(let end, let last)?:
-            return Summary(kind: .end, position: last + 1, firstSampleTime: end.endSampleTime, endSampleTime: end.endSampleTime, payloadBytes: 0, streamEnd: end)
+        case .end(let end)?:
+            return Summary(kind: .end, position: end.lastSequence + 1, firstSampleTime: end.endSampleTime, endSampleTime: end.endSampleTime, payloadBytes: 0, streamEnd: end)
         case nil:
             return nil
         }
@@ -265,7 +266,7 @@ enum SpoolRecord: Equatable {
                 endTime >= 0, endTime <= maximumSampleTime
             else { return nil }
             let reason = String(decoding: reader.readRest(), as: UTF8.self)
-            return .end(StreamEnd(endSampleTime: endTime, remainderFrames: Int(remainder), reason: reason), lastSequence: sequence)
+            return .end(StreamEnd(lastSequence: sequence, endSampleTime: endTime, remainderFrames: Int(remainder), reason: reason))
         default:
             return nil
         }

@@ -1,3 +1,4 @@
+import CaptureWire
 import CaptureCodecs
 import CaptureCore
 

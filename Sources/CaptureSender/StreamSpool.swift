@@ -1,3 +1,4 @@
+import CaptureWire
 import CaptureErrorText
 import CaptureCore
 import Foundation
@@ -383,11 +384,11 @@ public final class StreamSpool: @unchecked Sendable {
         try append(record: .entry(entry), sequence: entry.sequence)
     }
 
-    /// Records the end of the stream after `lastSequence`. A stream that never spooled an entry
-    /// has nothing to deliver later: its end is not recorded and no folder appears.
-    public func appendEnd(_ end: StreamEnd, lastSequence: UInt64) throws(SpoolError) {
+    /// Records the end of the stream (after its last sequence). A stream that never spooled an
+    /// entry has nothing to deliver later: its end is not recorded and no folder appears.
+    public func appendEnd(_ end: StreamEnd) throws(SpoolError) {
         guard exists else { return }
-        _ = try append(record: .end(end, lastSequence: lastSequence), sequence: lastSequence + 1)
+        _ = try append(record: .end(end), sequence: end.lastSequence + 1)
     }
 
     private func append(record: SpoolRecord, sequence: UInt64) throws(SpoolError) -> SpoolLocation {

@@ -11,19 +11,6 @@
 /// `end_sample_time`): anything else is a receiver that did not read the stream's end, and nothing may
 /// be released on its word.
 public struct SenderStreamState: Sendable, FinalErrorLatch {
-    /// The end of a stream, as EndOfStream states it and EndAccepted must repeat it.
-    public struct StreamEnd: Sendable, Equatable {
-        /// The stream's last sequence.
-        public var lastSequence: UInt64
-        /// The sample index just past the stream's last frame.
-        public var endSampleTime: Int64
-
-        public init(lastSequence: UInt64, endSampleTime: Int64) {
-            self.lastSequence = lastSequence
-            self.endSampleTime = endSampleTime
-        }
-    }
-
     /// Where the connection is in the protocol.
     public enum Phase: Sendable, Equatable {
         case notStarted
@@ -173,7 +160,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
     /// EndAccepted must repeat the end the sender sent: a receiver that answers before reading the
     /// stream's end cannot know it.
     private static func check(_ accepted: Capture_V1_EndAccepted, confirms end: StreamEnd) throws(WireError) {
-        guard accepted.lastSequence == end.lastSequence, accepted.endSampleTime == end.endSampleTime else {
+        guard end.isConfirmed(by: accepted) else {
             throw .endAcceptedMismatch(
                 sent: end, confirmed: StreamEnd(lastSequence: accepted.lastSequence, endSampleTime: accepted.endSampleTime))
         }

@@ -77,7 +77,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case resumeBeyondSent(requested: UInt64, nextUnsent: UInt64)
     /// An EndAccepted that does not name the EndOfStream this sender sent: the receiver did not read
     /// the stream's end (or confirms another stream), so nothing is confirmed.
-    case endAcceptedMismatch(sent: SenderStreamState.StreamEnd, confirmed: SenderStreamState.StreamEnd)
+    case endAcceptedMismatch(sent: StreamEnd, confirmed: StreamEnd)
     /// This side tried to send out of protocol order (a bug in the caller).
     case sendOutOfOrder(String)
 

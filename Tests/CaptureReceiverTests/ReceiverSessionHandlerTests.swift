@@ -36,7 +36,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {}
         func recordMarker(sequence: UInt64, sampleTime: Int64, label: String) {}
         func recordFilledGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {}
-        func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
+        func finish(_ end: StreamEnd?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void) {
             lock.withLock { _finish = completion }
         }
         func detach(finalizing: Bool, completion: @escaping @Sendable () -> Void) {

@@ -105,7 +105,7 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15)]),
             (.durable(DurablePosition(sequence: 2, sampleTime: 30)), [Self.ack(2, 30)]),
             (.messageReceived(.endOfStream(.with { $0.lastSequence = 2; $0.endSampleTime = 30; $0.reason = "stopped" })), [
-                .finishFile(StreamEnding(remainderFrames: 0, lastSequence: 2, endSampleTime: 30)),
+                .finishFile(StreamEnd(lastSequence: 2, endSampleTime: 30, reason: "stopped")),
             ]),
             (.fileFinished(.success(Self.finished)), [
                 .forgetStream(Self.stream),
@@ -201,7 +201,7 @@ final class ReceiverSessionTests: XCTestCase {
     func testAFinishFailingAfterTheSenderLeftKeepsTheFileResumable() throws {
         var session = try streamingSession()
         run(&session, [
-            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnding(remainderFrames: 0, lastSequence: 0, endSampleTime: 0))]),
+            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnd(lastSequence: 0, endSampleTime: 0))]),
             (.connectionClosed, []),
             (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
             (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),

@@ -35,7 +35,7 @@ final class SenderSessionHandlerTests: XCTestCase {
         let spool = try StreamSpool.create(root: root, meta: meta)
         let log = PacketLog(producerIsRealTime: true, spool: spool)
         for index in 0..<5 { log.append(packets(first: Int64(index * 1_000), frames: 1_000)) }
-        log.finish(StreamEnd(endSampleTime: 5_000, remainderFrames: 0, reason: "duration"))
+        log.finish(endSampleTime: 5_000, remainderFrames: 0, reason: "duration")
         log.flushSpool()
         log.markSent(through: 5)
         XCTAssertEqual(log.memoryBytesHeld, 0, "every entry is only on disk now")

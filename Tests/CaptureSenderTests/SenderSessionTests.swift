@@ -19,7 +19,7 @@ final class SenderSessionTests: XCTestCase {
     }
 
     private func position(_ last: UInt64, endAt end: Int64? = nil) -> LogPosition {
-        LogPosition(lastSequence: last, end: end.map { StreamEnd(endSampleTime: $0, remainderFrames: 0, reason: "duration") })
+        LogPosition(lastSequence: last, end: end.map { StreamEnd(lastSequence: last, endSampleTime: $0, remainderFrames: 0, reason: "duration") })
     }
 
     private func accepted(next: UInt64, sampleTime: Int64 = 0) -> WireMessage {

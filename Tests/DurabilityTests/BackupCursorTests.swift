@@ -56,7 +56,7 @@ final class BackupCursorTests: XCTestCase {
         log.acknowledge(through: 2, for: .main)
         XCTAssertEqual(log.acknowledgedSequence(for: .main), 9, "a stale acknowledgement moves nothing back")
 
-        log.finish(StreamEnd(endSampleTime: 12_000, remainderFrames: 0, reason: "end-of-source"))
+        log.finish(endSampleTime: 12_000, remainderFrames: 0, reason: "end-of-source")
         log.acknowledge(through: 12, for: .main)
         XCTAssertTrue(log.isComplete(for: .main))
         XCTAssertFalse(log.isComplete(for: backup))

@@ -1,3 +1,4 @@
+import CaptureWire
 import CaptureCodecs
 import CaptureCore
 import CaptureSender
@@ -37,7 +38,7 @@ final class SpoolDamageTests: XCTestCase {
             let packets = SpoolFixtures.packets(first: Int64(index * 480), frames: 480)
             written.append(LoggedPacket(sequence: log.append(packets), content: .audio(packets)))
         }
-        if end { log.finish(StreamEnd(endSampleTime: Int64(count * 480), remainderFrames: 0, reason: "end-of-file")) }
+        if end { log.finish(endSampleTime: Int64(count * 480), remainderFrames: 0, reason: "end-of-file") }
         if acknowledged > 0 { log.acknowledge(through: acknowledged) }
         log.flushSpool()
         spool.release()
@@ -90,7 +91,7 @@ final class SpoolDamageTests: XCTestCase {
         XCTAssertEqual(log.oldestKeptSequence, 1)
         XCTAssertEqual(log.lastSequence, 10)
         XCTAssertEqual(try log.entries(from: 1, maxCount: 20), [damagedGap(1, at: 0, length: 480, id: id)] + Array(written[1...]))
-        XCTAssertEqual(log.streamEnd, StreamEnd(endSampleTime: 4_800, remainderFrames: 0, reason: "end-of-file"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 4_800, remainderFrames: 0, reason: "end-of-file"))
     }
 
     func testABitFlippedInTheMiddleCostsOnlyItsRecordAndTheRecordsAfterItAreFoundAgain() throws {
@@ -113,7 +114,7 @@ final class SpoolDamageTests: XCTestCase {
         try flip(record: 5, at: 12 + 1, of: id)  // its sequence number
         let log = try recovered(id)
         XCTAssertEqual(try log.entries(from: 1, maxCount: 20), Array(written[0..<5]) + [damagedGap(6, at: 2_400, length: 480, id: id)])
-        XCTAssertEqual(log.streamEnd, StreamEnd(endSampleTime: 2_880, remainderFrames: 0, reason: "end-of-file"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 2_880, remainderFrames: 0, reason: "end-of-file"))
     }
 
     func testSeveralRecordsLostTogetherShareTheirSpanOneGapEach() throws {

@@ -1,3 +1,4 @@
+import CaptureWire
 import CaptureCodecs
 import CaptureCore
 import CaptureSender
@@ -36,7 +37,7 @@ final class SpoolRecoveryTests: XCTestCase {
             let content = packets(index)
             written.append(LoggedPacket(sequence: log.append(content), content: .audio(content)))
         }
-        if end { log.finish(StreamEnd(endSampleTime: written.last?.endSampleTime ?? 0, remainderFrames: 0, reason: "end-of-file")) }
+        if end { log.finish(endSampleTime: written.last?.endSampleTime ?? 0, remainderFrames: 0, reason: "end-of-file") }
         if acknowledged > 0 { log.acknowledge(through: acknowledged) }
         log.flushSpool()
         spool.release()
@@ -85,7 +86,7 @@ final class SpoolRecoveryTests: XCTestCase {
             cost: .tail(from: 4_320, sequence: 10))])
         XCTAssertEqual(spool.damageReport?.state, "damaged: seconds from 0.090 to the end lost")
         let log = try PacketLog(recovering: spool)
-        XCTAssertEqual(log.streamEnd, StreamEnd(endSampleTime: 4_320, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 4_320, remainderFrames: 0, reason: "sender-restarted"))
         spool.release()
     }
 

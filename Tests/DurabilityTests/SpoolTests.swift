@@ -1,3 +1,4 @@
+import CaptureWire
 import CAF
 import CaptureCodecs
 import CaptureCore
@@ -47,7 +48,7 @@ final class SpoolTests: XCTestCase {
         let entries = try recovered.entries(from: 4, maxCount: 100)
         XCTAssertEqual(Array(entries.prefix(7)), Array(written[3...]))
         XCTAssertEqual(entries.last, LoggedPacket(sequence: 11, content: .gap(sampleTime: 4_800, length: 100, reason: "overrun")))
-        XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(recovered.streamEnd, StreamEnd(lastSequence: recovered.lastSequence, endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
     }
 
     /// Markers take their sequence in the log where the timeline stands when they are dropped (just
@@ -63,7 +64,7 @@ final class SpoolTests: XCTestCase {
         log.appendGap(sampleTime: 480, length: 100, reason: "paused")
         XCTAssertEqual(log.appendMarker(label: "Überlauf ✓"), 5)
         log.append(packets(first: 580, frames: 480))
-        log.finish(StreamEnd(endSampleTime: 1_060, remainderFrames: 0, reason: "duration"))
+        log.finish(endSampleTime: 1_060, remainderFrames: 0, reason: "duration")
         XCTAssertEqual(log.appendMarker(label: "too late"), 0)
         log.flushSpool()
         spool.release()
@@ -94,7 +95,7 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(log.appendFilledGap(sampleTime: 300, length: 500, reason: "paused"), 2)
         log.append(packets(first: 480, frames: 480))
         XCTAssertEqual(log.appendFilledGap(sampleTime: 960, length: 1, reason: "overrun ✓"), 4)
-        log.finish(StreamEnd(endSampleTime: 960, remainderFrames: 0, reason: "duration"))
+        log.finish(endSampleTime: 960, remainderFrames: 0, reason: "duration")
         XCTAssertEqual(log.appendFilledGap(sampleTime: 900, length: 1, reason: "too late"), 0)
         log.flushSpool()
         spool.release()
@@ -161,7 +162,7 @@ final class SpoolTests: XCTestCase {
                                  packetSizes: [60, 63], firstSampleTime: 960, frameCount: 1_920)
         log.append(vbr)
         log.appendGap(sampleTime: 2_880, length: 480, reason: "overrun")
-        log.finish(StreamEnd(endSampleTime: 3_360, remainderFrames: 7, reason: "duration"))
+        log.finish(endSampleTime: 3_360, remainderFrames: 7, reason: "duration")
         log.flushSpool()
         let directory = (root as NSString).appendingPathComponent(id.uuidString.lowercased())
         let written = try [UInt8](Data(contentsOf: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("seg-00000000000000000001.spool"))))
@@ -329,15 +330,15 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(recovered.oldestKeptSequence, 4)
         XCTAssertEqual(recovered.lastSequence, 7)
         XCTAssertEqual(try recovered.entries(from: 4, maxCount: 10), Array(appended[3...]))
-        XCTAssertEqual(recovered.streamEnd, StreamEnd(endSampleTime: 7_000, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(recovered.streamEnd, StreamEnd(lastSequence: recovered.lastSequence, endSampleTime: 7_000, remainderFrames: 0, reason: "sender-restarted"))
 
         // An end recorded in the reused segment (behind record 7, over the older record 2) reads back too.
-        recovered.finish(StreamEnd(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
+        recovered.finish(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source")
         recovered.flushSpool()
         recovered.spool?.release()
         let again = try XCTUnwrap(try Self.claimed(directory)).contents()
         XCTAssertEqual(again.entries.map(\.sequence), [4, 5, 6, 7])
-        XCTAssertEqual(again.end, StreamEnd(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
+        XCTAssertEqual(again.end, StreamEnd(lastSequence: 7, endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
     }
 
     func testAFullLogOverflowsToALocalFileAndTheStreamGetsAGapNamingIt() throws {

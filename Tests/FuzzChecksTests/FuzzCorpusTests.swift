@@ -151,7 +151,7 @@ final class FuzzCorpusTests: XCTestCase {
                 _ = log.append(packets)
             }
             if !opus { _ = log.appendGap(sampleTime: Int64(count * 16), length: 48, reason: "overrun") }
-            if end { log.finish(StreamEnd(endSampleTime: opus ? Int64(count * 1_920) : Int64(count * 16 + 48), remainderFrames: 0, reason: "duration")) }
+            if end { log.finish(endSampleTime: opus ? Int64(count * 1_920) : Int64(count * 16 + 48), remainderFrames: 0, reason: "duration") }
             if acknowledged > 0 { log.acknowledge(through: acknowledged) }
             log.flushSpool()
             let folder = (root as NSString).appendingPathComponent(id.uuidString.lowercased())

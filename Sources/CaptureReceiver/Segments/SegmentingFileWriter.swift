@@ -1,3 +1,4 @@
+import CaptureWire
 import CAF
 import CaptureCore
 import CaptureMetrics
@@ -358,7 +359,7 @@ final class SegmentingFileWriter {
     /// index (so a sender that missed the EndAccepted gets it again for the resume window), and
     /// returns what the file holds. `end` is nil for a stream finalized without its end: it then
     /// leaves the index.
-    func finish(_ end: StreamEnding?) throws(StorageError) -> FinishedFile {
+    func finish(_ end: StreamEnd?) throws(StorageError) -> FinishedFile {
         guard let writer else { throw .writeFailed("\(currentPath) was already closed") }
         do throws(CAFError) {
             try writer.finalize(remainderFrames: format.isVariableBitRate ? end?.remainderFrames ?? 0 : 0)

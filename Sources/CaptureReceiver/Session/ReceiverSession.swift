@@ -256,7 +256,7 @@ public struct ReceiverSession: Sendable {
             endOfStream = end
             state = .finishing
             if paused { actions.append(.setReading(true)) }
-            actions.append(.finishFile(StreamEnding(remainderFrames: Int(end.remainderFrames), lastSequence: end.lastSequence, endSampleTime: end.endSampleTime)))
+            actions.append(.finishFile(StreamEnd(lastSequence: end.lastSequence, endSampleTime: end.endSampleTime, remainderFrames: Int(end.remainderFrames), reason: end.reason)))
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
             if error.fatal { close(&actions) }

@@ -71,7 +71,7 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     /// Record a gap whose frames the stream's audio carries as silence (it does not move the file's timeline).
     case recordFilledGap(Capture_V1_FilledGap)
     /// Finalize the file (the stream ended); answer with `.fileFinished`.
-    case finishFile(StreamEnding)
+    case finishFile(StreamEnd)
     /// Let go of the file as `FileRelease` says; answer with `.fileReleased`.
     case releaseFile(FileRelease)
     /// Stop (false) or resume (true) reading from the connection: backpressure while the disk is behind.

@@ -16,7 +16,7 @@ protocol StreamFile: AnyObject, Sendable {
     /// no frames of its own).
     func recordFilledGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String)
     /// Finalizes the file and records the finished stream.
-    func finish(_ end: StreamEnding?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void)
+    func finish(_ end: StreamEnd?, completion: @escaping @Sendable (Result<FinishedFile, StorageError>) -> Void)
     /// Makes what was written durable and closes the file, leaving it resumable (finalized too with `finalizing`).
     func detach(finalizing: Bool, completion: @escaping @Sendable () -> Void)
 }

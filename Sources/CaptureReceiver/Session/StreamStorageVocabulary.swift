@@ -21,22 +21,6 @@ public struct FinishedFile: Sendable, Equatable {
     public var gaps: Int
 }
 
-/// How a stream ended, as its EndOfStream said: what finishing its file needs and records.
-public struct StreamEnding: Sendable, Equatable {
-    /// VBR: padding frames at the end of the last packet.
-    public var remainderFrames: Int
-    /// The stream's last sequence.
-    public var lastSequence: UInt64
-    /// The sample index just past the stream's last frame.
-    public var endSampleTime: Int64
-
-    public init(remainderFrames: Int, lastSequence: UInt64, endSampleTime: Int64) {
-        self.remainderFrames = remainderFrames
-        self.lastSequence = lastSequence
-        self.endSampleTime = endSampleTime
-    }
-}
-
 /// Why the receiver could not store a stream.
 public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The file could not be created or reopened (disk full, permissions...): try again later.

@@ -97,7 +97,7 @@ struct SenderSession {
         self.pacing = pacing
         state = SenderStreamState(
             oldestHeldSequence: oldestHeld, nextNewSequence: log.lastSequence + 1,
-            endedBefore: log.end.map { SenderStreamState.StreamEnd(lastSequence: log.lastSequence, endSampleTime: $0.endSampleTime) })
+            endedBefore: log.end)
     }
 
     /// The next sequence to send (the receiver's resume point until sending starts).

@@ -509,20 +509,24 @@ public final class PacketLog: @unchecked Sendable {
 
     // MARK: - Overflow
 
+    /// Keeps `packets` in the overflow file, starting an episode (and its file) if none runs. The
+    /// episode's state is decided under the lock once, the file is written outside it, and what
+    /// that gave (the file's path, or its failure) is recorded under the lock once.
     private func keepInOverflow(_ packets: EncodedPackets) {
-        let starting: Bool = condition.withLock {
-            if overflow == nil {
-                overflow = Overflow(path: nil, start: packets.firstSampleTime, end: packets.firstSampleTime)
-                return true
+        let end = packets.firstSampleTime + Int64(packets.frameCount)
+        let (starting, hasFile): (Bool, Bool) = condition.withLock {
+            guard overflow != nil else {
+                overflow = Overflow(path: nil, start: packets.firstSampleTime, end: end)
+                return (true, false)
             }
-            return false
+            overflow?.end = end
+            return (false, overflow?.path != nil)
         }
+        var newPath: String?
         if starting {
             if let overflowRecorder {
                 do throws(CAFError) {
-                    let path = try overflowRecorder.begin()
-                    condition.withLock { overflow?.path = path }
-                    events(.overflowStarted(path: path))
+                    newPath = try overflowRecorder.begin()
                 } catch {
                     events(.audioLost(reason: "the log is full (--spool-max \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
                 }
@@ -530,16 +534,19 @@ public final class PacketLog: @unchecked Sendable {
                 events(.audioLost(reason: "the log is full (\(capacity) bytes) and there is no overflow folder"))
             }
         }
-        let hasFile = condition.withLock { overflow?.path != nil }
-        if hasFile, let overflowRecorder {
+        var writeFailure: String?
+        if hasFile || newPath != nil, let overflowRecorder {
             do throws(CAFError) {
                 try overflowRecorder.write(packets)
             } catch {
-                condition.withLock { overflow?.path = nil }
-                events(.audioLost(reason: "writing the overflow file failed: \(error.description)"))
+                writeFailure = error.description
             }
         }
-        condition.withLock { overflow?.end = packets.firstSampleTime + Int64(packets.frameCount) }
+        if newPath != nil || writeFailure != nil {
+            condition.withLock { overflow?.path = writeFailure == nil ? newPath : nil }
+        }
+        if let newPath { events(.overflowStarted(path: newPath)) }
+        if let writeFailure { events(.audioLost(reason: "writing the overflow file failed: \(writeFailure)")) }
     }
 
     private func endOverflowIfAny() {

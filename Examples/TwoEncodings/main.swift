@@ -24,8 +24,8 @@ guard arguments.count == 2, let main = receiver(arguments[0]), let thin = receiv
 do {
     let source = try ToneSource(settings: .init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3, paced: true))
     // One encoder per encoding; destinations that share an encoder share its stream.
-    let lossless = try PCMEncoder(inputFormat: source.format)
-    let live = try OpusEncoder(inputFormat: source.format, settings: OpusEncoderSettings(bitrate: 64_000))
+    let lossless = try AudioEncoders.pcm(for: source.format)
+    let live = try AudioEncoders.opus(for: source.format, settings: OpusEncoderSettings(bitrate: 64_000))
     var configuration = CaptureStreamer.Configuration(streamName: "two-encodings", receiver: main)
     configuration.spoolRoot = nil  // keep unacknowledged audio in memory only
     let streamer = try CaptureStreamer(

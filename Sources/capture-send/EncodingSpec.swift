@@ -54,13 +54,10 @@ struct EncodingSpec: Equatable {
     func makeEncoder(for input: StreamFormat) throws(EncoderError) -> any AudioEncoder {
         switch codec {
         case .pcm:
-            return try PCMEncoder(inputFormat: input)
+            return try AudioEncoders.pcm(for: input)
         case .opus:
-            let settings = OpusEncoderSettings(
-                bitrate: bitrate, frameDuration: frameDuration, complexity: complexity, bitrateMode: bitrateMode, application: application)
-            // Opus runs at 8, 12, 16, 24 or 48 kHz; any other rate is resampled to 48 kHz first.
-            if ResamplingOpusEncoder.needsResampling(input) { return try ResamplingOpusEncoder(inputFormat: input, settings: settings) }
-            return try OpusEncoder(inputFormat: input, settings: settings)
+            return try AudioEncoders.opus(for: input, settings: OpusEncoderSettings(
+                bitrate: bitrate, frameDuration: frameDuration, complexity: complexity, bitrateMode: bitrateMode, application: application))
         }
     }
 }

@@ -18,7 +18,8 @@ public struct NumericOption: Sendable, Equatable, CustomStringConvertible {
         case real
         /// Bytes, with an optional K, M, G or T suffix (powers of 1024): `4G`, `1.5M`, `65536`.
         case bytes
-        /// Bits per second, with an optional k suffix (1000): `128k`, `96000`.
+        /// Bits per second, with an optional k, M or G suffix (powers of 1000, either case): `128k`,
+        /// `96000`, `1.5M`.
         case bitrate
         /// A duration: `1h30m`, `15m`, `10s`, or whole seconds (`90`).
         case duration
@@ -58,7 +59,7 @@ public struct NumericOption: Sendable, Equatable, CustomStringConvertible {
         case .bytes:
             return "\(Self.bytes(range.lowerBound)) to \(Self.bytes(range.upperBound)) bytes"
         case .bitrate:
-            return "\(Self.number(range.lowerBound)) to \(Self.number(range.upperBound)) b/s (\(Self.number(range.lowerBound / 1_000))k to \(Self.number(range.upperBound / 1_000))k)"
+            return "\(Self.number(range.lowerBound)) to \(Self.number(range.upperBound)) b/s (\(Self.bits(range.lowerBound)) to \(Self.bits(range.upperBound)))"
         case .duration:
             return "\(DurationText.describe(Saturating.int64(range.lowerBound))) to \(DurationText.describe(Saturating.int64(range.upperBound)))"
         case .integer, .real:
@@ -149,7 +150,8 @@ public struct NumericOption: Sendable, Equatable, CustomStringConvertible {
             return Self.plainNumber(upper)
         case .bitrate:
             let lowered = text.lowercased()
-            if lowered.hasSuffix("k") { return Self.plainNumber(String(lowered.dropLast())).map { $0 * 1_000 } }
+            let units: [Character: Double] = ["k": 1e3, "m": 1e6, "g": 1e9]
+            if let last = lowered.last, let unit = units[last] { return Self.plainNumber(String(lowered.dropLast())).map { $0 * unit } }
             return Self.plainNumber(lowered)
         case .duration:
             return DurationText.total(text).map { Double($0) }
@@ -167,6 +169,14 @@ public struct NumericOption: Sendable, Equatable, CustomStringConvertible {
     public static func number(_ value: Double) -> String {
         if value.rounded() == value, abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
+    }
+
+    /// `6k`, `510k`, `10G`: bits with the largest suffix that leaves a whole number.
+    static func bits(_ value: Double) -> String {
+        for (suffix, unit) in [("G", 1e9), ("M", 1e6), ("k", 1e3)] where value >= unit && (value / unit).rounded() == value / unit {
+            return number(value / unit) + suffix
+        }
+        return number(value)
     }
 
     /// `1M`, `16T`, or the bytes when no suffix fits.

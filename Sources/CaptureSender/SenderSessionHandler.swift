@@ -187,6 +187,10 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private func pacingTick() {
         guard let context, context.channel.isActive else { return }
         handle(.paced(now: MonotonicClock.nanoseconds(), foreground: foreground(), writable: context.channel.isWritable, log: Self.position(of: log)))
+        if !session.pacing.needsTicks {
+            pacingTicker?.cancel()
+            pacingTicker = nil
+        }
     }
 
     private func schedulePump() {

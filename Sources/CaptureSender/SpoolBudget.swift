@@ -42,6 +42,9 @@ public final class SpoolBudget: Sendable {
 
     /// The most `log` may hold now (unacknowledged bytes).
     func limit(for log: PacketLog) -> Int {
+        // A foreground encoding alone (most runs) may hold the whole capacity, as the rule says:
+        // answered without copying the list or reading any log's figure.
+        if members.withLock({ $0.count == 1 && $0[0].log === log && !$0[0].background }) { return capacity }
         let list = members.withLock { $0 }
         guard let own = list.first(where: { $0.log === log }) else { return capacity }
         let others = list.filter { $0.log !== log }.map { (background: $0.background, held: $0.log?.heldBytesTotal ?? 0) }

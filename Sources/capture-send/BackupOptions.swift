@@ -157,25 +157,11 @@ struct BackupReceiverSpec: Equatable {
         (["pin", "ca", "cert", "key", "token-file", "max-rate", "priority"] + EncodingSpec.keys).joined(separator: ", ")
     }
 
-    /// Accepted `max-rate=` values: 8 kb/s (1 kB/s) to 10 Gb/s.
-    static let rateRange = 8_000...10_000_000_000
-
-    /// `max-rate=`: bits per second as 200000, 200k, 1.5M or 1G.
+    /// `max-rate=`: bits per second as 200000, 200k, 1.5M or 1G, within `SendRanges.alsoMaxRate`.
     static func parseRate(_ text: String, option: String) throws(ValidationError) -> Int {
-        let lowered = text.lowercased()
-        let multiplier: Double
-        var number = lowered
-        switch lowered.last {
-        case "k": multiplier = 1e3
-        case "m": multiplier = 1e6
-        case "g": multiplier = 1e9
-        default: multiplier = 1
-        }
-        if multiplier != 1 { number.removeLast() }
-        guard let value = Double(number), value.isFinite, !number.hasPrefix("+"), number.allSatisfy({ $0.isNumber || $0 == "." }),
-              let bits = Int(exactly: (value * multiplier).rounded()), rateRange.contains(bits)
-        else {
-            throw ValidationError("\(option): max-rate=\(text) is not a rate of 8k to 10G bits per second (write it as 200000, 200k, 1.5M or 1G)")
+        let range = SendRanges.alsoMaxRate
+        guard let bits = range.value(text).flatMap({ Int(exactly: $0) }) else {
+            throw ValidationError("\(option): max-rate=\(text) is not a rate of \(range.rangeText); write it as 200000, 200k, 1.5M or 1G")
         }
         return bits
     }

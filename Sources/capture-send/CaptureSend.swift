@@ -255,7 +255,7 @@ struct CaptureSend: ParsableCommand {
             abandonDelivery: { streamer.stopDelivering() },
             leftoverLine: { reason in
                 Self.leftoverLine(reason: reason, log: streamer.log, outputRate: streamer.outputFormat.sampleRate, receiver: receiver.description)
-                    + Self.backgroundLeftover(streamer.encodings)
+                    + Self.backgroundLeftover(streamer)
             },
             writeFinalLine: { [logFormat = logging.logFormat] line in
                 // Through the console: the watchdog may write it while the status line is drawn.
@@ -415,13 +415,9 @@ struct CaptureSend: ParsableCommand {
     }
 
     /// After a stop of delivery: what each background encoding keeps in its spool ("" for none).
-    static func backgroundLeftover(_ encodings: [CaptureStreamer.EncodedStream]) -> String {
-        encodings.filter { $0.priority == .background }.compactMap { encoded -> String? in
-            let progress = encoded.log.progress(for: .main)
-            guard let spool = encoded.log.spool, spool.exists, !encoded.log.isComplete(for: .main) else { return nil }
-            let rate = encoded.description.format.sampleRate
-            let seconds = rate > 0 ? Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / rate : 0
-            return "; background \(encoded.label) to \(encoded.spoolDestination): \(String(format: "%.1f", seconds)) s of audio stays in the spool at \(spool.directory)"
+    static func backgroundLeftover(_ streamer: CaptureStreamer) -> String {
+        streamer.backgroundLeftInSpool().map { encoded, receiver, left in
+            "; background \(encoded.label) to \(receiver): \(String(format: "%.1f", left.seconds)) s of audio stays in the spool at \(left.spoolDirectory)"
         }.joined()
     }
 

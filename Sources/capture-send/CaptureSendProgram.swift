@@ -72,6 +72,9 @@ enum SendRanges {
     static let alsoGiveUp = NumericOption("also-give-up", .duration, 1...604_800)
     /// Checked by RecordOptions with DurationText (1 second to 24 hours).
     static let recordSegment = NumericOption("record-segment", .duration, 1...86_400)
+    /// `--also HOST:PORT,max-rate=BITS`: a setting inside `--also`'s value, not an option of its
+    /// own (so not in `all`), checked by `BackupReceiverSpec`.
+    static let alsoMaxRate = NumericOption("max-rate", .bitrate, 8_000...10_000_000_000)
     /// `capture-send spool deliver --timeout`.
     static let timeout = NumericOption("timeout", .real, 0.001...604_800, unit: "seconds")
 

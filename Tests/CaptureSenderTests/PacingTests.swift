@@ -71,18 +71,20 @@ final class PacingTests: XCTestCase {
     func testABackgroundDestinationWaitsForTheForeground() {
         var pacing = SendPacing(bitsPerSecond: nil, background: true)
         XCTAssertTrue(pacing.needsTicks)
-        let rows: [(foreground: ForegroundState?, inFlight: Int, allowed: Bool)] = [
-            (nil, 0, false),
-            (.behind, 0, false),
-            (.caughtUp, 0, true),
-            (.caughtUp, 1, false),
-            (.finished, 0, true),
-            (.finished, 1 << 20, true),
-            (.behind, 0, false),
+        // `ticks`: whether the handler must go on ticking (not once the foreground has finished).
+        let rows: [(foreground: ForegroundState?, inFlight: Int, allowed: Bool, ticks: Bool)] = [
+            (nil, 0, false, true),
+            (.behind, 0, false, true),
+            (.caughtUp, 0, true, true),
+            (.caughtUp, 1, false, true),
+            (.finished, 0, true, false),
+            (.finished, 1 << 20, true, false),
+            (.behind, 0, false, true),
         ]
         for (index, row) in rows.enumerated() {
             if let foreground = row.foreground { pacing.tick(now: UInt64(index) * Self.second, foreground: foreground) }
             XCTAssertEqual(pacing.allowsNext(inFlightBytes: row.inFlight), row.allowed, "row \(index)")
+            XCTAssertEqual(pacing.needsTicks, row.ticks, "row \(index): ticks")
         }
         // A foreground destination ignores what the foreground does.
         var foreground = SendPacing(bitsPerSecond: nil, background: false)
@@ -93,6 +95,7 @@ final class PacingTests: XCTestCase {
         both.tick(now: 0, foreground: .finished)
         both.charge(bytes: 1_000)
         XCTAssertFalse(both.allowsNext(inFlightBytes: 0), "the foreground has finished, the bucket is empty")
+        XCTAssertTrue(both.needsTicks, "the bucket still refills on ticks")
     }
 
     // MARK: - ForegroundGate
@@ -141,6 +144,25 @@ final class PacingTests: XCTestCase {
         for row in rows {
             XCTAssertEqual(SpoolBudget.limit(capacity: capacity, background: row.background, ownHeld: row.own, others: row.others), row.limit, row.note)
         }
+    }
+
+    /// A budget's limit for its logs: one foreground log alone may hold the whole capacity (the
+    /// answer every single-encoding run gets, before each append); a second log splits it.
+    func testTheBudgetsLimitForItsLogs() {
+        let budget = SpoolBudget(capacity: 10_000)
+        let first = PacketLog(producerIsRealTime: true, capacity: budget.capacity, budget: budget)
+        budget.add(first, background: false)
+        XCTAssertEqual(budget.limit(for: first), 10_000)
+        let stranger = PacketLog(producerIsRealTime: true, capacity: 1_000)
+        XCTAssertEqual(budget.limit(for: stranger), 10_000, "a log not in the budget is held to the capacity")
+        let second = PacketLog(producerIsRealTime: true, capacity: budget.capacity, budget: budget)
+        budget.add(second, background: false)
+        XCTAssertEqual(budget.limit(for: first), 5_000)
+        XCTAssertEqual(budget.limit(for: second), 5_000)
+        let lone = SpoolBudget(capacity: 10_000)
+        let background = PacketLog(producerIsRealTime: true, capacity: lone.capacity, budget: lone)
+        lone.add(background, background: true)
+        XCTAssertEqual(lone.limit(for: background), 5_000, "a background log alone still gets half")
     }
 
     /// Two logs on one budget: when it runs out, the background log overflows first (its audio

@@ -141,8 +141,8 @@ final class BackupReceiverTests: XCTestCase {
     func testBadBackupSettingsAreRefusedWithOneClearLine() throws {
         let cases: [([String], String)] = [
             (["--also", "127.0.0.1:7374,colour=blue"], "--also 127.0.0.1:7374,colour=blue: unknown setting 'colour'; the keys are pin, ca, cert, key, token-file, max-rate, priority, codec, bitrate, frame-ms, complexity, bitrate-mode, application"),
-            (["--also", "127.0.0.1:7374,max-rate=fast"], "--also 127.0.0.1:7374,max-rate=fast: max-rate=fast is not a rate of 8k to 10G bits per second (write it as 200000, 200k, 1.5M or 1G)"),
-            (["--also", "127.0.0.1:7374,max-rate=7k"], "max-rate=7k is not a rate of 8k to 10G bits per second"),
+            (["--also", "127.0.0.1:7374,max-rate=fast"], "--also 127.0.0.1:7374,max-rate=fast: max-rate=fast is not a rate of 8000 to 10000000000 b/s (8k to 10G); write it as 200000, 200k, 1.5M or 1G"),
+            (["--also", "127.0.0.1:7374,max-rate=7k"], "max-rate=7k is not a rate of 8000 to 10000000000 b/s (8k to 10G)"),
             (["--also", "127.0.0.1:7374,max-rate=-200k"], "max-rate=-200k is not a rate"),
             (["--also", "127.0.0.1:7374,priority=urgent"], "--also 127.0.0.1:7374,priority=urgent: priority=urgent is not foreground or background"),
             (["--also", "127.0.0.1:7374,codec=opus,priority=background", "--no-spool"], "the background destination 127.0.0.1:7374 needs a spool: its audio waits there until it is acknowledged, across restarts"),

@@ -42,8 +42,9 @@ struct SendPacing: Equatable {
     /// No limit at all: what a foreground destination without `max-rate` gets.
     static let unpaced = SendPacing(bitsPerSecond: nil, background: false)
 
-    /// Whether the handler must tick: a rate limit or a background destination.
-    var needsTicks: Bool { bytesPerSecond != nil || background }
+    /// Whether the handler must tick: a rate limit, or a background destination whose foreground
+    /// has not finished (once it has, nothing a tick brings can change what may be sent).
+    var needsTicks: Bool { bytesPerSecond != nil || (background && foreground != .finished) }
 
     /// The bucket's capacity in bytes.
     var burstBytes: Double { (bytesPerSecond ?? 0) * Self.burstSeconds }

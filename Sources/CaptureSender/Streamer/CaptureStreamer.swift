@@ -593,13 +593,27 @@ public final class CaptureStreamer: @unchecked Sendable {
     private func leftInSpool(link index: Int, deferred: Set<Int>) -> LeftInSpool? {
         let link = links[index]
         guard link.priority == .background, case .failure = lock.withLock({ linkResults[index] }) ?? .failure(.connectionLost("")) else { return nil }
-        let encoded = encodings[link.encoding]
-        guard let spool = encoded.log.spool, !encoded.log.isComplete(for: link.destination) else { return nil }
-        let progress = encoded.log.progress(for: link.destination)
+        return Self.leftInSpool(encodings[link.encoding], destination: link.destination, deferred: deferred.contains(index))
+    }
+
+    /// What each background receiver has not acknowledged and its spool keeps, now (nothing for a
+    /// receiver that has it all): for a line written while the run stops, before its outcome.
+    public func backgroundLeftInSpool() -> [(encoding: EncodedStream, receiver: Receiver, left: LeftInSpool)] {
+        links.filter { $0.priority == .background }.compactMap { link in
+            let encoded = encodings[link.encoding]
+            return Self.leftInSpool(encoded, destination: link.destination, deferred: false).map { (encoded, link.receiver, $0) }
+        }
+    }
+
+    /// What `encoded`'s spool keeps that `destination` has not acknowledged; nil when it keeps
+    /// nothing for it (no spool, or everything acknowledged).
+    private static func leftInSpool(_ encoded: EncodedStream, destination: LogDestination, deferred: Bool) -> LeftInSpool? {
+        guard let spool = encoded.log.spool, spool.exists, !encoded.log.isComplete(for: destination) else { return nil }
+        let progress = encoded.log.progress(for: destination)
         let rate = encoded.description.format.sampleRate
         return LeftInSpool(
             seconds: rate > 0 ? Double(max(0, progress.appendedEndSampleTime - progress.acknowledgedEndSampleTime)) / rate : 0,
-            bytes: progress.unacknowledgedBytes, spoolDirectory: spool.directory, deferred: deferred.contains(index))
+            bytes: progress.unacknowledgedBytes, spoolDirectory: spool.directory, deferred: deferred)
     }
 
     private func startProgressTimer() {

@@ -240,7 +240,15 @@ public final class CaptureQueue: @unchecked Sendable {
     /// - Parameter immediate: `true` drops buffers that were filled but not yet delivered;
     ///   `false` delivers them first (the document's asynchronous stop, made synchronous here).
     public func stop(immediate: Bool) {
-        let mustWait: Bool = lifecycle.withLock { state in
+        if requestStop(immediate: immediate) { _ = waitForCompletion() }
+    }
+
+    /// Asks the queue to stop, as `stop(immediate:)` does, without waiting for it: for async code,
+    /// which must not block; `waitForCompletion()` (on a thread of its own) sees the end. Returns
+    /// whether the queue was running.
+    @discardableResult
+    public func requestStop(immediate: Bool) -> Bool {
+        lifecycle.withLock { state in
             guard state.started, !state.ended else { return false }
             if immediate { dropQueued.store(true, ordering: .releasing) }
             let wasPaused = state.paused
@@ -250,7 +258,6 @@ public final class CaptureQueue: @unchecked Sendable {
             bufferFreed.signal()
             return true
         }
-        if mustWait { _ = waitForCompletion() }
     }
 
     /// Blocks until the queue has ended (source finished, failed or stopped) and returns how.

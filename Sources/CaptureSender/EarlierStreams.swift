@@ -3,11 +3,11 @@ import Logging
 
 /// Delivers the streams that earlier runs of capture-send left in the spool (killed, or stopped
 /// before the receiver had everything) and that belong to this run's destination (the same
-/// HOST:PORT as given and the same TLS identity), each on a thread of its own, while the new stream
+/// HOST:PORT as given and the same TLS identity), each in a task of its own, while the new stream
 /// records. Streams of other receivers, and of spools too old to say, are left for their own runs
 /// or `capture-send spool deliver`. A delivered stream's spool folder is removed. Damage found in
 /// an earlier stream's spool is logged as an error, in the words `spool deliver` uses: which
-/// seconds were lost and where the damaged bytes are kept; and `wait()` returns it, so that the run
+/// seconds were lost and where the damaged bytes are kept; and `finished()` returns it, so that the run
 /// does not end as if all had gone well.
 public final class EarlierStreams: Sendable {
     private let deliveries = SpooledStreamDeliveries()
@@ -93,8 +93,8 @@ public final class EarlierStreams: Sendable {
     /// that keeps a stream from being delivered, an unreadable `meta.json`); `losses`, the streams
     /// delivered without audio that spool damage destroyed (which seconds, and where the damaged
     /// bytes are kept).
-    public func wait() -> (failures: [String], losses: [String]) {
-        let failed = deliveries.wait()
+    public func finished() async -> (failures: [String], losses: [String]) {
+        let failed = await deliveries.finished()
         let losses = deliveries.results.compactMap { result -> String? in
             guard result.error == nil, let damage = result.damage, damage.lostSeconds != nil else { return nil }
             return damage.delivered(streamName: result.streamName, receiver: result.receiver)

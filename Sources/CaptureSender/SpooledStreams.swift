@@ -1,5 +1,6 @@
 import CaptureCore
 import Foundation
+import Synchronization
 import Logging
 
 /// One stream waiting in a spool root, as `capture-send spool list` shows it.
@@ -132,17 +133,24 @@ public enum SpooledStreams {
     }
 }
 
-/// Delivers claimed earlier streams, each on a thread and connection of its own, to the receiver
-/// in its configuration; a delivered stream's folder is removed, a failed one keeps its folder with
-/// the error in `last-error` and is released for a later attempt.
+/// Delivers claimed earlier streams, each in a task and on a connection of its own, to the
+/// receiver in its configuration; a delivered stream's folder is removed, a failed one keeps its
+/// folder with the error in `last-error` and is released for a later attempt.
 ///
-/// Sendability (`@unchecked Sendable`): its mutable state is read and written only under `lock`.
-public final class SpooledStreamDeliveries: @unchecked Sendable {
-    private let lock = NSLock()
-    private var senders: [StreamSender] = []
-    private var failures: [String] = []
-    private var outcomes: [(streamID: UUID, streamName: String, receiver: String, error: String?, damage: SpoolDamageReport?)] = []
-    private let finished = DispatchGroup()
+/// Sendability: the senders, tasks and results are one value in a `Mutex`.
+public final class SpooledStreamDeliveries: Sendable {
+    /// How one delivery ended: its stream, the receiver (HOST:PORT), nil for delivered, else the
+    /// error; with the damage its spool had, if any.
+    public typealias Result = (streamID: UUID, streamName: String, receiver: String, error: String?, damage: SpoolDamageReport?)
+
+    private struct State {
+        var senders: [StreamSender] = []
+        var deliveries: [Task<Void, Never>] = []
+        var failures: [String] = []
+        var outcomes: [Result] = []
+    }
+
+    private let state = Mutex(State())
 
     public init() {}
 
@@ -162,17 +170,15 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
             "pid": "\(getpid())",
         ])
         let sender = StreamSender(configuration: configuration, description: spool.meta.streamDescription, log: log, logger: streamLogger)
-        lock.withLock { senders.append(sender) }
-        finished.enter()
         let reporter = streamLogger
         let directory = spool.directory
         let damage = spool.damageReport
         let receiver = "\(configuration.host):\(configuration.port)"
-        let thread = Thread { [self] in
-            switch sender.run() {
+        let delivery = Task { [self] in
+            switch await sender.run() {
             case .success(let summary):
                 log.removeSpool()
-                lock.withLock { outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, nil, damage)) }
+                state.withLock { $0.outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, nil, damage)) }
                 reporter.notice("earlier stream delivered; removed from the spool", metadata: ["file": "\(summary.fileName)", "pid": "\(getpid())"])
                 if let damage {
                     reporter.error("\(damage.delivered(streamName: spool.meta.streamName, receiver: receiver))", metadata: ["pid": "\(getpid())"])
@@ -187,26 +193,27 @@ public final class SpooledStreamDeliveries: @unchecked Sendable {
                 if let damage {
                     reporter.error("\(damage.undelivered(streamName: spool.meta.streamName))", metadata: ["pid": "\(getpid())"])
                 }
-                lock.withLock {
-                    failures.append("\(directory): \(error)")
-                    outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, error.description, damage))
+                state.withLock { state in
+                    state.failures.append("\(directory): \(error)")
+                    state.outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, error.description, damage))
                 }
             }
-            finished.leave()
         }
-        thread.start()
+        state.withLock { state in
+            state.senders.append(sender)
+            state.deliveries.append(delivery)
+        }
     }
 
     /// Stops every delivery (their audio stays in the spool).
-    public func abandon() { lock.withLock { senders }.forEach { $0.abandon() } }
+    public func abandon() { state.withLock { $0.senders }.forEach { $0.abandon() } }
 
     /// Waits until every started delivery succeeded or failed; returns the failures.
-    public func wait() -> [String] {
-        finished.wait()
-        return lock.withLock { failures }
+    public func finished() async -> [String] {
+        for delivery in state.withLock({ $0.deliveries }) { await delivery.value }
+        return state.withLock { $0.failures }
     }
 
-    /// How each finished delivery went: its stream, the receiver (HOST:PORT), nil for delivered,
-    /// else the error; with the damage its spool had, if any.
-    public var results: [(streamID: UUID, streamName: String, receiver: String, error: String?, damage: SpoolDamageReport?)] { lock.withLock { outcomes } }
+    /// How each finished delivery went.
+    public var results: [Result] { state.withLock { $0.outcomes } }
 }

@@ -8,6 +8,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import CaptureSecurity
+import Synchronization
 
 /// Where and how a stream is sent.
 public struct SenderConfiguration: Sendable {
@@ -140,7 +141,7 @@ public final class StreamSender: Sendable {
     private let ownsThreads: Bool
     private let control: SenderControl
     /// The stream this sender delivers as: the configured one, or the continuation it switched to.
-    private let delivery: LockedContinuation
+    private let delivery: Mutex<StreamContinuation?>
 
     /// A sender with threads of its own (an event loop and a spool reader), or, with `threads`,
     /// on threads shared with other senders, which the caller starts and shuts down.
@@ -149,9 +150,7 @@ public final class StreamSender: Sendable {
         threads: (group: any EventLoopGroup, spoolReads: NIOThreadPool)? = nil,
         linkChanged: (@Sendable (SenderLinkState) -> Void)? = nil
     ) {
-        control = SenderControl(
-            linkChanged: linkChanged, policy: DeliveryPolicy(reconnect: configuration.reconnect, giveUpAfter: configuration.giveUpAfter))
-        delivery = LockedContinuation(configuration.continuation)
+        delivery = Mutex(configuration.continuation)
         self.configuration = configuration
         self.description = description
         self.log = log
@@ -165,6 +164,8 @@ public final class StreamSender: Sendable {
             spoolReads = NIOThreadPool(numberOfThreads: 1)
             ownsThreads = true
         }
+        control = SenderControl(
+            linkChanged: linkChanged, policy: DeliveryPolicy(reconnect: configuration.reconnect, giveUpAfter: configuration.giveUpAfter))
     }
 
     /// The receiver, as HOST:PORT.
@@ -181,22 +182,33 @@ public final class StreamSender: Sendable {
     public var receiverAcceptsMarkers: Bool? { control.acceptsMarkers }
 
     /// Stops trying to deliver: the current connection is closed and `run()` returns `.abandoned`.
-    /// What the receiver has not acknowledged stays in the spool for the next run.
+    /// What the receiver has not acknowledged stays in the spool for the next run. Cancelling the
+    /// task that runs `run()` does the same.
     public func abandon() {
         control.abandon()
     }
 
-    /// Connects, streams, reconnects as often as needed, and blocks until the receiver confirmed the
-    /// end of the stream, the receiver refused it for good, a backup was given up, or `abandon()`
-    /// was called.
-    public func run() -> Result<StreamSummary, SenderError> {
+    /// Connects, streams, reconnects as often as needed, and returns once the receiver confirmed
+    /// the end of the stream, the receiver refused it for good, a backup was given up, or
+    /// `abandon()` was called (or the calling task was cancelled). It never blocks a thread: every
+    /// wait (for audio, a connection, its end, a backoff) is an event-loop future awaited, and
+    /// ends early when delivery stops.
+    public func run() async -> Result<StreamSummary, SenderError> {
         if ownsThreads { spoolReads.start() }
-        defer {
-            if ownsThreads {
-                try? group.syncShutdownGracefully()
-                try? spoolReads.syncShutdownGracefully()
-            }
+        let result = await withTaskCancellationHandler {
+            await deliver()
+        } onCancel: { [control] in
+            control.abandon()
         }
+        if ownsThreads {
+            try? await group.shutdownGracefully()
+            try? await spoolReads.shutdownGracefully()
+        }
+        return result
+    }
+
+    /// `run()`'s loop: one connection after another, as `DeliveryPolicy` decides.
+    private func deliver() async -> Result<StreamSummary, SenderError> {
         let destination = configuration.destination
         let tlsContext: NIOSSLContext?
         do throws(SenderError) {
@@ -206,11 +218,7 @@ public final class StreamSender: Sendable {
         }
         // The receiver creates the stream's file at the handshake: the stream is announced only once
         // it has audio, so a run stopped or killed before its first capture buffer leaves no file.
-        let waking = log.addListener { [control] in control.wake() }
-        let log = self.log
-        let hasAudio = control.wait { log.lastSequence > 0 || log.streamEnd != nil }
-        log.removeListener(waking)
-        if !hasAudio { return .failure(error(for: control.stopped ?? .abandoned)) }
+        guard await hasAudio() else { return .failure(error(for: control.stopped ?? .abandoned)) }
         if log.lastSequence == 0 {
             control.link = .finished
             return .success(StreamSummary(fileName: "", totalFrames: 0, totalPackets: 0))
@@ -227,7 +235,7 @@ public final class StreamSender: Sendable {
         var generator = SystemRandomNumberGenerator()
         while true {
             if let stop = control.stopped { return .failure(error(for: stop)) }
-            let outcome = connectOnce(tlsContext: tlsContext)
+            let outcome = await connectOnce(tlsContext: tlsContext)
             if !outcome.isDelivered, let stop = control.stopped { return .failure(error(for: stop)) }
             let action = control.decide(.connectionEnded(
                 outcome, at: Self.now(), backlog: backlog(), complete: log.isComplete(for: destination),
@@ -243,7 +251,7 @@ public final class StreamSender: Sendable {
                 logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal)"])
                 return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.endSampleTime ?? 0, totalPackets: 0))
             case .continueAsNewStream(let refusal, let receiverHoldsUntil):
-                guard let continuation = continueAsNewStream(receiverHoldsUntil: receiverHoldsUntil) else {
+                guard let continuation = await continueAsNewStreamOffLoop(receiverHoldsUntil: receiverHoldsUntil) else {
                     // Nothing held to continue with: everything was acknowledged.
                     control.link = .finished
                     let acknowledgedEnd = log.progress(for: configuration.destination).acknowledgedEndSampleTime
@@ -274,11 +282,26 @@ public final class StreamSender: Sendable {
                     "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: destination))",
                 ])
                 control.link = .reconnecting
-                control.wait(seconds: delay)
+                await control.pause(seconds: delay, on: group.next())
             case .keepGoing:
                 break
             }
         }
+    }
+
+    /// Waits until the log holds audio or its end (true), or delivery stops first (false).
+    private func hasAudio() async -> Bool {
+        let log = self.log
+        let ready = group.next().makePromise(of: Void.self)
+        let check: @Sendable () -> Void = {
+            if log.lastSequence > 0 || log.streamEnd != nil { ready.succeed(()) }
+        }
+        let waking = log.addListener(check)
+        check()
+        let result = await control.untilStopped(ready.futureResult)
+        log.removeListener(waking)
+        ready.succeed(())  // when delivery stopped first: a promise is always completed
+        return result != nil
     }
 
     /// Seconds on the monotonic clock, for `DeliveryPolicy`.
@@ -335,9 +358,9 @@ public final class StreamSender: Sendable {
     }
 
     /// One connection, from connect to its end.
-    private func connectOnce(tlsContext: NIOSSLContext?) -> ConnectionOutcome {
+    private func connectOnce(tlsContext: NIOSSLContext?) async -> ConnectionOutcome {
         let hello = makeHello()
-        let continuation = delivery.value
+        let continuation = delivery.withLock { $0 }
         let done = group.next().makePromise(of: ConnectionOutcome.self)
         let configuration = self.configuration
         let log = self.log
@@ -387,7 +410,7 @@ public final class StreamSender: Sendable {
                 }
             }
         let channel: Channel
-        switch control.awaitConnection(bootstrap.connect(host: configuration.host, port: configuration.port)) {
+        switch await control.awaitConnection(bootstrap.connect(host: configuration.host, port: configuration.port)) {
         case .connected(let connected):
             channel = connected
         case .failed(let error):
@@ -403,12 +426,13 @@ public final class StreamSender: Sendable {
         control.setChannel(channel)
         let outcome: ConnectionOutcome
         do {
-            outcome = try done.futureResult.wait()
+            // Ends when the session ends: on its own, or when a stop closes the channel.
+            outcome = try await done.futureResult.get()
         } catch {
             outcome = .interrupted(.connectionLost(SystemErrorText.describe(error)), retry: true, streamed: false)
         }
         control.setChannel(nil)
-        try? channel.close().wait()
+        try? await channel.close()
         return outcome
     }
 
@@ -481,6 +505,16 @@ public final class StreamSender: Sendable {
         return "\(second(range.lowerBound))-\(second(range.upperBound))"
     }
 
+    /// `continueAsNewStream` on the spool's reader thread: it reads the spool and writes to it.
+    private func continueAsNewStreamOffLoop(receiverHoldsUntil: Int64?) async -> StreamContinuation? {
+        do {
+            return try await spoolReads.runIfActive { [self] in continueAsNewStream(receiverHoldsUntil: receiverHoldsUntil) }
+        } catch {
+            // The pool is shut down only after `run()`: not reached while delivering.
+            return continueAsNewStream(receiverHoldsUntil: receiverHoldsUntil)
+        }
+    }
+
     /// Switches delivery to a new stream that continues the current one from the oldest entry the
     /// log holds, and records it in the spool; nil when the log holds nothing to continue with.
     /// `receiverHoldsUntil`: where the receiver's recording ends, when it named that in its refusal;
@@ -495,7 +529,7 @@ public final class StreamSender: Sendable {
             logger.error("the spool cannot give back the oldest audio it holds; the stream cannot continue", metadata: ["error": "\(error)"])
             return nil
         }
-        let current = delivery.value?.streamID ?? configuration.streamID
+        let current = delivery.withLock { $0?.streamID } ?? configuration.streamID
         let continuation = StreamContinuation(
             streamID: UUID(), continues: current, firstSequence: first, firstSampleTime: entry.firstSampleTime,
             lostFromSampleTime: Self.lostRange(receiverHoldsUntil: receiverHoldsUntil, oldestHeld: entry.firstSampleTime)?.lowerBound)
@@ -508,7 +542,7 @@ public final class StreamSender: Sendable {
                 logger.error("cannot record in the spool that the stream continues as a new one; a restarted sender would try the old one", metadata: ["error": "\(error)"])
             }
         }
-        delivery.value = continuation
+        delivery.withLock { $0 = continuation }
         return continuation
     }
 
@@ -530,7 +564,7 @@ public final class StreamSender: Sendable {
     }
 
     private func makeHello() -> Capture_V1_Hello {
-        let continuation = delivery.value
+        let continuation = delivery.withLock { $0 }
         return .with {
             $0.protocolVersion = UInt32(WireProtocol.version)
             $0.streamID = (continuation?.streamID ?? configuration.streamID).wireBytes
@@ -580,70 +614,19 @@ public enum SenderLinkState: String, Sendable, Equatable {
     case gaveUp = "gave-up"
 }
 
-/// The sender's shared state between `run()` and the threads that stop it: why it stopped
-/// (abandoned, or a backup given up), the backoff wait and pending connect a stop interrupts, the
-/// live channel, the file name the receiver announced, and the `DeliveryPolicy` (fed from the run
-/// loop, the event loop and the give-up watch). Every property is guarded by `condition`.
+/// The sender's shared state between `run()` and whatever stops it: why it stopped (abandoned, or
+/// a backup given up), the wait of `run()` that a stop ends, the live channel, the file name the
+/// receiver announced, the continuations' joins, and the `DeliveryPolicy` (fed from `run()`, the
+/// event loop and the give-up watch).
 ///
-/// Sendability (`@unchecked Sendable`): every property is read and written only under `condition`.
-final class SenderControl: @unchecked Sendable {
+/// Sendability: everything mutable is one `State` in a `Mutex`; the link callback is set once.
+final class SenderControl: Sendable {
     /// Why delivery stopped before the stream was delivered.
     enum Stop: Equatable {
         /// `abandon()`: what is unacknowledged stays in the spool.
         case abandoned
         /// A backup receiver given up (`DeliveryPolicy`, or the log's room).
         case gaveUp(SenderError.GiveUpReason)
-    }
-
-    private let condition = NSCondition()
-    private var stopReason: Stop?
-    private var policy: DeliveryPolicy
-    private var channel: Channel?
-    private var announcedFileName = ""
-    private var announcedMarkers: Bool?
-    /// Every continuation made, in order, with what the receiver said when it first accepted it:
-    /// where the continued stream's file ends (`HelloAccepted.continued_file_end_sample_time`; nil:
-    /// it cannot confirm, or it has not accepted the continuation).
-    private var continuationJoins: [Join] = []
-    private var currentLink = SenderLinkState.connecting
-    /// Told every change of `link` (set before any thread runs, then only read).
-    private let linkChanged: (@Sendable (SenderLinkState) -> Void)?
-
-    init(linkChanged: (@Sendable (SenderLinkState) -> Void)?, policy: DeliveryPolicy) {
-        self.linkChanged = linkChanged
-        self.policy = policy
-    }
-
-    /// Why delivery stopped; nil while it goes on.
-    var stopped: Stop? { condition.withLock { stopReason } }
-
-    private var isStopped: Bool { condition.withLock { stopReason != nil } }
-
-    /// Feeds the delivery policy one event and returns its action.
-    func decide(_ event: DeliveryPolicy.Event) -> DeliveryPolicy.Action {
-        condition.withLock { policy.handle(event) }
-    }
-
-    var link: SenderLinkState {
-        get { condition.withLock { currentLink } }
-        set {
-            let changed: Bool = condition.withLock {
-                defer { currentLink = newValue }
-                return currentLink != newValue
-            }
-            if changed { linkChanged?(newValue) }
-        }
-    }
-
-    var fileName: String {
-        get { condition.withLock { announcedFileName } }
-        set { condition.withLock { announcedFileName = newValue } }
-    }
-
-    /// Whether the receiver's last HelloAccepted listed Marker (nil before any).
-    var acceptsMarkers: Bool? {
-        get { condition.withLock { announcedMarkers } }
-        set { condition.withLock { announcedMarkers = newValue } }
     }
 
     /// A continuation and what its receiver said of the join.
@@ -653,52 +636,125 @@ final class SenderControl: @unchecked Sendable {
         var fileEnd: Int64?
     }
 
+    private struct State {
+        var stop: Stop?
+        var policy: DeliveryPolicy
+        var channel: Channel?
+        /// Completed by a stop: the wait `run()` is in (`untilStopped`), if any.
+        var waiting: EventLoopPromise<Void>?
+        var fileName = ""
+        var acceptsMarkers: Bool?
+        /// Every continuation made, in order, with what the receiver said when it first accepted
+        /// it: where the continued stream's file ends (`HelloAccepted.continued_file_end_sample_time`;
+        /// nil: it cannot confirm, or it has not accepted the continuation).
+        var joins: [Join] = []
+        var link = SenderLinkState.connecting
+    }
+
+    private let state: Mutex<State>
+    /// Told every change of `link`.
+    private let linkChanged: (@Sendable (SenderLinkState) -> Void)?
+
+    init(linkChanged: (@Sendable (SenderLinkState) -> Void)?, policy: DeliveryPolicy) {
+        self.linkChanged = linkChanged
+        state = Mutex(State(policy: policy))
+    }
+
+    /// Why delivery stopped; nil while it goes on.
+    var stopped: Stop? { state.withLock { $0.stop } }
+
+    /// Feeds the delivery policy one event and returns its action.
+    func decide(_ event: DeliveryPolicy.Event) -> DeliveryPolicy.Action {
+        state.withLock { $0.policy.handle(event) }
+    }
+
+    var link: SenderLinkState {
+        get { state.withLock { $0.link } }
+        set {
+            let changed: Bool = state.withLock { state in
+                defer { state.link = newValue }
+                return state.link != newValue
+            }
+            if changed { linkChanged?(newValue) }
+        }
+    }
+
+    var fileName: String {
+        get { state.withLock { $0.fileName } }
+        set { state.withLock { $0.fileName = newValue } }
+    }
+
+    /// Whether the receiver's last HelloAccepted listed Marker (nil before any).
+    var acceptsMarkers: Bool? {
+        get { state.withLock { $0.acceptsMarkers } }
+        set { state.withLock { $0.acceptsMarkers = newValue } }
+    }
+
     /// Records a continuation as it is made.
     func noteContinuation(_ continuation: StreamContinuation) {
-        condition.withLock { continuationJoins.append(Join(continuation: continuation)) }
+        state.withLock { $0.joins.append(Join(continuation: continuation)) }
     }
 
     /// Records what the receiver said about a continuation's join when it first accepted it.
     func noteJoin(_ continuation: StreamContinuation, fileEnd: Int64?) {
-        condition.withLock {
+        state.withLock { state in
             // A continuation restored from the spool was made by an earlier run.
-            guard let index = continuationJoins.firstIndex(where: { $0.continuation.streamID == continuation.streamID }) else {
-                continuationJoins.append(Join(continuation: continuation, accepted: true, fileEnd: fileEnd))
+            guard let index = state.joins.firstIndex(where: { $0.continuation.streamID == continuation.streamID }) else {
+                state.joins.append(Join(continuation: continuation, accepted: true, fileEnd: fileEnd))
                 return
             }
-            guard !continuationJoins[index].accepted else { return }
-            continuationJoins[index].accepted = true
-            continuationJoins[index].fileEnd = fileEnd
+            guard !state.joins[index].accepted else { return }
+            state.joins[index].accepted = true
+            state.joins[index].fileEnd = fileEnd
         }
     }
 
-    var joins: [Join] { condition.withLock { continuationJoins } }
+    var joins: [Join] { state.withLock { $0.joins } }
 
     func abandon() {
         end(.abandoned)
     }
 
     /// Gives this backup up for `reason` (unless delivery stopped already): as `abandon()`, the
-    /// connection closes and every wait ends.
+    /// connection closes and the wait `run()` is in ends.
     func giveUp(_ reason: SenderError.GiveUpReason) {
         end(.gaveUp(reason))
     }
 
     private func end(_ why: Stop) {
-        let live: Channel? = condition.withLock {
-            if stopReason == nil { stopReason = why }
-            condition.broadcast()
-            return channel
+        let (live, waiting): (Channel?, EventLoopPromise<Void>?) = state.withLock { state in
+            if state.stop == nil { state.stop = why }
+            return (state.channel, state.waiting)
         }
+        waiting?.succeed(())
         live?.close(promise: nil)
     }
 
     func setChannel(_ channel: Channel?) {
-        let closeNow: Bool = condition.withLock {
-            self.channel = channel
-            return stopReason != nil
+        let closeNow: Bool = state.withLock { state in
+            state.channel = channel
+            return state.stop != nil
         }
         if closeNow { channel?.close(promise: nil) }
+    }
+
+    /// Waits for `future`, or until delivery stops, whichever comes first: its result, or nil
+    /// when delivery stopped first (or had already). `run()` waits for one thing at a time.
+    func untilStopped<Value: Sendable>(_ future: EventLoopFuture<Value>) async -> Result<Value, Error>? {
+        let first = future.eventLoop.makePromise(of: Result<Value, Error>?.self)
+        let stopping = future.eventLoop.makePromise(of: Void.self)
+        let stoppedAlready: Bool = state.withLock { state in
+            state.waiting = stopping
+            return state.stop != nil
+        }
+        // A promise keeps its first completion: whichever of the two comes first is the answer.
+        future.whenComplete { first.succeed($0) }
+        stopping.futureResult.whenSuccess { first.succeed(nil) }
+        if stoppedAlready { stopping.succeed(()) }
+        let result = try? await first.futureResult.get()
+        state.withLock { $0.waiting = nil }
+        stopping.succeed(())  // every promise is completed; `first` already has its answer
+        return result ?? nil
     }
 
     /// How waiting for a connection ended.
@@ -711,22 +767,12 @@ final class SenderControl: @unchecked Sendable {
 
     /// Waits for `connecting` to complete, or until delivery stops, whichever comes first: a
     /// connect that hangs (a silent network, slow name resolution) never holds up stopping.
-    func awaitConnection(_ connecting: EventLoopFuture<Channel>) -> ConnectionAttempt {
-        let slot = ConnectionSlot()
-        connecting.whenComplete { result in
-            self.condition.withLock {
-                slot.result = result
-                self.condition.broadcast()
-            }
-        }
-        let finished: Result<Channel, Error>? = condition.withLock {
-            while slot.result == nil, stopReason == nil { condition.wait() }
-            return slot.result
-        }
+    func awaitConnection(_ connecting: EventLoopFuture<Channel>) async -> ConnectionAttempt {
+        let finished = await untilStopped(connecting)
         switch finished {
-        case .success(let channel) where !isStopped:
+        case .success(let channel)? where stopped == nil:
             return .connected(channel)
-        case .failure(let error) where !isStopped:
+        case .failure(let error)? where stopped == nil:
             return .failed(error)
         default:
             connecting.whenSuccess { $0.close(promise: nil) }
@@ -734,26 +780,11 @@ final class SenderControl: @unchecked Sendable {
         }
     }
 
-    /// Wakes `wait(until:)` to look at its condition again.
-    func wake() {
-        condition.withLock { condition.broadcast() }
-    }
-
-    /// Waits until `ready` holds (true) or delivery stops (false). `ready` is asked under
-    /// this object's lock; whatever changes its answer must call `wake()`.
-    func wait(until ready: () -> Bool) -> Bool {
-        condition.withLock {
-            while stopReason == nil, !ready() { condition.wait() }
-            return stopReason == nil
-        }
-    }
-
-    /// Waits `seconds`, or less if delivery stops meanwhile.
-    func wait(seconds: Double) {
-        let deadline = Date().addingTimeInterval(seconds)
-        condition.withLock {
-            while stopReason == nil, Date() < deadline { _ = condition.wait(until: deadline) }
-        }
+    /// Waits `seconds` (a reconnect's backoff), or less if delivery stops meanwhile.
+    func pause(seconds: Double, on loop: any EventLoop) async {
+        let nanoseconds = Int64((min(max(seconds, 0), 86_400) * 1e9).rounded(.up))
+        let timer = loop.scheduleTask(in: .nanoseconds(nanoseconds)) {}
+        if await untilStopped(timer.futureResult) == nil { timer.cancel() }
     }
 }
 
@@ -762,13 +793,11 @@ final class SenderControl: @unchecked Sendable {
 /// without progress is given up on time while `run()` waits for a connection, its end or a
 /// reconnect. The check only reads the log's figures under its lock: nothing blocks the loop.
 ///
-/// Sendability (`@unchecked Sendable`): `scheduled` and `cancelled` are read and written only under `lock`.
-private final class GiveUpWatch: @unchecked Sendable {
+/// Sendability: the scheduled look and whether the watch was cancelled are one value in a `Mutex`.
+private final class GiveUpWatch: Sendable {
     private let loop: any EventLoop
     private let check: @Sendable () -> Double?
-    private let lock = NSLock()
-    private var scheduled: Scheduled<Void>?
-    private var cancelled = false
+    private let state = Mutex<(scheduled: Scheduled<Void>?, cancelled: Bool)>((nil, false))
 
     init(loop: any EventLoop, check: @escaping @Sendable () -> Double?) {
         self.loop = loop
@@ -780,47 +809,24 @@ private final class GiveUpWatch: @unchecked Sendable {
 
     /// Stops looking.
     func cancel() {
-        let pending: Scheduled<Void>? = lock.withLock {
-            cancelled = true
-            return scheduled
+        let pending: Scheduled<Void>? = state.withLock { state in
+            state.cancelled = true
+            return state.scheduled
         }
         pending?.cancel()
     }
 
     private func schedule(in delay: TimeAmount) {
-        lock.withLock {
-            guard !cancelled else { return }
-            scheduled = loop.scheduleTask(in: delay) { [self] in fire() }
+        state.withLock { state in
+            guard !state.cancelled else { return }
+            state.scheduled = loop.scheduleTask(in: delay) { [self] in fire() }
         }
     }
 
     private func fire() {
-        guard lock.withLock({ !cancelled }), let next = check() else { return }
+        guard state.withLock({ !$0.cancelled }), let next = check() else { return }
         let seconds = max(0, next - Double(MonotonicClock.nanoseconds()) / 1e9)
         // A little past the deadline, so that the look finds it reached.
         schedule(in: .nanoseconds(Int64((min(seconds, 86_400) * 1e9).rounded(.up)) + 1_000_000))
-    }
-}
-
-/// The outcome of one connect, written by the event loop and read by `run()`'s thread, both under
-/// `SenderControl.condition`.
-///
-/// Sendability (`@unchecked Sendable`): `result` is read and written only under `SenderControl.condition`.
-private final class ConnectionSlot: @unchecked Sendable {
-    var result: Result<Channel, Error>?
-}
-
-/// The continuation a sender delivers as, shared between its run loop and its connections.
-///
-/// Sendability (`@unchecked Sendable`): its value is read and written only under `lock`.
-private final class LockedContinuation: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: StreamContinuation?
-
-    init(_ value: StreamContinuation?) { stored = value }
-
-    var value: StreamContinuation? {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
     }
 }

@@ -175,7 +175,8 @@ struct SpoolDeliver: ParsableCommand {
         let interrupted = SignalDelivery(signals: [.sigint, .sigterm]) { _ in deliveries.abandon() }
         defer { interrupted.cancel() }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { deliveries.abandon() }
-        _ = deliveries.wait()
+        // This command's main thread has nothing else to do while the deliveries run.
+        _ = WaitForTask.run { await deliveries.finished() }
         for result in deliveries.results {
             let id = result.streamID.uuidString.lowercased()
             let target = targets.first { $0.stream.streamID == result.streamID }

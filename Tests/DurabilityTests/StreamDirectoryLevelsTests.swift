@@ -34,7 +34,7 @@ final class StreamDirectoryLevelsTests: XCTestCase {
             description: description, log: log, logger: logger)
         try pipeline.start()
         Thread.detachNewThread { _ = pipeline.waitAndFinish() }
-        guard case .success = sender.run() else { return XCTFail("the stream was not delivered") }
+        guard case .success = await sender.run() else { return XCTFail("the stream was not delivered") }
 
         let row = try XCTUnwrap(server.directory.snapshot(of: streamID))
         XCTAssertEqual(row.name, name)

@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// One capture streamed to a receiver and any backup receivers, with nothing lost on any of them:
 /// capture-send as a library.
@@ -37,9 +38,14 @@ import NIOPosix
 /// lossless later) is sent only while every foreground one is caught up (`ForegroundGate`,
 /// `SendPacing`), is never given up, and gives way first when the spool runs out (`SpoolBudget`).
 ///
-/// Sendability (`@unchecked Sendable`): the mutable run state is read and written only under `lock`;
-/// the pipeline, log and senders are thread-safe themselves.
-public final class CaptureStreamer: @unchecked Sendable {
+/// Concurrency: each receiver's delivery is a child task of one run task (`StreamSender.run()`,
+/// which never blocks a thread); capture runs on the capture queue's own real-time threads, and
+/// its end is awaited on a thread of its own (`CaptureQueue.waitForCompletion()` blocks, and
+/// blocking is right there, never in the task pool). The run task then writes the `Outcome`.
+///
+/// Sendability: the mutable run state is one `RunState` in a `Mutex`; the pipeline, logs and
+/// senders are thread-safe themselves.
+public final class CaptureStreamer: Sendable {
     /// The first encoding's stream as the handshake describes it (format, cookie, priming, start
     /// time, clock, layout).
     public var description: StreamDescription { encodings[0].description }
@@ -60,21 +66,25 @@ public final class CaptureStreamer: @unchecked Sendable {
     private let spoolReads: NIOThreadPool
     private let eventSink: AsyncStream<Event>.Continuation
     private let foregroundGate: ForegroundGate
-    private let done = DispatchGroup()
-    /// Guards everything below; signalled when `outcome` is set.
-    private let lock = NSCondition()
-    private var phase = Phase.created
-    private var captureResult: Result<CaptureQueue.Completion, SenderError>?
-    private var localCopyOutcome: LocalCopy.Outcome?
-    private var linkResults: [Result<StreamSummary, SenderError>?]
-    private var stoppedDelivering = false
-    /// `deferBackground()` was called: background deliveries end once every foreground one has.
-    private var backgroundDeferred = false
-    /// The background links ended by that deferral (their audio stays in the spool).
-    private var deferredLinks: Set<Int> = []
-    private var earlier: [EarlierStreams] = []
-    private var outcome: Outcome?
-    private var progressTimer: DispatchSourceTimer?
+    private let state: Mutex<RunState>
+
+    /// What changes while a run goes on.
+    private struct RunState {
+        var phase = Phase.created
+        var captureResult: Result<CaptureQueue.Completion, SenderError>?
+        var localCopyOutcome: LocalCopy.Outcome?
+        var linkResults: [Result<StreamSummary, SenderError>?]
+        var stoppedDelivering = false
+        /// `deferBackground()` was called: background deliveries end once every foreground one has.
+        var backgroundDeferred = false
+        /// The background links ended by that deferral (their audio stays in the spool).
+        var deferredLinks: Set<Int> = []
+        var earlier: [EarlierStreams] = []
+        /// The run: every delivery and the end of capture, then the outcome.
+        var run: Task<Outcome, Never>?
+        var outcome: Outcome?
+        var progressReports: Task<Void, Never>?
+    }
 
     private enum Phase { case created, running, finished, disposed }
 
@@ -309,7 +319,7 @@ public final class CaptureStreamer: @unchecked Sendable {
         }
         self.links = links
         foregroundGate = gate
-        linkResults = Array(repeating: nil, count: links.count)
+        state = Mutex(RunState(linkResults: Array(repeating: nil, count: links.count)))
     }
 
     /// The sent stream's format (the encoder's output).
@@ -321,9 +331,9 @@ public final class CaptureStreamer: @unchecked Sendable {
 
     /// Starts capture and delivery (and the delivery of earlier streams left in the spool).
     public func start() throws(CaptureStreamerError) {
-        let starting: Bool = lock.withLock {
-            guard phase == .created else { return false }
-            phase = .running
+        let starting: Bool = state.withLock { state in
+            guard state.phase == .created else { return false }
+            state.phase = .running
             return true
         }
         guard starting else { throw .invalidState("a streamer starts once; create a new one to stream again") }
@@ -340,33 +350,7 @@ public final class CaptureStreamer: @unchecked Sendable {
                     root: root, excluding: current, destination: encoded.spoolDestination.identity, template: template,
                     foreground: { [foregroundGate] in foregroundGate.state }, logger: logger))
             }
-            lock.withLock { self.earlier = started }
-        }
-        for (index, link) in links.enumerated() {
-            done.enter()
-            Thread.detachNewThread { [self] in
-                let result = link.sender.run()
-                switch result {
-                case .success(let summary):
-                    eventSink.yield(.delivered(role: link.role, receiver: link.receiver.description, summary))
-                case .failure(let error):
-                    // A backup that will not be served again (refused, given up) must not keep
-                    // audio in the spool: only the receiver a spool is bound to is delivered to
-                    // after a restart. A background delivery keeps it whatever ended it: its
-                    // spool is bound to it, and a later run delivers what it lacks.
-                    if link.role != .main, link.priority == .foreground { encodings[link.encoding].log.dropDestination(link.destination) }
-                    eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
-                }
-                if link.priority == .foreground { foregroundGate.finished(link: index) }
-                let allDone: Bool = lock.withLock {
-                    linkResults[index] = result
-                    return linkResults.allSatisfy { $0 != nil }
-                }
-                endDeferredBackgroundIfDue()
-                // Nothing delivers any more: capture has nowhere to go (a refused stream, a stop).
-                if allDone { stopCaptureAtOnce() }
-                done.leave()
-            }
+            state.withLock { $0.earlier = started }
         }
         // Capture's end is awaited only once it started: a queue never started reports `.stopped` at once.
         var startFailure: CaptureError?
@@ -375,25 +359,63 @@ public final class CaptureStreamer: @unchecked Sendable {
         } catch {
             startFailure = error
         }
-        done.enter()
-        Thread.detachNewThread { [self] in
-            let result = pipeline.waitAndFinish()
-            // Nothing more is captured: the local copy ends with the last buffer taken.
-            let copy = pipeline.localCopy?.finish()
-            lock.withLock {
-                captureResult = result
-                localCopyOutcome = copy
+        let run = Task { [self] in
+            await withTaskGroup(of: Void.self) { tasks in
+                for (index, link) in links.enumerated() {
+                    tasks.addTask { await self.deliver(link, index: index) }
+                }
+                tasks.addTask { await self.awaitCaptureEnd() }
             }
-            eventSink.yield(.captureEnded(result))
-            done.leave()
+            return await finish()
         }
+        state.withLock { $0.run = run }
         if let startFailure {
             stopDelivering()
-            done.notify(queue: .global()) { [self] in finish() }
             throw .capture(startFailure.description)
         }
-        startProgressTimer()
-        done.notify(queue: .global()) { [self] in finish() }
+        startProgressReports()
+    }
+
+    /// One receiver's delivery, from start to end, and what its end means for the others.
+    private func deliver(_ link: Link, index: Int) async {
+        let result = await link.sender.run()
+        switch result {
+        case .success(let summary):
+            eventSink.yield(.delivered(role: link.role, receiver: link.receiver.description, summary))
+        case .failure(let error):
+            // A backup that will not be served again (refused, given up) must not keep audio in
+            // the spool: only the receiver a spool is bound to is delivered to after a restart. A
+            // background delivery keeps it whatever ended it: its spool is bound to it, and a
+            // later run delivers what it lacks.
+            if link.role != .main, link.priority == .foreground { encodings[link.encoding].log.dropDestination(link.destination) }
+            eventSink.yield(.deliveryFailed(role: link.role, receiver: link.receiver.description, error))
+        }
+        if link.priority == .foreground { foregroundGate.finished(link: index) }
+        let allDone: Bool = state.withLock { state in
+            state.linkResults[index] = result
+            return state.linkResults.allSatisfy { $0 != nil }
+        }
+        endDeferredBackgroundIfDue()
+        // Nothing delivers any more: capture has nowhere to go (a refused stream, a stop).
+        if allDone { stopCaptureAtOnce() }
+    }
+
+    /// Waits for capture to end, on a thread of its own: the queue's end is a blocking wait, and
+    /// the local copy's finish writes to disk; neither may hold a thread of the task pool.
+    private func awaitCaptureEnd() async {
+        let pipeline = self.pipeline
+        let (result, copy) = await withCheckedContinuation { (continuation: CheckedContinuation<(Result<CaptureQueue.Completion, SenderError>, LocalCopy.Outcome?), Never>) in
+            Thread.detachNewThread {
+                let result = pipeline.waitAndFinish()
+                // Nothing more is captured: the local copy ends with the last buffer taken.
+                continuation.resume(returning: (result, pipeline.localCopy?.finish()))
+            }
+        }
+        state.withLock { state in
+            state.captureResult = result
+            state.localCopyOutcome = copy
+        }
+        eventSink.yield(.captureEnded(result))
     }
 
     /// Pauses capture (the source stops; what was captured is still encoded and delivered).
@@ -418,7 +440,7 @@ public final class CaptureStreamer: @unchecked Sendable {
             throw .invalidMarker("a marker label has at most \(WireProtocol.maximumMarkerLabelBytes) bytes of UTF-8; this one has \(label.utf8.count): shorten it")
         }
         guard !label.utf8.contains(0) else { throw .invalidMarker("a marker label must not contain a NUL character") }
-        let running = lock.withLock { phase == .running }
+        let running = state.withLock { $0.phase == .running }
         guard running else { throw .invalidState("a marker can be dropped only while the stream runs (after start(), before it ends)") }
         // A receiver known to predate markers would stop getting the stream at the marker (its
         // sequence cannot be skipped): refuse the marker instead, while the audio goes on.
@@ -445,18 +467,19 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// acknowledged stays in their spools for `capture-send spool deliver` or the next run
     /// (`LinkOutcome.leftInSpool`). What a Ctrl-C does after `stop()`.
     public func deferBackground() {
-        lock.withLock { backgroundDeferred = true }
+        state.withLock { $0.backgroundDeferred = true }
         endDeferredBackgroundIfDue()
     }
 
     /// Ends the background deliveries once deferred and every foreground delivery is over.
     private func endDeferredBackgroundIfDue() {
-        let toEnd: [Int] = lock.withLock {
-            guard backgroundDeferred else { return [] }
-            let foregroundDone = links.indices.allSatisfy { links[$0].priority == .background || linkResults[$0] != nil }
+        let links = self.links
+        let toEnd: [Int] = state.withLock { state in
+            guard state.backgroundDeferred else { return [] }
+            let foregroundDone = links.indices.allSatisfy { links[$0].priority == .background || state.linkResults[$0] != nil }
             guard foregroundDone else { return [] }
-            let pending = links.indices.filter { links[$0].priority == .background && linkResults[$0] == nil && !deferredLinks.contains($0) }
-            deferredLinks.formUnion(pending)
+            let pending = links.indices.filter { links[$0].priority == .background && state.linkResults[$0] == nil && !state.deferredLinks.contains($0) }
+            state.deferredLinks.formUnion(pending)
             return pending
         }
         toEnd.forEach { links[$0].sender.abandon() }
@@ -465,28 +488,28 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// Stops delivering now, to every receiver: connections close, and what they have not
     /// acknowledged stays in the spool for a later run. Capture stops too.
     public func stopDelivering() {
-        let earlier: [EarlierStreams] = lock.withLock {
-            stoppedDelivering = true
-            return self.earlier
+        let earlier: [EarlierStreams] = state.withLock { state in
+            state.stoppedDelivering = true
+            return state.earlier
         }
         links.forEach { $0.sender.abandon() }
         earlier.forEach { $0.abandon() }
     }
 
-    /// Blocks until capture and every delivery are over, and returns how they went. Call it after
-    /// `start()` (before, nothing will ever finish).
+    /// Blocks until capture and every delivery are over, and returns how they went: for a
+    /// synchronous caller such as a command's main thread (`WaitForTask`); async code awaits
+    /// `finished()`. Call it after `start()`.
     public func waitUntilFinished() -> Outcome {
-        lock.withLock {
-            while outcome == nil { lock.wait() }
-            return outcome ?? Outcome(capture: .success(.stopped), links: [], stoppedDelivering: true, earlierStreamFailures: [], earlierStreamLosses: [])
-        }
+        WaitForTask.run { [self] in await finished() }
     }
 
-    /// Waits (without blocking a thread of the caller's) until capture and every delivery are over.
+    /// Waits until capture and every delivery are over, and returns how they went. Before
+    /// `start()`, nothing runs: a stopped outcome without links.
     public func finished() async -> Outcome {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: self.waitUntilFinished()) }
-        }
+        let (outcome, run) = state.withLock { ($0.outcome, $0.run) }
+        if let outcome { return outcome }
+        if let run { return await run.value }
+        return Outcome(capture: .success(.stopped), links: [], stoppedDelivering: true, earlierStreamFailures: [], earlierStreamLosses: [])
     }
 
     /// Releases capture and the threads, closes the logs, and removes each encoding's spool once the
@@ -495,9 +518,9 @@ public final class CaptureStreamer: @unchecked Sendable {
     /// later run to deliver. Call it after `waitUntilFinished()`; calling it earlier stops
     /// delivering first.
     public func dispose() {
-        let wasRunning: Bool = lock.withLock {
-            defer { if phase != .disposed { phase = .disposed } }
-            return phase == .running
+        let wasRunning: Bool = state.withLock { state in
+            defer { if state.phase != .disposed { state.phase = .disposed } }
+            return state.phase == .running
         }
         if wasRunning {
             stopDelivering()
@@ -538,19 +561,19 @@ public final class CaptureStreamer: @unchecked Sendable {
 
     // MARK: - Inside
 
+    /// Stops capture without waiting for it (`awaitCaptureEnd()` sees it end).
     private func stopCaptureAtOnce() {
         encodings.forEach { $0.log.close() }  // a producer waiting for room must not hold the stop up
-        pipeline.queue.stop(immediate: true)
+        pipeline.queue.requestStop(immediate: true)
     }
 
-    private func finish() {
-        let (capture, results, stopped, earlier, copy, deferred): (Result<CaptureQueue.Completion, SenderError>?, [Result<StreamSummary, SenderError>?], Bool, [EarlierStreams], LocalCopy.Outcome?, Set<Int>) =
-            lock.withLock { (captureResult, linkResults, stoppedDelivering, self.earlier, localCopyOutcome, deferredLinks) }
-        let timer = lock.withLock { () -> DispatchSourceTimer? in
-            defer { progressTimer = nil }
-            return progressTimer
+    /// The run's end, once every delivery and capture are over: the outcome, kept and announced.
+    private func finish() async -> Outcome {
+        let (capture, results, stopped, earlier, copy, deferred, reports) = state.withLock { state in
+            defer { state.progressReports = nil }
+            return (state.captureResult, state.linkResults, state.stoppedDelivering, state.earlier, state.localCopyOutcome, state.deferredLinks, state.progressReports)
         }
-        timer?.cancel()
+        reports?.cancel()
         encodings.forEach { $0.log.close() }
         let statistics = pipeline.queue.statistics
         if statistics.overruns > 0 {
@@ -565,7 +588,7 @@ public final class CaptureStreamer: @unchecked Sendable {
         var earlierResults: (failures: [String], losses: [String]) = ([], [])
         if !stopped {
             for streams in earlier {
-                let results = streams.wait()
+                let results = await streams.finished()
                 earlierResults.failures += results.failures
                 earlierResults.losses += results.losses
             }
@@ -579,20 +602,20 @@ public final class CaptureStreamer: @unchecked Sendable {
             },
             stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses,
             localCopy: copy)
-        lock.withLock {
-            self.outcome = outcome
-            if phase == .running { phase = .finished }
-            lock.broadcast()
+        state.withLock { state in
+            state.outcome = outcome
+            if state.phase == .running { state.phase = .finished }
         }
         eventSink.yield(.finished(outcome))
         eventSink.finish()
+        return outcome
     }
 
     /// What a background link left in its spool, when its delivery was deferred (`deferBackground()`)
     /// or stopped (`stopDelivering()`) before its receiver had everything.
     private func leftInSpool(link index: Int, deferred: Set<Int>) -> LeftInSpool? {
         let link = links[index]
-        guard link.priority == .background, case .failure = lock.withLock({ linkResults[index] }) ?? .failure(.connectionLost("")) else { return nil }
+        guard link.priority == .background, case .failure = state.withLock({ $0.linkResults[index] }) ?? .failure(.connectionLost("")) else { return nil }
         return Self.leftInSpool(encodings[link.encoding], destination: link.destination, deferred: deferred.contains(index))
     }
 
@@ -616,16 +639,21 @@ public final class CaptureStreamer: @unchecked Sendable {
             bytes: progress.unacknowledgedBytes, spoolDirectory: spool.directory, deferred: deferred)
     }
 
-    private func startProgressTimer() {
+    /// Yields `.progress` every `progressInterval` until the run's end.
+    private func startProgressReports() {
         guard let interval = configuration.progressInterval, interval > 0 else { return }
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "capture-streamer progress"))
-        timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            eventSink.yield(.progress(status))
+        let reports = Task { [self] in
+            while (try? await Task.sleep(for: .seconds(interval))) != nil {
+                eventSink.yield(.progress(status))
+            }
         }
-        lock.withLock { progressTimer = timer }
-        timer.resume()
+        // A run that ended already (a quick failure) has nothing more to report.
+        let ended: Bool = state.withLock { state in
+            guard state.outcome == nil else { return true }
+            state.progressReports = reports
+            return false
+        }
+        if ended { reports.cancel() }
     }
 
     /// The settings that deliver earlier streams to `receiver` (their stream ids, names and secrets

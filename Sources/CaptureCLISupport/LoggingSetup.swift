@@ -2,6 +2,7 @@ import CaptureCore
 import ArgumentParser
 import Foundation
 import Logging
+import Synchronization
 
 /// How log lines are written.
 public enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
@@ -62,7 +63,8 @@ public struct LineLogHandler: LogHandler {
     private let label: String
     private let format: LogFormat
     private let output: @Sendable (String) -> Void
-    private static let lock = NSLock()
+    /// Held while a line is written to standard error, so lines never interleave.
+    private static let oneLineAtATime = Mutex(())
 
     /// A handler whose finished lines (without newline) go to `output`.
     public init(label: String, format: LogFormat, output: @escaping @Sendable (String) -> Void = LineLogHandler.writeToStandardError) {
@@ -74,7 +76,7 @@ public struct LineLogHandler: LogHandler {
     /// Writes `line` and a newline to standard error, one line at a time.
     @Sendable
     public static func writeToStandardError(_ line: String) {
-        lock.withLock {
+        oneLineAtATime.withLock { _ in
             StandardStreams.writeError(line + "\n")
         }
     }

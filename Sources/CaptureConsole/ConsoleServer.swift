@@ -10,6 +10,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import ServiceLifecycle
+import Synchronization
 
 /// What the receiver's HTTP server serves and how (`capture-recv --http HOST:PORT`).
 public struct ConsoleSettings: Sendable {
@@ -172,10 +173,9 @@ public struct ConsoleService: Service {
 
 /// Whether the server got to listen (set once, from its start-up callback).
 ///
-/// Sendability (`@unchecked Sendable`): `value` is read and written only under `lock`.
-final class ListeningFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    func set() { lock.withLock { value = true } }
-    var isSet: Bool { lock.withLock { value } }
+/// Sendability: whether it is set is kept in a `Mutex`.
+final class ListeningFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

@@ -1,18 +1,22 @@
 import Foundation
+import Synchronization
 
 /// Limits failed authentication per peer address: after `maximumFailures` failures within
 /// `window`, the address is refused for `blockDuration` without its credentials being looked at.
 /// The clock is injectable so tests can move time.
 ///
-/// Sendability (`@unchecked Sendable`): `failures` and `blockedUntil` are read and written only under `lock`; the rest is immutable.
-public final class AuthRateLimiter: @unchecked Sendable {
-    private let lock = NSLock()
+/// Sendability: the failures and blocks are in a `Mutex`; the rest is immutable.
+public final class AuthRateLimiter: Sendable {
+    private struct State {
+        var failures: [String: [Date]] = [:]
+        var blockedUntil: [String: Date] = [:]
+    }
+
     private let maximumFailures: Int
     private let window: TimeInterval
     private let blockDuration: TimeInterval
     private let now: @Sendable () -> Date
-    private var failures: [String: [Date]] = [:]
-    private var blockedUntil: [String: Date] = [:]
+    private let state = Mutex(State())
 
     /// - Parameters:
     ///   - maximumFailures: failures allowed within `window`; 0 turns the limiter off.
@@ -31,11 +35,11 @@ public final class AuthRateLimiter: @unchecked Sendable {
 
     /// Seconds `address` remains refused, or nil when it may try.
     public func remainingBlock(for address: String) -> TimeInterval? {
-        lock.withLock {
-            guard let until = blockedUntil[address] else { return nil }
+        state.withLock { state in
+            guard let until = state.blockedUntil[address] else { return nil }
             let remaining = until.timeIntervalSince(now())
             if remaining <= 0 {
-                blockedUntil[address] = nil
+                state.blockedUntil[address] = nil
                 return nil
             }
             return remaining
@@ -46,19 +50,19 @@ public final class AuthRateLimiter: @unchecked Sendable {
     @discardableResult
     public func recordFailure(from address: String) -> Bool {
         guard maximumFailures > 0 else { return false }
-        return lock.withLock {
+        return state.withLock { state in
             let time = now()
-            var recent = (failures[address] ?? []).filter { time.timeIntervalSince($0) < window }
+            var recent = (state.failures[address] ?? []).filter { time.timeIntervalSince($0) < window }
             recent.append(time)
             if recent.count >= maximumFailures {
-                failures[address] = nil
-                blockedUntil[address] = time.addingTimeInterval(blockDuration)
+                state.failures[address] = nil
+                state.blockedUntil[address] = time.addingTimeInterval(blockDuration)
                 return true
             }
-            failures[address] = recent
+            state.failures[address] = recent
             // Forget addresses that stopped trying, so the table stays small.
-            if failures.count > 10_000 {
-                failures = failures.filter { $0.value.contains { time.timeIntervalSince($0) < window } }
+            if state.failures.count > 10_000 {
+                state.failures = state.failures.filter { $0.value.contains { time.timeIntervalSince($0) < window } }
             }
             return false
         }
@@ -66,6 +70,6 @@ public final class AuthRateLimiter: @unchecked Sendable {
 
     /// Forgets the failures of an address that authenticated.
     public func recordSuccess(from address: String) {
-        lock.withLock { failures[address] = nil }
+        state.withLock { $0.failures[address] = nil }
     }
 }

@@ -6,6 +6,9 @@ import Foundation
 /// resume them are not kept here but on disk, in the output folder's `StreamIndex`, where every
 /// receiver sharing the folder finds them.
 ///
+/// Stays an `NSCondition`: `waitUntilEmpty` blocks the shutting-down thread until the last stream
+/// is released and the last connection removed (`release` and `removeConnection` broadcast).
+///
 /// Sendability (`@unchecked Sendable`): `streams` and `connections` are read and written only under `condition`.
 final class StreamRegistry: @unchecked Sendable {
     enum Reservation: Equatable {

@@ -1,30 +1,34 @@
 import Foundation
 import NIOCore
 import NIOSSL
+import Synchronization
 import X509
 
 /// What the peer certificate check found on one connection, so that a failed handshake can be
 /// explained in words instead of BoringSSL's generic "certificate verify failed".
 ///
-/// Sendability (`@unchecked Sendable`): every stored field is read and written only under `lock`.
-public final class TLSVerificationReport: @unchecked Sendable {
-    private let lock = NSLock()
-    private var storedFailure: String?
-    private var storedNames: String?
-    private var storedFingerprint: CertificateFingerprint?
+/// Sendability: what it found is kept in a `Mutex`.
+public final class TLSVerificationReport: Sendable {
+    private struct Findings {
+        var failure: String?
+        var names: String?
+        var fingerprint: CertificateFingerprint?
+    }
+
+    private let findings = Mutex(Findings())
 
     public init() {}
 
     /// Why the peer's certificate was refused, when it was.
-    public var failure: String? { lock.withLock { storedFailure } }
+    public var failure: String? { findings.withLock { $0.failure } }
     /// The names the peer's certificate is for (subject alternative names, or its subject).
-    public var certificateNames: String? { lock.withLock { storedNames } }
+    public var certificateNames: String? { findings.withLock { $0.names } }
     /// The SHA-256 fingerprint of the peer's certificate, once it was accepted.
-    public var certificateFingerprint: CertificateFingerprint? { lock.withLock { storedFingerprint } }
+    public var certificateFingerprint: CertificateFingerprint? { findings.withLock { $0.fingerprint } }
 
-    func record(failure: String) { lock.withLock { storedFailure = failure } }
-    func record(names: String) { lock.withLock { storedNames = names } }
-    func record(accepted fingerprint: CertificateFingerprint) { lock.withLock { storedFingerprint = fingerprint } }
+    func record(failure: String) { findings.withLock { $0.failure = failure } }
+    func record(names: String) { findings.withLock { $0.names = names } }
+    func record(accepted fingerprint: CertificateFingerprint) { findings.withLock { $0.fingerprint = fingerprint } }
 }
 
 /// How one side decides whether to trust the other's certificate: a CA (or the system trust store)

@@ -1,5 +1,6 @@
 import CaptureCore
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -15,25 +16,29 @@ import Darwin
 /// write, so nothing can come between. Off a terminal nothing is redrawn and log lines are simply
 /// written, one a line.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards `statusLine` and `closed` and orders every write.
-public final class StatusConsole: @unchecked Sendable {
-    // `lock` guards `statusLine` and orders every write.
-    private let lock = NSLock()
-    private let write: @Sendable (String) -> Void
-    private var statusLine: String?
-    /// A prompt drawn after the status line (a marker's label being typed, `--interactive`).
-    private var prompt: String?
-    private var closed = false
+/// Sendability: the status line, the prompt and `closed` are in a `Mutex`, whose lock also orders
+/// every write.
+public final class StatusConsole: Sendable {
+    private struct State {
+        var statusLine: String?
+        /// A prompt drawn after the status line (a marker's label being typed, `--interactive`).
+        var prompt: String?
+        var closed = false
 
-    /// The status line with the prompt after it, as drawn; nil when neither is there.
-    private var drawnLine: String? {
-        switch (statusLine, prompt) {
-        case (nil, nil): return nil
-        case (let line?, nil): return line
-        case (nil, let prompt?): return prompt
-        case (let line?, let prompt?): return line + "  " + prompt
+        /// The status line with the prompt after it, as drawn; nil when neither is there.
+        var drawnLine: String? {
+            switch (statusLine, prompt) {
+            case (nil, nil): return nil
+            case (let line?, nil): return line
+            case (nil, let prompt?): return prompt
+            case (let line?, let prompt?): return line + "  " + prompt
+            }
         }
     }
+
+    private let write: @Sendable (String) -> Void
+    // Every write is made with `state`'s lock held, so writes never land on one another.
+    private let state = Mutex(State())
 
     /// A console writing through `write` (each call gets text to write as is).
     public init(write: @escaping @Sendable (String) -> Void) {
@@ -48,8 +53,8 @@ public final class StatusConsole: @unchecked Sendable {
     /// Writes `line` (without its newline) as a line of its own, above the status line if one is
     /// drawn, and draws the status line again under it.
     public func writeLine(_ line: String) {
-        lock.withLock {
-            if let drawnLine {
+        state.withLock { state in
+            if let drawnLine = state.drawnLine {
                 write(
                     StatusLineRenderer.carriageReturn + StatusLineRenderer.clearToEndOfLine + line + "\n"
                         + StatusLineRenderer.carriageReturn + drawnLine + StatusLineRenderer.clearToEndOfLine
@@ -63,10 +68,10 @@ public final class StatusConsole: @unchecked Sendable {
     /// Draws the status line in place of the one drawn before (on a terminal); nothing once the
     /// final line is written.
     public func drawStatus(_ line: String) {
-        lock.withLock {
-            guard !closed else { return }
-            statusLine = line
-            write(StatusLineRenderer.carriageReturn + (drawnLine ?? line) + StatusLineRenderer.clearToEndOfLine)
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.statusLine = line
+            write(StatusLineRenderer.carriageReturn + (state.drawnLine ?? line) + StatusLineRenderer.clearToEndOfLine)
         }
     }
 
@@ -74,20 +79,20 @@ public final class StatusConsole: @unchecked Sendable {
     /// away. For a terminal the user types on: `capture-send --interactive` shows a marker's label
     /// there while it is typed.
     public func showPrompt(_ prompt: String?) {
-        lock.withLock {
-            guard !closed else { return }
-            self.prompt = prompt
-            write(StatusLineRenderer.carriageReturn + (drawnLine ?? "") + StatusLineRenderer.clearToEndOfLine)
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.prompt = prompt
+            write(StatusLineRenderer.carriageReturn + (state.drawnLine ?? "") + StatusLineRenderer.clearToEndOfLine)
         }
     }
 
     /// Draws `line` one last time and ends it with a newline: it stays on screen, and what is
     /// written next starts on a fresh line below it. Does nothing if no status line is drawn.
     public func endStatus(_ line: String) {
-        lock.withLock {
-            guard statusLine != nil else { return }
-            statusLine = nil
-            prompt = nil
+        state.withLock { state in
+            guard state.statusLine != nil else { return }
+            state.statusLine = nil
+            state.prompt = nil
             write(StatusLineRenderer.carriageReturn + line + StatusLineRenderer.clearToEndOfLine + "\n")
         }
     }
@@ -98,13 +103,13 @@ extension StatusConsole {
     /// status line is still being redrawn: the status line, if drawn, stays on screen and is ended
     /// with a newline, `line` follows on a line of its own, and no status line is drawn after it.
     public func writeFinalLine(_ line: String) {
-        lock.withLock {
-            let status = statusLine.map {
+        state.withLock { state in
+            let status = state.statusLine.map {
                 StatusLineRenderer.carriageReturn + $0 + StatusLineRenderer.clearToEndOfLine + "\n"
             } ?? ""
-            statusLine = nil
-            prompt = nil
-            closed = true
+            state.statusLine = nil
+            state.prompt = nil
+            state.closed = true
             write(status + line + "\n")
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -13,8 +14,9 @@ import Darwin
 /// The reporter only reads: `snapshot` is called on the reporter's own queue at each tick and must
 /// return the pipeline's current figures (and may take the level meter's reading).
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards `schedule`, `outputLock` guards `stopped` and orders the output; the rest is immutable.
-public final class StatusReporter: @unchecked Sendable {
+/// Sendability: the schedule is in one `Mutex`, whether it stopped in another (whose lock also
+/// orders the output); the rest is immutable.
+public final class StatusReporter: Sendable {
     /// How often and in which style the reporter writes.
     public enum Mode: Sendable, Equatable {
         /// Redraw one line in place every `refresh`.
@@ -47,12 +49,10 @@ public final class StatusReporter: @unchecked Sendable {
     private let scheduler: any StatusScheduler
     private let renderer: StatusLineRenderer
     private let logger: String
-    private let lock = NSLock()
-    private var schedule: (any StatusSchedule)?
-    // `outputLock` orders ticks and the final line, so a tick still running when `stop()` is
-    // called cannot redraw the status line after its end.
-    private let outputLock = NSLock()
-    private var stopped = false
+    private let schedule = Mutex<(any StatusSchedule)?>(nil)
+    // Whether `stop()` ran. Its lock also orders ticks and the final line, so a tick still running
+    // when `stop()` is called cannot redraw the status line after its end.
+    private let stopped = Mutex(false)
 
     /// A reporter that writes through `console`.
     /// - Parameters:
@@ -108,21 +108,18 @@ public final class StatusReporter: @unchecked Sendable {
         case .terminal(let refresh): period = refresh
         case .plain(let interval), .json(let interval): period = interval
         }
-        lock.lock()
-        defer { lock.unlock() }
-        guard schedule == nil else { return }
-        schedule = scheduler.scheduleRepeating(every: period) { [weak self] in self?.tick() }
+        schedule.withLock { running in
+            guard running == nil else { return }
+            running = scheduler.scheduleRepeating(every: period) { [weak self] in self?.tick() }
+        }
     }
 
     /// Stops the output. On a terminal, the last line is drawn once more and ended with a newline,
     /// so what follows starts on a fresh line.
     public func stop() {
-        let running: (any StatusSchedule)? = lock.withLock {
-            defer { schedule = nil }
-            return schedule
-        }
+        let running: (any StatusSchedule)? = schedule.withLock { $0.take() }
         running?.cancel()
-        outputLock.withLock {
+        stopped.withLock { stopped in
             stopped = true
             if case .terminal = mode {
                 console.endStatus(renderer.terminalLine(snapshot(), width: lineWidth()))
@@ -132,7 +129,7 @@ public final class StatusReporter: @unchecked Sendable {
 
     /// Writes one status line now, as a tick does (nothing once stopped).
     public func tick() {
-        outputLock.withLock {
+        stopped.withLock { stopped in
             guard !stopped else { return }
             writeStatus()
         }
@@ -156,6 +153,6 @@ public final class StatusReporter: @unchecked Sendable {
     private func lineWidth() -> Int { max(1, width() - 1) }
 
     deinit {
-        schedule?.cancel()
+        schedule.withLock { $0 }?.cancel()
     }
 }

@@ -3,6 +3,7 @@ import CaptureSender
 import CaptureStatus
 import Foundation
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -14,12 +15,16 @@ import Glibc
 /// (showing the label while it is typed), stop as the first Ctrl-C. `restore()` gives the terminal
 /// its settings back; call it before the process exits.
 ///
-/// Sendability (`@unchecked Sendable`): `keys` and `saved` are read and written only under `lock`;
-/// the streamer, the console and the logger are thread-safe.
-final class InteractiveTerminal: @unchecked Sendable {
-    private let lock = NSLock()
-    private var keys = InteractiveKeys(maximumLabelBytes: 255)
-    private var saved: termios?
+/// Sendability: the keys' state and the saved terminal settings are in a `Mutex`; the streamer,
+/// the console and the logger are thread-safe.
+final class InteractiveTerminal: Sendable {
+    private struct State {
+        var keys = InteractiveKeys(maximumLabelBytes: 255)
+        /// The terminal's settings before `start()`, until `restore()` gives them back.
+        var saved: termios?
+    }
+
+    private let state = Mutex(State())
     private let streamer: CaptureStreamer
     private let console: StatusConsole
     private let logger: Logger
@@ -51,17 +56,14 @@ final class InteractiveTerminal: @unchecked Sendable {
         guard tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0 else {
             throw CLIError("--interactive cannot set the terminal up (\(String(cString: strerror(errno)))): run capture-send in a terminal, or drop markers with SIGUSR1")
         }
-        lock.withLock { saved = settings }
+        state.withLock { $0.saved = settings }
         logger.notice("interactive: space pauses and resumes, m drops a marker (type a label, then Enter), q stops")
         Thread.detachNewThread { [self] in readKeys() }
     }
 
     /// Gives the terminal its settings back (once; later calls do nothing).
     func restore() {
-        let settings: termios? = lock.withLock {
-            defer { saved = nil }
-            return saved
-        }
+        let settings: termios? = state.withLock { $0.saved.take() }
         guard var settings else { return }
         _ = tcsetattr(STDIN_FILENO, TCSANOW, &settings)
     }
@@ -71,13 +73,13 @@ final class InteractiveTerminal: @unchecked Sendable {
         while true {
             let count = read(STDIN_FILENO, &byte, 1)
             if count == 1 {
-                let actions = lock.withLock { keys.handle(byte: byte) }
+                let actions = state.withLock { $0.keys.handle(byte: byte) }
                 actions.forEach(perform)
-                if case .stopped = lock.withLock({ keys.state }) { return }
+                if case .stopped = state.withLock({ $0.keys.state }) { return }
             } else if count < 0, errno == EINTR {
                 continue
             } else {
-                lock.withLock { keys.endOfInput() }.forEach(perform)
+                state.withLock { $0.keys.endOfInput() }.forEach(perform)
                 return
             }
         }

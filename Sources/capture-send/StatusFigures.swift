@@ -2,6 +2,7 @@ import CaptureCore
 import CaptureSender
 import CaptureStatus
 import Foundation
+import Synchronization
 
 /// Reads the status line's figures from the running streamer: the levels of the most recent audio
 /// with peak hold (`PeakHoldMeter`) and its short-term loudness, the main link and whether its acknowledgements are overdue
@@ -9,16 +10,18 @@ import Foundation
 /// acknowledged, the spool's backlog, the encoded bit rate since the last line, and overruns.
 /// Nothing is estimated.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards every mutable field; the streamer it reads is thread-safe itself.
-final class StatusFigures: @unchecked Sendable {
+/// Sendability: every mutable field is in a `Mutex`; the streamer it reads is thread-safe itself.
+final class StatusFigures: Sendable {
+    private struct State {
+        var lastBytes: Int64 = 0
+        var lastEnd: Int64 = 0
+        var lastBitRate = 0.0
+        var meter = PeakHoldMeter()
+        var acknowledgements = AcknowledgementWatch()
+    }
+
     private let streamer: CaptureStreamer
-    // `lock` guards everything below.
-    private let lock = NSLock()
-    private var lastBytes: Int64 = 0
-    private var lastEnd: Int64 = 0
-    private var lastBitRate = 0.0
-    private var meter = PeakHoldMeter()
-    private var acknowledgements = AcknowledgementWatch()
+    private let state = Mutex(State())
 
     init(streamer: CaptureStreamer) {
         self.streamer = streamer
@@ -32,18 +35,18 @@ final class StatusFigures: @unchecked Sendable {
         let now = Self.seconds(MonotonicClock.nanoseconds())
         let reading = streamer.takeLevels()
         let appended = status.log
-        let (bitRate, display, overdue) = lock.withLock {
-            let seconds = Double(appended.appendedEndSampleTime - lastEnd) / outputRate
+        let (bitRate, display, overdue) = state.withLock { state in
+            let seconds = Double(appended.appendedEndSampleTime - state.lastEnd) / outputRate
             if seconds > 0 {
-                lastBitRate = Double(appended.appendedBytes - lastBytes) * 8 / seconds
-                lastBytes = appended.appendedBytes
-                lastEnd = appended.appendedEndSampleTime
+                state.lastBitRate = Double(appended.appendedBytes - state.lastBytes) * 8 / seconds
+                state.lastBytes = appended.appendedBytes
+                state.lastEnd = appended.appendedEndSampleTime
             }
-            let overdue = acknowledgements.overdue(
+            let overdue = state.acknowledgements.overdue(
                 now: now, link: link, lastAcknowledgement: main.progress.lastAcknowledgementAt.map(Self.seconds),
                 oldestUnacknowledged: main.progress.oldestUnacknowledgedAppendedAt.map(Self.seconds)
             )
-            return (lastBitRate, meter.update(reading, at: now), overdue)
+            return (state.lastBitRate, state.meter.update(reading, at: now), overdue)
         }
         let backups = status.links.dropFirst().map { backup in
             SenderStatusSnapshot.BackupLink(

@@ -3,6 +3,7 @@ import CaptureSender
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 import UnixSignals
 
 #if canImport(Glibc)
@@ -14,18 +15,21 @@ import Glibc
 /// stops capture, stops delivery, and makes sure the process ends within `exitBound` of the
 /// decision to stop delivering, with one line saying what stays in the spool.
 ///
-/// Sendability (`@unchecked Sendable`): its mutable state is read and written only under `lock`.
-final class StopController: @unchecked Sendable {
+/// Sendability: its mutable state is in a `Mutex`.
+final class StopController: Sendable {
     /// Longest time from stopping delivery to the process's exit.
     static let exitBound: Double = 1.5
 
-    private let lock = NSLock()
-    private var sequence: SenderStopSequence
-    private var abandonReason: SenderStopSequence.AbandonReason?
-    private var finalLineWritten = false
-    private var deliveredEverything = false
-    private var signals: SignalDelivery?
-    private var exitHook: (@Sendable () -> Void)?
+    private struct State {
+        var sequence: SenderStopSequence
+        var abandonReason: SenderStopSequence.AbandonReason?
+        var finalLineWritten = false
+        var deliveredEverything = false
+        var signals: SignalDelivery?
+        var exitHook: (@Sendable () -> Void)?
+    }
+
+    private let state: Mutex<State>
     private let logger: Logger
     private let stopCapture: @Sendable () -> Void
     private let abandonDelivery: @Sendable () -> Void
@@ -45,7 +49,7 @@ final class StopController: @unchecked Sendable {
         leftoverLine: @escaping @Sendable (SenderStopSequence.AbandonReason) -> String,
         writeFinalLine: @escaping @Sendable (String) -> Void
     ) {
-        sequence = SenderStopSequence(stopTimeout: stopTimeout)
+        state = Mutex(State(sequence: SenderStopSequence(stopTimeout: stopTimeout)))
         self.logger = logger
         self.stopCapture = stopCapture
         self.abandonDelivery = abandonDelivery
@@ -58,7 +62,7 @@ final class StopController: @unchecked Sendable {
         let delivery = SignalDelivery(signals: [.sigint, .sigterm]) { [weak self] signal in
             self?.handle(.signal(signal == .sigterm ? .terminate : .interrupt))
         }
-        lock.withLock { signals = delivery }
+        state.withLock { $0.signals = delivery }
     }
 
     /// Stops as the first SIGINT does (`q` in `--interactive`).
@@ -68,7 +72,7 @@ final class StopController: @unchecked Sendable {
 
     /// Runs right before the process is ended at once (the terminal's settings given back).
     func beforeExit(_ body: @escaping @Sendable () -> Void) {
-        lock.withLock { exitHook = body }
+        state.withLock { $0.exitHook = body }
     }
 
     /// The run ended on its own (delivered, or failed for another reason): later signals change nothing.
@@ -78,20 +82,20 @@ final class StopController: @unchecked Sendable {
 
     /// The receiver confirmed the whole stream: the run exits 0 whatever signal came meanwhile.
     func delivered() {
-        lock.withLock { deliveredEverything = true }
+        state.withLock { $0.deliveredEverything = true }
         handle(.finished)
     }
 
     /// Why delivery was stopped early, if it was.
-    var abandoned: SenderStopSequence.AbandonReason? { lock.withLock { abandonReason } }
+    var abandoned: SenderStopSequence.AbandonReason? { state.withLock { $0.abandonReason } }
 
     /// Writes the line about what stays in the spool, once (the watchdog may have written it).
     /// Returns whether this call wrote it.
     @discardableResult
     func reportLeftover() -> Bool {
-        let reason: SenderStopSequence.AbandonReason? = lock.withLock {
-            guard let abandonReason, !finalLineWritten else { return nil }
-            finalLineWritten = true
+        let reason: SenderStopSequence.AbandonReason? = state.withLock { state in
+            guard let abandonReason = state.abandonReason, !state.finalLineWritten else { return nil }
+            state.finalLineWritten = true
             return abandonReason
         }
         guard let reason else { return false }
@@ -100,7 +104,7 @@ final class StopController: @unchecked Sendable {
     }
 
     private func handle(_ event: SenderStopSequence.Event) {
-        let action: SenderStopSequence.Action = lock.withLock { sequence.handle(event) }
+        let action: SenderStopSequence.Action = state.withLock { $0.sequence.handle(event) }
         switch action {
         case .none:
             return
@@ -112,7 +116,7 @@ final class StopController: @unchecked Sendable {
                 timerQueue.asyncAfter(deadline: .now() + deadline) { [weak self] in self?.handle(.stopTimeoutPassed) }
             }
         case .abandonDelivery(let reason):
-            lock.withLock { abandonReason = reason }
+            state.withLock { $0.abandonReason = reason }
             logger.warning("stopping delivery now", metadata: ["reason": "\(reason)"])
             abandonDelivery()
             // Ending delivery closes sockets and joins threads; should anything of it hang, the
@@ -124,9 +128,9 @@ final class StopController: @unchecked Sendable {
     }
 
     private func exitNow() {
-        if lock.withLock({ deliveredEverything }) { return }
+        if state.withLock({ $0.deliveredEverything }) { return }
         reportLeftover()
-        lock.withLock { exitHook }?()
+        state.withLock { $0.exitHook }?()
         _exit(SenderStopSequence.abandonedExitCode)
     }
 

@@ -1,6 +1,7 @@
 import CaptureCore
 import CaptureWire
 import Foundation
+import Synchronization
 
 /// The receiver's in-memory table of the streams it has seen, for the console and the HTTP API:
 /// one `StreamSnapshot` per stream (live, reconnecting or finished), and an event feed (opened,
@@ -13,8 +14,8 @@ import Foundation
 /// snapshots and for the periodic `sweep()`. Finished streams leave the table after
 /// `Settings.finishedRetention`, and at most `Settings.maximumFinished` of them are kept.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards `entries`, each `StreamEntry` guards its own state with its own lock, the rest is immutable.
-public final class StreamDirectory: @unchecked Sendable {
+/// Sendability: `entries` is in a `Mutex`, each `StreamEntry` keeps its own state in a `Mutex` of its own, the rest is immutable.
+public final class StreamDirectory: Sendable {
     /// How long entries stay and how the event feed is paced.
     public struct Settings: Sendable, Equatable {
         /// The receiver's resume window: a reconnecting stream whose sender has not come back
@@ -49,9 +50,7 @@ public final class StreamDirectory: @unchecked Sendable {
     private let hub: StreamEventHub
     private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
     private let restoredAlarms: @Sendable (UUID) -> [StreamAlarmKind]
-    /// Guards `entries`.
-    private let lock = NSLock()
-    private var entries: [UUID: StreamEntry] = [:]
+    private let entries = Mutex<[UUID: StreamEntry]>([:])
 
     /// An empty directory; `now` is the clock (tests give their own); `alarmObserver` hears every
     /// alarm raised or cleared (the receiver logs it and sets its metric), on the thread that
@@ -72,24 +71,24 @@ public final class StreamDirectory: @unchecked Sendable {
     /// Every stream in the table, oldest first (by start time, then name).
     public func snapshot() -> [StreamSnapshot] {
         sweep()
-        let all = lock.withLock { Array(entries.values) }
+        let all = entries.withLock { Array($0.values) }
         return all.map { $0.snapshot() }.sorted { ($0.started, $0.name, $0.id.uuidString) < ($1.started, $1.name, $1.id.uuidString) }
     }
 
     /// One stream's timeline (connections, gaps, pauses, markers, alarms), or nil when the table
     /// does not hold it.
     public func timeline(of id: UUID) -> StreamTimelineSnapshot? {
-        lock.withLock { entries[id] }?.timelineSnapshot()
+        entries.withLock { $0[id] }?.timelineSnapshot()
     }
 
     /// One stream's row, or nil when the table does not hold it.
     public func snapshot(of id: UUID) -> StreamSnapshot? {
         sweep()
-        return lock.withLock { entries[id] }?.snapshot()
+        return entries.withLock { $0[id] }?.snapshot()
     }
 
     /// The streams in the table (finished ones included).
-    public var count: Int { lock.withLock { entries.count } }
+    public var count: Int { entries.withLock { $0.count } }
 
     /// A new subscriber's events, from now on. A subscriber that leaves
     /// `Settings.subscriberBufferLimit` events unread is dropped: its sequence ends with
@@ -107,7 +106,7 @@ public final class StreamDirectory: @unchecked Sendable {
     /// calls it every second.
     public func sweep() {
         let time = now()
-        let all = lock.withLock { entries }
+        let all = entries.withLock { $0 }
         var finished: [(id: UUID, since: Date)] = []
         for (id, entry) in all {
             entry.tick(at: time)
@@ -126,7 +125,7 @@ public final class StreamDirectory: @unchecked Sendable {
             }
         }
         guard !leaving.isEmpty else { return }
-        lock.withLock {
+        entries.withLock { entries in
             for id in leaving where entries[id]?.finishedSince != nil { entries[id] = nil }
         }
     }
@@ -134,7 +133,7 @@ public final class StreamDirectory: @unchecked Sendable {
 
 extension StreamDirectory: StreamDirectoryFeed {
     func streamOpened(_ opening: StreamOpening) -> any StreamActivityRecorder {
-        let (entry, isNew) = lock.withLock { () -> (StreamEntry, Bool) in
+        let (entry, isNew) = entries.withLock { entries -> (StreamEntry, Bool) in
             if let existing = entries[opening.id] { return (existing, false) }
             let entry = StreamEntry(
                 opening: opening, hub: hub, levelsInterval: settings.levelsInterval, alarms: settings.alarms, alarmObserver: alarmObserver, now: now)
@@ -198,47 +197,64 @@ final class StreamEntryRecorder: StreamActivityRecorder {
     }
 }
 
-/// One stream's entry. Every field is guarded by `lock`; events are published while holding it,
-/// so a stream's events reach subscribers in the order they happened (the hub's lock is always
-/// taken after an entry's, never before).
+/// One stream's entry. Every mutable field is in `stream`, a `Mutex`; events are published while
+/// holding its lock, so a stream's events reach subscribers in the order they happened (the hub's
+/// lock is always taken after an entry's, never before).
 ///
-/// Sendability (`@unchecked Sendable`): every mutable field is read and written only under `lock`.
-final class StreamEntry: @unchecked Sendable {
-    private let lock = NSLock()
+/// Sendability: every mutable field is in a `Mutex`; the hub is thread-safe itself, the rest is
+/// immutable.
+final class StreamEntry: Sendable {
+    private struct State {
+        var opening: StreamOpening
+        var epoch = 0
+        var state: StreamState = .live
+        /// When the state last changed to reconnecting or finished.
+        var stateSince: Date?
+        var durableSampleTime: Int64
+        var acknowledgedSampleTime: Int64
+        var lastAudio: Date?
+        var gapCount = 0
+        var gapFrames: Int64 = 0
+        var levels: AudioLevels?
+        var lastLevelsEvent = Date.distantPast
+        var alarms: StreamAlarmMachine?
+        var timeline: StreamTimeline
+
+        /// The stream's row.
+        func row() -> StreamSnapshot {
+            StreamSnapshot(
+                id: opening.id, name: opening.name, peer: opening.peer, format: opening.format.description, state: state, started: opening.started,
+                secondsOnDisk: seconds(durableSampleTime - opening.startSampleTime),
+                secondsAcknowledged: seconds(acknowledgedSampleTime - opening.startSampleTime), lastAudioReceived: lastAudio, gapCount: gapCount,
+                gapSeconds: seconds(gapFrames), file: opening.file, levels: levels.map(StreamLevels.init), alarms: alarms?.raised ?? [],
+                captureID: opening.capture?.id, encoding: opening.capture?.encoding)
+        }
+
+        func seconds(_ frames: Int64) -> Double { opening.format.seconds(frames: max(0, frames)) }
+    }
+
     private let hub: StreamEventHub
     private let levelsInterval: TimeInterval
     private let now: @Sendable () -> Date
-    private var opening: StreamOpening
-    private var epoch = 0
-    private var state: StreamState = .live
-    /// When the state last changed to reconnecting or finished.
-    private var stateSince: Date?
-    private var durableSampleTime: Int64
-    private var acknowledgedSampleTime: Int64
-    private var lastAudio: Date?
-    private var gapCount = 0
-    private var gapFrames: Int64 = 0
-    private var levels: AudioLevels?
-    private var lastLevelsEvent = Date.distantPast
-    private var alarms: StreamAlarmMachine?
     private let policy: StreamAlarmPolicy
     private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
-    private var timeline = StreamTimeline()
+    private let stream: Mutex<State>
 
     init(
         opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, alarms policy: StreamAlarmPolicy,
         alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void, now: @escaping @Sendable () -> Date
     ) {
-        self.opening = opening
         self.hub = hub
         self.levelsInterval = levelsInterval
         self.alarmObserver = alarmObserver
         self.now = now
-        durableSampleTime = opening.durableSampleTime
-        acknowledgedSampleTime = opening.durableSampleTime
         self.policy = policy
-        alarms = policy.conditions(forStream: opening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
+        let alarms = policy.conditions(forStream: opening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
+        var timeline = StreamTimeline()
         timeline.append(Self.connected(opening, at: now()))
+        stream = Mutex(State(
+            opening: opening, durableSampleTime: opening.durableSampleTime, acknowledgedSampleTime: opening.durableSampleTime, alarms: alarms,
+            timeline: timeline))
     }
 
     /// The timeline entry of a connection accepted.
@@ -250,25 +266,25 @@ final class StreamEntry: @unchecked Sendable {
 
     /// The stream's timeline, oldest first.
     func timelineSnapshot() -> StreamTimelineSnapshot {
-        lock.withLock { StreamTimelineSnapshot(id: opening.id, dropped: timeline.dropped, entries: timeline.entries) }
+        stream.withLock { StreamTimelineSnapshot(id: $0.opening.id, dropped: $0.timeline.dropped, entries: $0.timeline.entries) }
     }
 
     /// Feeds the stream's alarm machine; publishes and reports what it raised or cleared. Call
-    /// with `lock` held, so a stream's alarms are reported in order.
-    private func feedAlarms(_ event: StreamAlarmMachine.Event, at time: Date) {
-        guard var machine = alarms else { return }
+    /// with `stream`'s lock held (it is given its state), so a stream's alarms are reported in order.
+    private func feedAlarms(_ event: StreamAlarmMachine.Event, at time: Date, in stream: inout State) {
+        guard var machine = stream.alarms else { return }
         let transitions = machine.handle(event, at: time)
-        alarms = machine
-        publish(transitions, raised: machine.raised)
+        stream.alarms = machine
+        publish(transitions, raised: machine.raised, in: &stream)
     }
 
-    /// Publishes and reports alarms raised or cleared. Call with `lock` held.
-    private func publish(_ transitions: [StreamAlarmTransition], raised: [StreamAlarmKind]) {
+    /// Publishes and reports alarms raised or cleared. Call with `stream`'s lock held.
+    private func publish(_ transitions: [StreamAlarmTransition], raised: [StreamAlarmKind], in stream: inout State) {
         for transition in transitions {
-            timeline.append(StreamTimelineEntry(
+            stream.timeline.append(StreamTimelineEntry(
                 at: now(), kind: transition.change == .raised ? .alarmRaised : .alarmCleared,
                 detail: transition.kind.rawValue + ": " + transition.detail))
-            let alarm = StreamAlarmEvent(id: opening.id, name: opening.name, transition: transition, raised: raised)
+            let alarm = StreamAlarmEvent(id: stream.opening.id, name: stream.opening.name, transition: transition, raised: raised)
             hub.publish(.alarm(alarm))
             alarmObserver(alarm)
         }
@@ -276,167 +292,158 @@ final class StreamEntry: @unchecked Sendable {
 
     /// Raises again the alarms the stream had raised before the receiver restarted.
     func restoreAlarms(_ kinds: [StreamAlarmKind]) {
-        lock.withLock {
-            guard var machine = alarms else { return }
+        stream.withLock { stream in
+            guard var machine = stream.alarms else { return }
             let transitions = machine.restore(kinds, at: now())
-            alarms = machine
-            publish(transitions, raised: machine.raised)
+            stream.alarms = machine
+            publish(transitions, raised: machine.raised, in: &stream)
         }
     }
 
     /// Gives the stream's alarms the time.
     func tick(at time: Date) {
-        lock.withLock { feedAlarms(.tick, at: time) }
+        stream.withLock { feedAlarms(.tick, at: time, in: &$0) }
     }
 
-    var currentEpoch: Int { lock.withLock { epoch } }
+    var currentEpoch: Int { stream.withLock { $0.epoch } }
 
     /// The stream is accepted again (a resume, or a new stream reusing the id of a finished one):
     /// live again, with the new connection's details. Returns the new connection's epoch.
     func reopen(_ newOpening: StreamOpening) -> Int {
-        lock.withLock {
-            epoch += 1
+        stream.withLock { stream in
+            stream.epoch += 1
             if !newOpening.resumed {
                 // A new recording under a known id: its counters and its alarms start afresh.
-                gapCount = 0
-                gapFrames = 0
-                lastAudio = nil
-                levels = nil
-                feedAlarms(.connection(.finished), at: now())
-                alarms = policy.conditions(forStream: newOpening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
+                stream.gapCount = 0
+                stream.gapFrames = 0
+                stream.lastAudio = nil
+                stream.levels = nil
+                feedAlarms(.connection(.finished), at: now(), in: &stream)
+                stream.alarms = policy.conditions(forStream: newOpening.name).map { StreamAlarmMachine(conditions: $0, startedAt: now()) }
             }
-            opening = newOpening
-            state = .live
-            stateSince = nil
-            timeline.append(Self.connected(newOpening, at: now()))
-            feedAlarms(.connection(.live), at: now())
-            durableSampleTime = newOpening.durableSampleTime
-            acknowledgedSampleTime = newOpening.durableSampleTime
-            return epoch
+            stream.opening = newOpening
+            stream.state = .live
+            stream.stateSince = nil
+            stream.timeline.append(Self.connected(newOpening, at: now()))
+            feedAlarms(.connection(.live), at: now(), in: &stream)
+            stream.durableSampleTime = newOpening.durableSampleTime
+            stream.acknowledgedSampleTime = newOpening.durableSampleTime
+            return stream.epoch
         }
     }
 
     func audioReceived(endSampleTime: Int64, levels newLevels: AudioLevels?, epoch caller: Int) {
         let time = now()
-        lock.withLock {
-            guard caller == epoch else { return }
-            lastAudio = time
-            feedAlarms(.audio(levels: newLevels), at: time)
+        stream.withLock { stream in
+            guard caller == stream.epoch else { return }
+            stream.lastAudio = time
+            feedAlarms(.audio(levels: newLevels), at: time, in: &stream)
             guard let newLevels else { return }
-            levels = newLevels
-            if time.timeIntervalSince(lastLevelsEvent) >= levelsInterval, hub.hasSubscribers {
-                lastLevelsEvent = time
-                hub.publish(.levels(StreamLevelsUpdate(id: opening.id, levels: StreamLevels(newLevels))))
+            stream.levels = newLevels
+            if time.timeIntervalSince(stream.lastLevelsEvent) >= levelsInterval, hub.hasSubscribers {
+                stream.lastLevelsEvent = time
+                hub.publish(.levels(StreamLevelsUpdate(id: stream.opening.id, levels: StreamLevels(newLevels))))
             }
         }
     }
 
     func gapRecorded(sampleTime: Int64, lengthFrames: Int64, reason: String, epoch caller: Int) {
-        lock.withLock {
-            guard caller == epoch else { return }
-            gapCount += 1
-            let at = seconds(sampleTime - opening.startSampleTime)
-            let length = seconds(lengthFrames)
-            timeline.append(StreamTimelineEntry(
+        stream.withLock { stream in
+            guard caller == stream.epoch else { return }
+            stream.gapCount += 1
+            let at = stream.seconds(sampleTime - stream.opening.startSampleTime)
+            let length = stream.seconds(lengthFrames)
+            stream.timeline.append(StreamTimelineEntry(
                 at: now(), kind: reason == "paused" ? .pause : .gap, streamSeconds: at,
                 detail: String(format: "%.3f s", length) + (reason == "paused" ? "" : ", " + reason)))
             // The protocol keeps gaps within the sample timeline; saturate anyway rather than trap.
-            let (sum, overflow) = gapFrames.addingReportingOverflow(max(0, lengthFrames))
-            gapFrames = overflow ? .max : sum
-            hub.publish(.gap(StreamGap(id: opening.id, atSeconds: at, seconds: length, reason: reason, gapCount: gapCount)))
+            let (sum, overflow) = stream.gapFrames.addingReportingOverflow(max(0, lengthFrames))
+            stream.gapFrames = overflow ? .max : sum
+            hub.publish(.gap(StreamGap(id: stream.opening.id, atSeconds: at, seconds: length, reason: reason, gapCount: stream.gapCount)))
         }
     }
 
     /// A marker the person recording dropped: published as a `marker` event.
     func markerRecorded(sampleTime: Int64, label: String, epoch caller: Int) {
-        lock.withLock {
-            guard caller == epoch else { return }
-            let at = seconds(sampleTime - opening.startSampleTime)
-            timeline.append(StreamTimelineEntry(at: now(), kind: .marker, streamSeconds: at, detail: label.isEmpty ? "marker" : label))
-            hub.publish(.marker(StreamMarker(id: opening.id, atSeconds: at, label: label)))
+        stream.withLock { stream in
+            guard caller == stream.epoch else { return }
+            let at = stream.seconds(sampleTime - stream.opening.startSampleTime)
+            stream.timeline.append(StreamTimelineEntry(at: now(), kind: .marker, streamSeconds: at, detail: label.isEmpty ? "marker" : label))
+            hub.publish(.marker(StreamMarker(id: stream.opening.id, atSeconds: at, label: label)))
         }
     }
 
     func positionsChanged(durableSampleTime durable: Int64, acknowledgedSampleTime acknowledged: Int64?, epoch caller: Int) {
-        lock.withLock {
-            guard caller == epoch else { return }
-            durableSampleTime = max(durableSampleTime, durable)
-            if let acknowledged { acknowledgedSampleTime = max(acknowledgedSampleTime, acknowledged) }
+        stream.withLock { stream in
+            guard caller == stream.epoch else { return }
+            stream.durableSampleTime = max(stream.durableSampleTime, durable)
+            if let acknowledged { stream.acknowledgedSampleTime = max(stream.acknowledgedSampleTime, acknowledged) }
         }
     }
 
     func connectionEnded(resumable: Bool, epoch caller: Int) {
-        lock.withLock {
-            guard caller == epoch, state == .live else { return }
-            state = resumable ? .reconnecting : .finished
+        stream.withLock { stream in
+            guard caller == stream.epoch, stream.state == .live else { return }
+            stream.state = resumable ? .reconnecting : .finished
             let time = now()
-            stateSince = time
-            timeline.append(StreamTimelineEntry(
+            stream.stateSince = time
+            stream.timeline.append(StreamTimelineEntry(
                 at: time, kind: resumable ? .reconnecting : .finished,
                 detail: resumable ? "the connection was lost; the file waits for the sender to resume it" : "the stream ended"))
-            hub.publish(.closed(row()))
-            feedAlarms(.connection(state), at: time)
+            hub.publish(.closed(stream.row()))
+            let ended = stream.state
+            feedAlarms(.connection(ended), at: time, in: &stream)
         }
     }
 
     /// Finishes the stream when it has been reconnecting since before `cutoff` (a `closed` event);
     /// returns when it finished, or nil when it is not finished now.
     func expireIfReconnecting(before cutoff: Date, at time: Date) -> Date? {
-        lock.withLock {
-            if state == .reconnecting, let since = stateSince, since < cutoff {
-                state = .finished
-                stateSince = time
-                timeline.append(StreamTimelineEntry(at: time, kind: .finished, detail: "the sender did not resume within the resume window"))
-                hub.publish(.closed(row()))
-                feedAlarms(.connection(.finished), at: time)
+        stream.withLock { stream in
+            if stream.state == .reconnecting, let since = stream.stateSince, since < cutoff {
+                stream.state = .finished
+                stream.stateSince = time
+                stream.timeline.append(StreamTimelineEntry(at: time, kind: .finished, detail: "the sender did not resume within the resume window"))
+                hub.publish(.closed(stream.row()))
+                feedAlarms(.connection(.finished), at: time, in: &stream)
             }
-            return state == .finished ? stateSince : nil
+            return stream.state == .finished ? stream.stateSince : nil
         }
     }
 
     /// When the stream finished, or nil while it is live or reconnecting.
-    var finishedSince: Date? { lock.withLock { state == .finished ? stateSince : nil } }
+    var finishedSince: Date? { stream.withLock { $0.state == .finished ? $0.stateSince : nil } }
 
-    func snapshot() -> StreamSnapshot { lock.withLock { row() } }
-
-    /// The stream's row; call with `lock` held.
-    private func row() -> StreamSnapshot {
-        StreamSnapshot(
-            id: opening.id, name: opening.name, peer: opening.peer, format: opening.format.description, state: state, started: opening.started,
-            secondsOnDisk: seconds(durableSampleTime - opening.startSampleTime),
-            secondsAcknowledged: seconds(acknowledgedSampleTime - opening.startSampleTime), lastAudioReceived: lastAudio, gapCount: gapCount,
-            gapSeconds: seconds(gapFrames), file: opening.file, levels: levels.map(StreamLevels.init), alarms: alarms?.raised ?? [],
-            captureID: opening.capture?.id, encoding: opening.capture?.encoding)
-    }
-
-    private func seconds(_ frames: Int64) -> Double { opening.format.seconds(frames: max(0, frames)) }
+    func snapshot() -> StreamSnapshot { stream.withLock { $0.row() } }
 }
 
 /// The subscribers of the directory's event feed, each with a bounded buffer.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards `subscribers` and `nextID`; the continuations are thread-safe.
-final class StreamEventHub: @unchecked Sendable {
+/// Sendability: the subscribers and `nextID` are in a `Mutex`; the continuations are thread-safe.
+final class StreamEventHub: Sendable {
     typealias Continuation = AsyncThrowingStream<StreamEvent, any Error>.Continuation
 
+    private struct State {
+        var subscribers: [Int: Continuation] = [:]
+        var nextID = 0
+    }
+
     private let bufferLimit: Int
-    /// Guards `subscribers` and `nextID`.
-    private let lock = NSLock()
-    private var subscribers: [Int: Continuation] = [:]
-    private var nextID = 0
+    private let state = Mutex(State())
 
     init(bufferLimit: Int) {
         self.bufferLimit = max(1, bufferLimit)
     }
 
-    var count: Int { lock.withLock { subscribers.count } }
-    var hasSubscribers: Bool { lock.withLock { !subscribers.isEmpty } }
+    var count: Int { state.withLock { $0.subscribers.count } }
+    var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
 
     func subscribe() -> AsyncThrowingStream<StreamEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: StreamEvent.self, bufferingPolicy: .bufferingOldest(bufferLimit))
-        let id = lock.withLock {
-            nextID += 1
-            subscribers[nextID] = continuation
-            return nextID
+        let id = state.withLock { state in
+            state.nextID += 1
+            state.subscribers[state.nextID] = continuation
+            return state.nextID
         }
         continuation.onTermination = { [weak self] _ in self?.remove(id) }
         return stream
@@ -444,12 +451,12 @@ final class StreamEventHub: @unchecked Sendable {
 
     /// Hands `event` to every subscriber; one whose buffer is full is dropped.
     func publish(_ event: StreamEvent) {
-        let dropped: [Continuation] = lock.withLock {
-            guard !subscribers.isEmpty else { return [] }
+        let dropped: [Continuation] = state.withLock { state in
+            guard !state.subscribers.isEmpty else { return [] }
             var dropped: [Continuation] = []
-            for (id, continuation) in subscribers {
+            for (id, continuation) in state.subscribers {
                 if case .dropped = continuation.yield(event) {
-                    subscribers[id] = nil
+                    state.subscribers[id] = nil
                     dropped.append(continuation)
                 }
             }
@@ -462,6 +469,6 @@ final class StreamEventHub: @unchecked Sendable {
     }
 
     private func remove(_ id: Int) {
-        _ = lock.withLock { subscribers.removeValue(forKey: id) }
+        _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
     }
 }

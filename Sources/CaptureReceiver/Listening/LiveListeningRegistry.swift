@@ -1,26 +1,26 @@
 import CaptureListen
 import Foundation
+import Synchronization
 
 /// The live streams of this receiver that can be listened to: one `ListenHub` per stream while its
 /// connection streams, offered every AudioData as it arrives (which costs one atomic load while
 /// nobody listens). The console's listen endpoint asks it for a listener.
 ///
-/// Sendability (`@unchecked Sendable`): `hubs` is read and written only under `lock`.
-public final class LiveListeningRegistry: @unchecked Sendable {
-    private let lock = NSLock()
-    private var hubs: [UUID: ListenHub] = [:]
+/// Sendability: `hubs` is in a `Mutex`.
+public final class LiveListeningRegistry: Sendable {
+    private let hubs = Mutex<[UUID: ListenHub]>([:])
 
     public init() {}
 
     /// Registers the hub of a stream that started streaming (replacing an older connection's).
     func register(_ hub: ListenHub, for stream: UUID) {
-        let previous = lock.withLock { hubs.updateValue(hub, forKey: stream) }
+        let previous = hubs.withLock { $0.updateValue(hub, forKey: stream) }
         previous?.finish()
     }
 
     /// The stream stopped streaming here: its listeners' audio ends.
     func remove(_ hub: ListenHub, for stream: UUID) {
-        lock.withLock {
+        hubs.withLock { hubs in
             if hubs[stream] === hub { hubs[stream] = nil }
         }
         hub.finish()
@@ -28,12 +28,12 @@ public final class LiveListeningRegistry: @unchecked Sendable {
 
     /// A new listener of `stream`, starting at its live edge; nil when the stream is not live here.
     public func listen(to stream: UUID) -> Listener? {
-        guard let hub = lock.withLock({ hubs[stream] }) else { return nil }
+        guard let hub = hubs.withLock({ $0[stream] }) else { return nil }
         return try? hub.listen()
     }
 
     /// Streams that can be listened to now.
-    public var count: Int { lock.withLock { hubs.count } }
+    public var count: Int { hubs.withLock { $0.count } }
 }
 
 /// The session handler's hook into live listening: it creates the stream's hub when the stream is

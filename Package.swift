@@ -307,6 +307,7 @@ let package = Package(
                 "CaptureCore",
                 "CAF",
                 "CaptureMetrics",
+                "CaptureSecurity",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

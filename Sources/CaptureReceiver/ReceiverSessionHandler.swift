@@ -9,9 +9,12 @@ import NIOSSL
 
 /// The I/O shell around one connection's `ReceiverSession`: it turns what the pipeline reports
 /// (messages, decoder errors, idle timers, TLS failures, the close) into session events and carries
-/// out the actions the session returns — sending, closing, deciding on a Hello against the tokens
-/// and the stream table, handing audio to the stream's `StreamWriter`, and holding reads back
-/// while the disk is behind. All decisions are the session's; nothing here blocks the event loop.
+/// out the actions the session returns — sending, closing, gathering the facts on a Hello for its
+/// `HelloGate` (the rate limiter, the tokens, the stream table), handing audio to the stream's
+/// `StreamWriter`, and holding reads back while the disk is behind. All decisions are the
+/// session's and the gate's; nothing here blocks the event loop. An event raised while a batch of
+/// actions is carried out (the answer to `.decide`) is queued and handled after that batch, as
+/// NIO's state machines do, so the session never sees an event from inside its own actions.
 final class ReceiverSessionHandler: ChannelDuplexHandler {
     typealias InboundIn = WireMessage
     typealias OutboundIn = WireMessage
@@ -32,8 +35,11 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private var writer: (any StreamFile)?
     private var handshakeTimeout: Scheduled<Void>?
     private var peerAddress = "unknown"
-    /// Set when the peer's address is rate limited but its Hello may still resume a stream it owns.
-    private var ownershipRequired: (reason: String, retryAfter: UInt32)?
+    /// The decisions on this connection's Hello.
+    private var gate = HelloGate()
+    /// Events raised while actions are carried out, handled once the current batch is done.
+    private var pendingEvents = CircularBuffer<ReceiverSessionEvent>()
+    private var handlingEvents = false
     /// Reads are held back (backpressure); `readPending` remembers the read asked for meanwhile.
     private var readingPaused = false
     private var readPending = false
@@ -163,18 +169,24 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     // MARK: - Actions out
 
     private func handle(_ event: ReceiverSessionEvent) {
-        for action in session.handle(event) {
-            perform(action)
+        pendingEvents.append(event)
+        guard !handlingEvents else { return }
+        handlingEvents = true
+        defer { handlingEvents = false }
+        while let next = pendingEvents.popFirst() {
+            for action in session.handle(next) {
+                perform(action)
+            }
+            // Storage callbacks hold this handler (through `loopBound`) while its file has work
+            // left; once the session is over, nothing may keep it alive.
+            if session.state == .done { writer = nil }
+            if session.isFinished { loopBound = nil }
         }
-        // Storage callbacks hold this handler (through `loopBound`) while its file has work left;
-        // once the session is over, nothing may keep it alive.
-        if session.state == .done { writer = nil }
-        if session.isFinished { loopBound = nil }
     }
 
     private func perform(_ action: ReceiverSessionAction) {
         directoryTap?.observe(action, session: session, peer: logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer")
-        listenTap?.observe(action, session: session)
+        listenTap?.observe(action)
         switch action {
         case .send(let message):
             guard let context, context.channel.isActive else { return }
@@ -213,6 +225,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             }
         case .forgetStream(let stream):
             registry.release(stream)
+        case .streamAccepted, .streamReleased:
+            break  // domain events: the taps above are their subscribers
         case .log(let line):
             guard line.repeatable else {
                 return logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
@@ -230,80 +244,31 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         logger.log(level: line.level, "\(line.message)", metadata: metadata)
     }
 
-    /// Authentication, then the stream table: what to do with a valid Hello.
+    /// The gate's decision on a valid Hello, from the facts gathered here: the rate limiter, the
+    /// token check and, once authenticated, the stream table.
     private func decide(on hello: ValidatedHello) -> HelloDecision {
-        switch authenticate(hello) {
-        case .allowed:
-            break
-        case .refused(let reason):
-            return .refused(.authenticationFailed, reason)
-        case .rateLimited(let reason, let retryAfter):
-            return .rateLimited(reason, retryAfterMilliseconds: retryAfter)
-        }
-        switch registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) {
-        case .reserved:
-            return .accepted
-        case .busy:
-            return .refused(.streamBusy, "stream \(hello.streamID) is already being received on another connection")
-        case .full:
-            return .refused(.tooManyStreams, "the receiver already records \(configuration.maximumStreams) streams; try again later or raise --max-streams")
-        }
-    }
-
-    /// What authentication decided.
-    private enum Authentication {
-        case allowed
-        case refused(String)
-        case rateLimited(String, retryAfterMilliseconds: UInt32)
-    }
-
-    /// Checks the peer's rate limit and the Hello's token. An address over the limit (shared by many
-    /// field units behind one NAT, one of them failing) is refused for now with RATE_LIMITED and a
-    /// retry-after, except for a Hello that carries a resume secret: it may still resume a stream it
-    /// owns (its token is checked as usual, and storage must find the stream and its owner, or the
-    /// answer is RATE_LIMITED after all), so streams that authenticated before are not locked out by
-    /// others' failures, while guessing gains nothing.
-    private func authenticate(_ hello: ValidatedHello) -> Authentication {
-        ownershipRequired = nil
-        if let remaining = rateLimiter.remainingBlock(for: peerAddress) {
-            let seconds = Int(exactly: remaining.rounded(.up)) ?? Int.max
-            let reason = "too many failed authentication attempts from \(peerAddress); try again in \(seconds) s"
-            let retryAfter = UInt32(clamping: Int(exactly: (remaining * 1_000).rounded(.up)) ?? Int.max)
-            guard !hello.message.resumeSecret.isEmpty else { return .rateLimited(reason, retryAfterMilliseconds: retryAfter) }
-            ownershipRequired = (reason, retryAfter)
-        }
-        guard let tokens = configuration.authTokens else { return .allowed }
-        let presented = hello.message.authToken
-        let refusal: String?
-        if presented.isEmpty {
-            refusal = "missing token: this receiver requires a token; give capture-send --token-file FILE or set CAPTURE_TOKEN"
-        } else if !tokens.accepts(presented) {
-            refusal = "wrong token: the token is not one this receiver accepts; check the sender's --token-file or CAPTURE_TOKEN"
+        let token: HelloGate.TokenCheck
+        if let tokens = configuration.authTokens {
+            let presented = hello.message.authToken
+            token = presented.isEmpty ? .missing : tokens.accepts(presented) ? .accepted : .wrong
         } else {
-            refusal = nil
+            token = .notRequired
         }
-        if let refusal {
+        let (authentication, record) = gate.authenticate(
+            peer: peerAddress, blockedForSeconds: rateLimiter.remainingBlock(for: peerAddress),
+            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token)
+        switch record {
+        case .failure:
             if rateLimiter.recordFailure(from: peerAddress) {
                 logger.warning("too many failed authentications from this address; refusing it for a while")
             }
-            if let (reason, retryAfter) = ownershipRequired { return .rateLimited(reason, retryAfterMilliseconds: retryAfter) }
-            return .refused(refusal)
+        case .success:
+            rateLimiter.recordSuccess(from: peerAddress)
+        case .nothing:
+            break
         }
-        if ownershipRequired == nil { rateLimiter.recordSuccess(from: peerAddress) }
-        return .allowed
-    }
-
-    private static func isOwnershipRefusal(_ error: StorageError) -> Bool {
-        if case .notStreamOwner = error { return true }
-        return false
-    }
-
-    /// Who this connection is, when the receiver authenticates: its client certificate (mutual TLS)
-    /// or its token. Streams are bound to it (`StreamOwner`).
-    private func identity(of hello: ValidatedHello) -> String? {
-        if let fingerprint = tlsReport?.certificateFingerprint { return StreamOwner.identity(certificate: fingerprint) }
-        if configuration.authTokens != nil, !hello.message.authToken.isEmpty { return StreamOwner.identity(token: hello.message.authToken) }
-        return nil
+        let reservation = authentication == .admitted ? registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) : nil
+        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams)
     }
 
     /// Opens (continues or creates) the stream's file off the event loop, then reports back on it.
@@ -315,20 +280,19 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             failed: { error, file in loopBound.run { $0.handle(.storageFailed(error, file: file)) } },
             segmentStarted: { path, naming in loopBound.run { $0.handle(.segmentStarted(path: path, naming: naming)) } })
         // From a rate-limited address only a stream the Hello proves it owns may be continued.
-        let limited = ownershipRequired
-        let owner = StreamOwner(secret: hello.message.resumeSecret, identity: identity(of: hello))
-        storage.open(hello, mayCreate: mayCreate && limited == nil, owner: owner, peer: peer, events: events) { result in
+        let gate = self.gate
+        let identity = HelloGate.identity(
+            certificate: tlsReport?.certificateFingerprint, tokensRequired: configuration.authTokens != nil, token: hello.message.authToken)
+        let owner = StreamOwner(secret: hello.message.resumeSecret, identity: identity)
+        storage.open(hello, mayCreate: gate.mayCreate(sessionAllows: mayCreate), owner: owner, peer: peer, events: events) { result in
             loopBound.run { handler in
                 switch result {
                 case .success(let opened):
                     handler.writer = opened.file
                     handler.handle(.fileOpened(
                         path: opened.file.path, resume: opened.resume, resumed: opened.resumed, naming: opened.naming, continuation: opened.continuation))
-                case .failure(let error) where limited != nil && (error == .notResumable || Self.isOwnershipRefusal(error)):
-                    // Not a stream this Hello owns: the address's limit applies after all.
-                    handler.handle(.fileOpenFailed(.rateLimited(limited?.reason ?? "", retryAfterMilliseconds: limited?.retryAfter ?? 0)))
                 case .failure(let error):
-                    handler.handle(.fileOpenFailed(error))
+                    handler.handle(.fileOpenFailed(gate.openFailed(error)))
                 }
             }
         }

@@ -99,6 +99,7 @@ final class ReceiverSessionTests: XCTestCase {
                     $0.resumed = false
                     $0.acceptedFrameTypes = [10, 11]
                 })),
+                .streamAccepted(StreamAccepted(hello: hello, filePath: Self.path, resumed: false, durableSampleTime: 0)),
                 .log(.init(.info, "stream opened", ["file": Self.path, "format": "\(Self.format)", "source": "field-1", "next-sequence": "1"])),
             ]),
             (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
@@ -108,6 +109,7 @@ final class ReceiverSessionTests: XCTestCase {
                 .finishFile(StreamEnd(lastSequence: 2, endSampleTime: 30, reason: "stopped")),
             ]),
             (.fileFinished(.success(Self.finished)), [
+                .streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 30, resumable: false)),
                 .forgetStream(Self.stream),
                 .log(.init(.notice, "stream closed", [
                     "path": Self.path, "frames": "30", "bytes": "120", "gaps": "0", "duration": "0.001 s", "reason": "stopped",
@@ -193,7 +195,9 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
             (.connectionClosed, [.releaseFile(.keepResumable)]),
             (.durable(DurablePosition(sequence: 1, sampleTime: 15)), []),
-            (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),
+            (.fileReleased(.success(nil)), [
+                Self.keptResumableLog, .streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 15, resumable: true)), .forgetStream(Self.stream),
+            ]),
         ])
         XCTAssertTrue(session.isFinished)
     }
@@ -204,7 +208,9 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnd(lastSequence: 0, endSampleTime: 0))]),
             (.connectionClosed, []),
             (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
-            (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),
+            (.fileReleased(.success(nil)), [
+                Self.keptResumableLog, .streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 0, resumable: true)), .forgetStream(Self.stream),
+            ]),
         ])
         XCTAssertTrue(session.isFinished)
     }
@@ -228,7 +234,7 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })))
         _ = session.handle(.connectionClosed)
         let actions = session.handle(.fileFinished(.success(Self.finished)))
-        XCTAssertEqual(actions.filter { if case .log = $0 { return false } else { return true } }, [.forgetStream(Self.stream)], "no EndAccepted to a closed connection")
+        XCTAssertEqual(actions.filter { if case .log = $0 { return false } else { return true } }, [.streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 0, resumable: false)), .forgetStream(Self.stream)], "no EndAccepted to a closed connection")
         XCTAssertTrue(session.isFinished)
     }
 

@@ -2,9 +2,10 @@ import CaptureCore
 import CaptureWire
 import Foundation
 
-/// The session handler's one hook into the stream directory: it watches the actions a connection's
-/// session returns (HelloAccepted and Acks sent, audio, gaps and markers written, the stream forgotten or
-/// let go of for a resume) and reports them to the directory. It changes nothing it sees. Used on the
+/// The session handler's one hook into the stream directory: it subscribes to the session's domain
+/// events (`.streamAccepted`, `.streamReleased`) and the facts its actions carry (Acks sent,
+/// audio, gaps and markers written) and reports them to the directory. It changes nothing it sees,
+/// and reads nothing from the session but the durable position an Ack states. Used on the
 /// connection's event loop only.
 final class SessionDirectoryTap {
     private let feed: any StreamDirectoryFeed
@@ -29,17 +30,17 @@ final class SessionDirectoryTap {
             recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .recordMarker(let marker):
             recorder?.markerRecorded(sampleTime: marker.sampleTime, label: marker.label)
-        case .send(.helloAccepted(let accepted)):
-            guard let hello = session.hello, let path = session.filePath else { return }
+        case .streamAccepted(let accepted):
+            let hello = accepted.hello
             recorder = feed.streamOpened(StreamOpening(
                 id: hello.streamID, name: hello.message.streamName, peer: peer(), format: hello.format,
                 started: Date(timeIntervalSince1970: Double(hello.message.startTimeUnixNs) / 1e9),
-                startSampleTime: hello.message.startSampleTime, file: relativePath(path), resumed: accepted.resumed,
-                durableSampleTime: accepted.nextSampleTime, capture: hello.capture))
-        case .forgetStream:
+                startSampleTime: hello.message.startSampleTime, file: relativePath(accepted.filePath), resumed: accepted.resumed,
+                durableSampleTime: accepted.durableSampleTime, capture: hello.capture))
+        case .streamReleased(let released):
             guard let recorder else { return }
-            recorder.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: nil)
-            recorder.connectionEnded(resumable: session.leftResumable)
+            recorder.positionsChanged(durableSampleTime: released.durableSampleTime, acknowledgedSampleTime: nil)
+            recorder.connectionEnded(resumable: released.resumable)
             self.recorder = nil
         default:
             break

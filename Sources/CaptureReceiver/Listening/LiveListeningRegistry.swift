@@ -48,18 +48,18 @@ final class SessionListenTap {
         self.registry = registry
     }
 
-    func observe(_ action: ReceiverSessionAction, session: ReceiverSession) {
+    func observe(_ action: ReceiverSessionAction) {
         switch action {
         case .write(let audio):
             hub?.offer(payload: audio.payload, packetSizes: audio.packetSizes, frameCount: audio.frameCount)
-        case .send(.helloAccepted):
-            guard let hello = session.hello else { return }
+        case .streamAccepted(let accepted):
+            let hello = accepted.hello
             // A format the listen encoder cannot read is simply not listenable; the recording goes on.
             guard let hub = try? ListenHub(format: hello.format, magicCookie: Array(hello.message.magicCookie)) else { return }
             self.hub = hub
             stream = hello.streamID
             registry.register(hub, for: hello.streamID)
-        case .forgetStream, .finishFile, .releaseFile:
+        case .finishFile, .releaseFile, .streamReleased:
             end()
         default:
             break

@@ -102,6 +102,8 @@ public struct ReceiverSession: Sendable {
     private var resumed = false
     /// The file was let go of unfinished, for its sender to resume (here or at another receiver).
     public private(set) var leftResumable = false
+    /// The stream was accepted on this connection (`.streamAccepted` was emitted) and not yet let go of.
+    private var holdsAcceptedStream = false
     private var shuttingDown = false
     private var endOfStream: Capture_V1_EndOfStream?
     /// Audio handed to the file and not yet durable: (sequence, bytes handed over up to and
@@ -343,6 +345,8 @@ public struct ReceiverSession: Sendable {
             if case .linked(_, let fileEnd?)? = continuation { $0.continuedFileEndSampleTime = fileEnd }
             $0.acceptedFrameTypes = WireProtocol.extendedFrameTypes.map { UInt32($0.rawValue) }
         })))
+        holdsAcceptedStream = true
+        actions.append(.streamAccepted(StreamAccepted(hello: hello, filePath: path, resumed: resumed, durableSampleTime: resume.nextSampleTime)))
         var metadata = [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
             "next-sequence": "\(resume.nextSequence)",
@@ -459,7 +463,7 @@ public struct ReceiverSession: Sendable {
         switch result {
         case .success(let file):
             state = .done
-            actions.append(.forgetStream(streamID))
+            forget(streamID, &actions)
             var metadata = Self.metadata(file)
             let rate = hello?.format.sampleRate ?? 1
             metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / rate)) s"
@@ -513,20 +517,30 @@ public struct ReceiverSession: Sendable {
             case .success(nil): break
             case .failure(let error): actions.append(.log(.init(.error, "could not finalize the file", ["error": error.description])))
             }
-            actions.append(.forgetStream(streamID))
+            forget(streamID, &actions)
         case .finalizeResumable:
             actions.append(.log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
                 "file": path, "resume-window-s": window,
             ])))
             leftResumable = true
-            actions.append(.forgetStream(streamID))
+            forget(streamID, &actions)
         case .keepResumable:
             actions.append(.log(.init(.warning, "connection lost before end of stream; the file stays open for the sender to resume", [
                 "file": path, "resume-window-s": window,
             ])))
             leftResumable = true
-            actions.append(.forgetStream(streamID))
+            forget(streamID, &actions)
         }
+    }
+
+    /// Lets go of the stream in the stream table, announcing first (`.streamReleased`) that this
+    /// connection no longer holds the stream it accepted, if it accepted one.
+    private mutating func forget(_ streamID: UUID, _ actions: inout [ReceiverSessionAction]) {
+        if holdsAcceptedStream {
+            holdsAcceptedStream = false
+            actions.append(.streamReleased(StreamReleased(streamID: streamID, durableSampleTime: lastDurable.sampleTime, resumable: leftResumable)))
+        }
+        actions.append(.forgetStream(streamID))
     }
 
     private static func metadata(_ file: FinishedFile) -> [String: String] {

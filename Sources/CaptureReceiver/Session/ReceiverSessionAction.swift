@@ -81,4 +81,32 @@ public enum ReceiverSessionAction: Sendable, Equatable {
     case forgetStream(UUID)
     /// Write a log line.
     case log(SessionLogLine)
+    /// A domain event, nothing to carry out: the stream was accepted on this connection (its
+    /// HelloAccepted is sent). What the stream directory and live listening subscribe to.
+    case streamAccepted(StreamAccepted)
+    /// A domain event, nothing to carry out: this connection let go of the stream it had accepted
+    /// (just before `.forgetStream`): finished, or released for a resume.
+    case streamReleased(StreamReleased)
+}
+
+/// A stream accepted on a connection, as the session's `.streamAccepted` announces it.
+public struct StreamAccepted: Sendable, Equatable {
+    /// The stream's Hello.
+    public var hello: ValidatedHello
+    /// Its file (with segments: the first).
+    public var filePath: String
+    /// The file continues an unfinished one (a resume) rather than a new file.
+    public var resumed: Bool
+    /// The sample time the file holds durably, where the sender continues.
+    public var durableSampleTime: Int64
+}
+
+/// A stream a connection let go of, as the session's `.streamReleased` announces it.
+public struct StreamReleased: Sendable, Equatable {
+    public var streamID: UUID
+    /// The sample time the file holds durably.
+    public var durableSampleTime: Int64
+    /// The file was kept unfinished for its sender to resume (here or at another receiver sharing
+    /// the folder); false when it was finished.
+    public var resumable: Bool
 }

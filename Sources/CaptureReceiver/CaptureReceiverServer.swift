@@ -67,8 +67,40 @@ public final class CaptureReceiverServer: Sendable {
         localAddress = address
     }
 
-    /// Checks the output folder, binds and starts accepting.
-    public static func start(configuration: ReceiverConfiguration, logger: Logger) throws(ReceiverStartError) -> CaptureReceiverServer {
+    /// Checks the output folder, opens the commit log, binds and starts accepting. The preparation
+    /// reads and writes the disk (the folder, the commit log's replay, hand-offs and alarms left
+    /// from the last run) on a thread of its own (`BlockingWork`); the bind is awaited.
+    public static func start(configuration: ReceiverConfiguration, logger: Logger) async throws(ReceiverStartError) -> CaptureReceiverServer {
+        let prepared = try await BlockingWork.run("receiver start") { () throws(ReceiverStartError) in
+            try prepare(configuration: configuration, logger: logger)
+        }
+        do {
+            let channel = try await prepared.binding.get()
+            return try CaptureReceiverServer(
+                channel: channel, group: prepared.group, registry: prepared.registry, writerPool: prepared.writerPool, directory: prepared.directory,
+                listening: prepared.listening, outputDirectory: configuration.outputDirectory, handOff: configuration.handOff,
+                alarmHook: prepared.alarmHook, logger: logger)
+        } catch {
+            try? await prepared.group.shutdownGracefully()
+            await BlockingWork.run("receiver stop") { prepared.writerPool.shutDown() }
+            throw .bindFailed(host: configuration.host, port: configuration.port, reason: ListenErrorText.reason(error, host: configuration.host, port: configuration.port))
+        }
+    }
+
+    /// What `start` prepares before it binds.
+    private struct Prepared: Sendable {
+        /// The bind, started.
+        let binding: EventLoopFuture<Channel>
+        let group: MultiThreadedEventLoopGroup
+        let registry: StreamRegistry
+        let writerPool: WriterPool
+        let directory: StreamDirectory
+        let listening: LiveListeningRegistry
+        let alarmHook: AlarmHook?
+    }
+
+    /// The output folder, the writer pool and its commit log, the directory, and the bind started.
+    private static func prepare(configuration: ReceiverConfiguration, logger: Logger) throws(ReceiverStartError) -> Prepared {
         try prepareOutputDirectory(configuration.outputDirectory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
         let registry = StreamRegistry()
@@ -159,16 +191,9 @@ public final class CaptureReceiverServer: Sendable {
                     try channel.pipeline.syncOperations.addHandlers(handlers)
                 }
             }
-        do {
-            let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
-            return try CaptureReceiverServer(
-                channel: channel, group: group, registry: registry, writerPool: writerPool, directory: directory, listening: listening,
-                outputDirectory: configuration.outputDirectory, handOff: configuration.handOff, alarmHook: alarmHook, logger: logger)
-        } catch {
-            try? group.syncShutdownGracefully()
-            writerPool.shutDown()
-            throw .bindFailed(host: configuration.host, port: configuration.port, reason: ListenErrorText.reason(error, host: configuration.host, port: configuration.port))
-        }
+        return Prepared(
+            binding: bootstrap.bind(host: configuration.host, port: configuration.port), group: group, registry: registry, writerPool: writerPool, directory: directory, listening: listening,
+            alarmHook: alarmHook)
     }
 
     private static func prepareOutputDirectory(_ path: String) throws(ReceiverStartError) {
@@ -196,15 +221,23 @@ public final class CaptureReceiverServer: Sendable {
     public var activeStreamCount: Int { registry.activeStreamCount }
 
     /// Stops accepting, tells every sender, finishes every open file and stops, waiting at most
-    /// `timeout`. Returns false when files were still open at the deadline.
+    /// `timeout`. Returns false when files were still open at the deadline. The listening channel's
+    /// close is awaited; the rest waits for the disk (the open files' finish, the writer lanes, the
+    /// hand-off commands), on a thread of its own (`BlockingWork`).
     @discardableResult
-    public func shutDown(timeout: TimeInterval = 10) -> Bool {
+    public func shutDown(timeout: TimeInterval = 10) async -> Bool {
         let started = DispatchTime.now()
         // Running hand-off commands are stopped (their process groups: SIGTERM, then SIGKILL) while
         // the files finish; they run again at the next start, and none outlives the receiver.
         handOff?.beginStopping()
         alarmHook?.beginStopping()
-        try? channel.close().wait()
+        try? await channel.close()
+        return await BlockingWork.run("receiver stop") { [self] in finishAndStop(started: started, timeout: timeout) }
+    }
+
+    /// The blocking part of `shutDown`: every open file finished or let go of, the writer pool and
+    /// the event loops stopped, the hand-off and alarm commands waited for.
+    private func finishAndStop(started: DispatchTime, timeout: TimeInterval) -> Bool {
         registry.shutDownAll()
         let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
         // Streams whose connection was lost earlier have unfinished files: finish those nobody holds
@@ -221,10 +254,5 @@ public final class CaptureReceiverServer: Sendable {
             logger.error("an alarm hook command still ran when the receiver stopped; it runs again at the next start, once that command has ended")
         }
         return clean
-    }
-
-    /// Blocks until the listening channel closes.
-    public func waitUntilClosed() {
-        try? channel.closeFuture.wait()
     }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Logging
 import ServiceLifecycle
 
@@ -21,7 +20,8 @@ public struct GracefulServerService: Service {
     /// - Parameters:
     ///   - start: starts the server; returns once it serves (an error ends `run()` with that error).
     ///   - shutDown: stops the server within `deadline` (stop accepting, tell clients, finish
-    ///     files); returns whether it finished cleanly in time.
+    ///     files); returns whether it finished cleanly in time. Work that blocks (the disk) runs
+    ///     off the task pool inside it (`BlockingWork`).
     public init(
         name: String, shutdownDeadline: Duration, logger: Logger,
         start: @escaping @Sendable () async throws -> Void,
@@ -32,22 +32,6 @@ public struct GracefulServerService: Service {
         self.logger = logger
         self.start = start
         self.shutDown = shutDown
-    }
-
-    /// The same for a server whose start and stop block (for example NIO `wait()`-based ones): both
-    /// run on a Dispatch thread so that they never block Swift concurrency's threads.
-    public init(
-        name: String, shutdownDeadline: Duration, logger: Logger,
-        blockingStart: @escaping @Sendable () throws -> Void,
-        blockingShutDown: @escaping @Sendable (_ deadline: Duration) -> Bool
-    ) {
-        self.init(
-            name: name, shutdownDeadline: shutdownDeadline, logger: logger,
-            start: { try await Self.offload(blockingStart) },
-            shutDown: { deadline in
-                (try? await Self.offload { blockingShutDown(deadline) }) ?? false
-            }
-        )
     }
 
     public func run() async throws {
@@ -63,13 +47,5 @@ public struct GracefulServerService: Service {
             throw ShutdownError.deadlineExceeded(service: name, deadline: shutdownDeadline)
         }
         logger.debug("service stopped", metadata: ["service": "\(name)"])
-    }
-
-    private static func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try work() })
-            }
-        }
     }
 }

@@ -172,7 +172,7 @@ struct Serve: AsyncParsableCommand {
 
         let server: CaptureReceiverServer
         do {
-            server = try CaptureReceiverServer.start(configuration: configuration, logger: logger)
+            server = try await CaptureReceiverServer.start(configuration: configuration, logger: logger)
         } catch {
             throw CLIError(error.description)
         }
@@ -196,7 +196,7 @@ struct Serve: AsyncParsableCommand {
                         logger.info("serving the console, API and metrics", metadata: ["url": "\(scheme)://\(address.host):\(port)/"])
                     }))
             } catch {
-                _ = server.shutDown(timeout: 10)
+                _ = await server.shutDown(timeout: 10)
                 throw CLIError(error.description)
             }
         }
@@ -207,9 +207,9 @@ struct Serve: AsyncParsableCommand {
             name: "capture-recv", shutdownDeadline: .seconds(10), logger: logger,
             // Announced once the service group traps SIGTERM and SIGINT, so a signal from then on
             // always shuts down gracefully.
-            blockingStart: { [announcement] in StandardStreams.writeOutput(announcement) },
-            blockingShutDown: { deadline in
-                server.shutDown(timeout: Double(deadline.components.seconds))
+            start: { [announcement] in StandardStreams.writeOutput(announcement) },
+            shutDown: { deadline in
+                await server.shutDown(timeout: Double(deadline.components.seconds))
             }
         )
         do {

@@ -89,25 +89,6 @@ final class GracefulServerServiceTests: XCTestCase {
         let events = await server.events
         XCTAssertEqual(events, ["start"])
     }
-
-    func testBlockingStartAndStopRunOffTheConcurrencyThreads() async throws {
-        let log = BlockingLog()
-        let service = GracefulServerService(
-            name: "blocking", shutdownDeadline: .seconds(10), logger: quiet,
-            blockingStart: { log.append("start") },
-            blockingShutDown: { deadline in
-                log.append("shutDown \(deadline)")
-                return true
-            }
-        )
-        let group = SignalledServiceRunner.serviceGroup([service], maximumGracefulShutdownDuration: .seconds(30), logger: quiet)
-        let running = Task { try await group.run() }
-        let deadline = Date().addingTimeInterval(10)
-        while log.entries.isEmpty, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        await group.triggerGracefulShutdown()
-        try await running.value
-        XCTAssertEqual(log.entries, ["start", "shutDown 10.0 seconds"])
-    }
 }
 
 /// A server that records what was asked of it.
@@ -150,12 +131,4 @@ actor FakeServer {
         if started { return }
         await withCheckedContinuation { startWaiters.append($0) }
     }
-}
-
-/// A thread-safe list of strings for blocking closures.
-final class BlockingLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var list: [String] = []
-    func append(_ entry: String) { lock.withLock { list.append(entry) } }
-    var entries: [String] { lock.withLock { list } }
 }

@@ -16,9 +16,21 @@ final class StreamDirectoryLevelsTests: XCTestCase {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("directory-levels-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: output) }
         let logger = Logger(label: "test")
-        let server = try CaptureReceiverServer.start(
+        let server = try await CaptureReceiverServer.start(
             configuration: ReceiverConfiguration(outputDirectory: output.path, host: "127.0.0.1", port: 0), logger: logger)
-        defer { server.shutDown() }
+        do {
+            try await stream(to: server, output: output, encoder: makeEncoder, name: name, logger: logger)
+        } catch {
+            await server.shutDown()
+            throw error
+        }
+        await server.shutDown()
+    }
+
+    /// One tone through a real sender to `server`, and what its directory shows.
+    private func stream(
+        to server: CaptureReceiverServer, output: URL, encoder makeEncoder: (StreamFormat) throws -> any AudioEncoder, name: String, logger: Logger
+    ) async throws {
         let events = server.directory.events()
 
         let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -12, channels: 2, durationSeconds: 2, paced: false))

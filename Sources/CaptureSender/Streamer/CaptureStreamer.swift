@@ -404,12 +404,10 @@ public final class CaptureStreamer: Sendable {
     /// the local copy's finish writes to disk; neither may hold a thread of the task pool.
     private func awaitCaptureEnd() async {
         let pipeline = self.pipeline
-        let (result, copy) = await withCheckedContinuation { (continuation: CheckedContinuation<(Result<CaptureQueue.Completion, SenderError>, LocalCopy.Outcome?), Never>) in
-            Thread.detachNewThread {
-                let result = pipeline.waitAndFinish()
-                // Nothing more is captured: the local copy ends with the last buffer taken.
-                continuation.resume(returning: (result, pipeline.localCopy?.finish()))
-            }
+        let (result, copy) = await BlockingWork.run("capture end") {
+            let result = pipeline.waitAndFinish()
+            // Nothing more is captured: the local copy ends with the last buffer taken.
+            return (result, pipeline.localCopy?.finish())
         }
         state.withLock { state in
             state.captureResult = result

@@ -153,7 +153,7 @@ let package = Package(
         .target(
             name: "CaptureConsole",
             dependencies: [
-                "CaptureReceiver", "CaptureListen", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText", "CaptureExport",
+                "CaptureReceiver", "CaptureListen", "CaptureMetrics", "CaptureSecurity", "CaptureErrorText", "CaptureExport", "CaptureCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

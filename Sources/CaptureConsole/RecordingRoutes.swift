@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CaptureCore
 import CaptureExport
 import CaptureReceiver
 import Foundation
@@ -183,7 +184,9 @@ struct RecordingRoutes: Sendable {
         }
         let outcome: Result<(TemporaryExport, String, Int64?), ExportRefusal>
         defer { exports.give() }
-        outcome = await Self.onOwnThread { () -> Result<(TemporaryExport, String, Int64?), ExportRefusal> in
+        // On a thread of its own: an export can take minutes, and must hold neither an event loop
+        // nor one of the few threads of NIO's pool that serve file reads.
+        outcome = await BlockingWork.run("export") { () -> Result<(TemporaryExport, String, Int64?), ExportRefusal> in
             let folder: TemporaryExport
             do {
                 folder = try TemporaryExport.make()
@@ -251,14 +254,6 @@ struct RecordingRoutes: Sendable {
     struct ExportRefusal: Error {
         var status: HTTPResponse.Status
         var message: String
-    }
-
-    /// Runs `work` on a thread of its own (an export can take minutes: it must hold neither an
-    /// event loop nor one of the few threads of NIO's pool that serve file reads).
-    private static func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: work()) }
-        }
     }
 
     /// `date` as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 §5.6.7).

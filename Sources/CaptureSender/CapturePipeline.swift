@@ -131,7 +131,8 @@ public final class CapturePipeline: @unchecked Sendable {
             if !stage.handle(buffer, levels: reading, loudness: loudness) { failed = true }
         }
         // An encoder failed: capture stops (the other encodings end where they are).
-        if failed { Thread.detachNewThread { [queue] in queue.stop(immediate: true) } }
+        // Asked, not waited for: this is the queue's own delivery thread, which the stop waits for.
+        if failed { queue.requestStop(immediate: true) }
     }
 
     /// Waits until capture ends (source finished, stopped or failed), then ends every encoding's

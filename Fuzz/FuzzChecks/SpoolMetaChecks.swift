@@ -49,7 +49,7 @@ public enum SpoolMetaChecks {
             preconditionFailure("a description the reader accepts makes a Hello a receiver refuses: \(error)")
         }
         // What spool list computes: seconds spooled (at most 2^62 frames) and the start as a date.
-        let seconds = Double(Int64(1) << 62) / meta.sampleRate
+        let seconds = Double(Int64(1) << 62) / meta.format.sampleRate
         precondition(seconds.isFinite && seconds > 0)
         _ = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: meta.startTime))
     }

@@ -42,14 +42,11 @@ public enum SpoolMetaReader {
             return "streamID \(meta.streamID.uuidString.lowercased()) names another stream than its folder"
         }
         guard meta.streamName.utf8.count <= 255 else { return "streamName holds \(meta.streamName.utf8.count) bytes; a stream name is at most 255" }
-        guard meta.sampleRate.isFinite, meta.sampleRate >= 8_000, meta.sampleRate <= 192_000 else {
-            return "sampleRate \(number(meta.sampleRate)) is not a sample rate capture-send records (8000 to 192000 Hz)"
+        let format = meta.format
+        guard format.sampleRate.isFinite, format.sampleRate >= 8_000, format.sampleRate <= 192_000 else {
+            return "sampleRate \(number(format.sampleRate)) is not a sample rate capture-send records (8000 to 192000 Hz)"
         }
-        guard (1...8).contains(meta.channelsPerFrame) else { return "channelsPerFrame \(meta.channelsPerFrame) is not a channel count from 1 to 8" }
-        let format = StreamFormat(
-            sampleRate: meta.sampleRate, formatID: AudioFormatID(rawValue: meta.formatID), formatFlags: AudioFormatFlags(rawValue: meta.formatFlags),
-            bytesPerPacket: meta.bytesPerPacket, framesPerPacket: meta.framesPerPacket, bytesPerFrame: meta.bytesPerFrame,
-            channelsPerFrame: meta.channelsPerFrame, bitsPerChannel: meta.bitsPerChannel)
+        guard (1...8).contains(format.channelsPerFrame) else { return "channelsPerFrame \(format.channelsPerFrame) is not a channel count from 1 to 8" }
         do {
             try format.validate()
         } catch {
@@ -59,8 +56,8 @@ public enum SpoolMetaReader {
             guard meta.magicCookie.isEmpty else { return "magicCookie holds \(meta.magicCookie.count) bytes; linear PCM has none" }
             guard meta.primingFrames == 0 else { return "primingFrames \(meta.primingFrames) is not possible for linear PCM (it has none)" }
         } else {
-            guard meta.framesPerPacket % 120 == 0, meta.framesPerPacket <= 5_760 else {
-                return "framesPerPacket \(meta.framesPerPacket) is not an Opus packet (a multiple of 120 frames up to 5760)"
+            guard format.framesPerPacket % 120 == 0, format.framesPerPacket <= 5_760 else {
+                return "framesPerPacket \(format.framesPerPacket) is not an Opus packet (a multiple of 120 frames up to 5760)"
             }
             guard meta.magicCookie.count <= 65_536 else { return "magicCookie holds \(meta.magicCookie.count) bytes; an OpusHead takes a few dozen" }
             guard (0...48_000).contains(meta.primingFrames) else { return "primingFrames \(meta.primingFrames) is not an Opus priming (0 to 48000 frames)" }
@@ -78,12 +75,12 @@ public enum SpoolMetaReader {
             guard continuation.firstSequence >= 1, continuation.firstSequence <= SpoolRecord.maximumSequence else {
                 return "continuation.firstSequence \(continuation.firstSequence) is not a sequence (1 to 2^62)"
             }
-            guard continuation.firstSampleTime >= 0, Double(continuation.firstSampleTime) <= meta.sampleRate * maximumStreamSeconds else {
+            guard continuation.firstSampleTime >= 0, Double(continuation.firstSampleTime) <= format.sampleRate * maximumStreamSeconds else {
                 return "continuation.firstSampleTime \(continuation.firstSampleTime) is not a position within a hundred years of the stream's start"
             }
         }
-        if let layout = meta.channelLayout, !describes(layout, channels: Int(meta.channelsPerFrame)) {
-            return "channelLayout (tag 0x\(String(layout.tag, radix: 16)), bitmap 0x\(String(layout.bitmap, radix: 16))) does not describe \(meta.channelsPerFrame) channels"
+        if let layout = meta.channelLayout, !describes(layout, channels: Int(format.channelsPerFrame)) {
+            return "channelLayout (tag 0x\(String(layout.tag, radix: 16)), bitmap 0x\(String(layout.bitmap, radix: 16))) does not describe \(format.channelsPerFrame) channels"
         }
         // Whatever else a receiver checks (an Opus stream's OpusHead, above all), checked here the
         // same way, on the Hello this description makes.
@@ -105,7 +102,7 @@ public enum SpoolMetaReader {
             $0.format = Capture_V1_StreamFormat(format)
             $0.magicCookie = Data(meta.magicCookie)
             let firstSample = meta.continuation?.firstSampleTime ?? 0
-            $0.startTimeUnixNs = Int64((meta.startTime + Double(firstSample) / meta.sampleRate) * 1e9)
+            $0.startTimeUnixNs = Int64((meta.startTime + Double(firstSample) / format.sampleRate) * 1e9)
             $0.startSampleTime = firstSample
             if let continuation = meta.continuation {
                 $0.continues = continuation.wire

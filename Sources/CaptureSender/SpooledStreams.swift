@@ -56,11 +56,11 @@ public enum SpooledStreams {
             defer { spool.release() }
             let contents = try? spool.contents()
             let meta = spool.meta
-            let report = contents.flatMap { SpoolDamageReport(contents: $0, sampleRate: meta.sampleRate, keptIn: nil) }
+            let report = contents.flatMap { SpoolDamageReport(contents: $0, sampleRate: meta.format.sampleRate, keptIn: nil) }
             result.append(SpooledStreamSummary(
                 directory: directory, streamID: meta.streamID, streamName: meta.streamName, destination: meta.destination,
                 startTime: Date(timeIntervalSince1970: meta.startTime),
-                capturedSeconds: Double(contents?.endOfLastEntry ?? 0) / meta.sampleRate,
+                capturedSeconds: Double(contents?.endOfLastEntry ?? 0) / meta.format.sampleRate,
                 unacknowledgedBytes: contents?.entries.reduce(0) { $0 + $1.bytes } ?? 0,
                 holdsCapturedAudio: contents?.holdsCapturedAudio ?? true,
                 owner: StreamSpool.owner(directory: directory),

@@ -19,22 +19,17 @@ public struct SpoolError: Error, Equatable, Sendable, CustomStringConvertible {
 
 /// What a stream's spool must remember to deliver the stream after a restart: its identity, the
 /// receiver it belongs to and the handshake's description. Stored as `meta.json` in the stream's
-/// spool folder. Version 1 (before destinations) has no `destination`: such a stream is delivered
-/// only where the user names it (`capture-send spool deliver ID --to HOST:PORT`).
+/// spool folder, with the format's fields flat beside the others (as every version wrote them).
+/// Version 1 (before destinations) has no `destination`: such a stream is delivered only where the
+/// user names it (`capture-send spool deliver ID --to HOST:PORT`).
 public struct SpoolMeta: Codable, Sendable, Equatable {
     public var version = 2
     public var streamID: UUID
     public var streamName: String
     /// The receiver the stream belongs to; nil in spools written before version 2.
     public var destination: SpoolDestination?
-    public var sampleRate: Double
-    public var formatID: UInt32
-    public var formatFlags: UInt32
-    public var bytesPerPacket: UInt32
-    public var framesPerPacket: UInt32
-    public var bytesPerFrame: UInt32
-    public var channelsPerFrame: UInt32
-    public var bitsPerChannel: UInt32
+    /// The stream's format, as the handshake describes it.
+    public var format: StreamFormat
     public var magicCookie: [UInt8]
     public var primingFrames: Int
     /// UTC time of sample 0, seconds since 1970.
@@ -66,15 +61,7 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
         self.streamID = streamID
         self.streamName = streamName
         self.destination = destination
-        let format = description.format
-        sampleRate = format.sampleRate
-        formatID = format.formatID.rawValue
-        formatFlags = format.formatFlags.rawValue
-        bytesPerPacket = format.bytesPerPacket
-        framesPerPacket = format.framesPerPacket
-        bytesPerFrame = format.bytesPerFrame
-        channelsPerFrame = format.channelsPerFrame
-        bitsPerChannel = format.bitsPerChannel
+        format = description.format
         magicCookie = description.magicCookie
         primingFrames = description.primingFrames
         startTime = description.startTime.timeIntervalSince1970
@@ -87,13 +74,73 @@ public struct SpoolMeta: Codable, Sendable, Equatable {
     /// The stream's description for the handshake.
     public var streamDescription: StreamDescription {
         StreamDescription(
-            format: StreamFormat(
-                sampleRate: sampleRate, formatID: AudioFormatID(rawValue: formatID), formatFlags: AudioFormatFlags(rawValue: formatFlags),
-                bytesPerPacket: bytesPerPacket, framesPerPacket: framesPerPacket, bytesPerFrame: bytesPerFrame,
-                channelsPerFrame: channelsPerFrame, bitsPerChannel: bitsPerChannel),
-            magicCookie: magicCookie, primingFrames: primingFrames, startTime: Date(timeIntervalSince1970: startTime),
+            format: format, magicCookie: magicCookie, primingFrames: primingFrames, startTime: Date(timeIntervalSince1970: startTime),
             clock: clock ?? .unknown, channelLayout: channelLayout,
             capture: captureID.map { CaptureLink(captureID: $0, encoding: captureEncoding ?? "") })
+    }
+
+    // MARK: meta.json
+
+    /// The keys of `meta.json`, in the order they are written (and read, so that the first field
+    /// found wrong is the one named); the format's fields among them.
+    private enum CodingKeys: String, CodingKey {
+        case version, streamID, streamName, destination
+        case sampleRate, formatID, formatFlags, bytesPerPacket, framesPerPacket, bytesPerFrame, channelsPerFrame, bitsPerChannel
+        case magicCookie, primingFrames, startTime, resumeSecret, continuation, clock, channelLayout, captureID, captureEncoding, background
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        version = try container.decode(Int.self, forKey: .version)
+        streamID = try container.decode(UUID.self, forKey: .streamID)
+        streamName = try container.decode(String.self, forKey: .streamName)
+        destination = try container.decodeIfPresent(SpoolDestination.self, forKey: .destination)
+        // The fields unchecked: `SpoolMetaReader` checks the format with everything else.
+        format = StreamFormat(
+            sampleRate: try container.decode(Double.self, forKey: .sampleRate),
+            formatID: AudioFormatID(rawValue: try container.decode(UInt32.self, forKey: .formatID)),
+            formatFlags: AudioFormatFlags(rawValue: try container.decode(UInt32.self, forKey: .formatFlags)),
+            bytesPerPacket: try container.decode(UInt32.self, forKey: .bytesPerPacket),
+            framesPerPacket: try container.decode(UInt32.self, forKey: .framesPerPacket),
+            bytesPerFrame: try container.decode(UInt32.self, forKey: .bytesPerFrame),
+            channelsPerFrame: try container.decode(UInt32.self, forKey: .channelsPerFrame),
+            bitsPerChannel: try container.decode(UInt32.self, forKey: .bitsPerChannel))
+        magicCookie = try container.decode([UInt8].self, forKey: .magicCookie)
+        primingFrames = try container.decode(Int.self, forKey: .primingFrames)
+        startTime = try container.decode(Double.self, forKey: .startTime)
+        resumeSecret = try container.decodeIfPresent([UInt8].self, forKey: .resumeSecret)
+        continuation = try container.decodeIfPresent(StreamContinuation.self, forKey: .continuation)
+        clock = try container.decodeIfPresent(ClockSynchronization.self, forKey: .clock)
+        channelLayout = try container.decodeIfPresent(ChannelLayout.self, forKey: .channelLayout)
+        captureID = try container.decodeIfPresent(UUID.self, forKey: .captureID)
+        captureEncoding = try container.decodeIfPresent(String.self, forKey: .captureEncoding)
+        background = try container.decodeIfPresent(Bool.self, forKey: .background)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(version, forKey: .version)
+        try container.encode(streamID, forKey: .streamID)
+        try container.encode(streamName, forKey: .streamName)
+        try container.encodeIfPresent(destination, forKey: .destination)
+        try container.encode(format.sampleRate, forKey: .sampleRate)
+        try container.encode(format.formatID.rawValue, forKey: .formatID)
+        try container.encode(format.formatFlags.rawValue, forKey: .formatFlags)
+        try container.encode(format.bytesPerPacket, forKey: .bytesPerPacket)
+        try container.encode(format.framesPerPacket, forKey: .framesPerPacket)
+        try container.encode(format.bytesPerFrame, forKey: .bytesPerFrame)
+        try container.encode(format.channelsPerFrame, forKey: .channelsPerFrame)
+        try container.encode(format.bitsPerChannel, forKey: .bitsPerChannel)
+        try container.encode(magicCookie, forKey: .magicCookie)
+        try container.encode(primingFrames, forKey: .primingFrames)
+        try container.encode(startTime, forKey: .startTime)
+        try container.encodeIfPresent(resumeSecret, forKey: .resumeSecret)
+        try container.encodeIfPresent(continuation, forKey: .continuation)
+        try container.encodeIfPresent(clock, forKey: .clock)
+        try container.encodeIfPresent(channelLayout, forKey: .channelLayout)
+        try container.encodeIfPresent(captureID, forKey: .captureID)
+        try container.encodeIfPresent(captureEncoding, forKey: .captureEncoding)
+        try container.encodeIfPresent(background, forKey: .background)
     }
 }
 
@@ -551,7 +598,7 @@ public final class StreamSpool: @unchecked Sendable {
     public var damageReport: SpoolDamageReport? {
         lock.withLock {
             recoveredDamage.isEmpty ? nil : SpoolDamageReport(
-                damage: recoveredDamage, sampleRate: meta.sampleRate, keptIn: keptDamage, undeliverable: recoveredUndeliverable)
+                damage: recoveredDamage, sampleRate: meta.format.sampleRate, keptIn: keptDamage, undeliverable: recoveredUndeliverable)
         }
     }
 

@@ -119,8 +119,7 @@ let package = Package(
         .target(
             name: "CaptureReceiver",
             dependencies: [
-                "CaptureListen",
-                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureCommitLog", "CaptureSecurity", "CaptureMetrics", "CaptureErrorText", "CSpawn",
+                "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureCommitLog", "CaptureSecurity", "CaptureErrorText", "CSpawn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -208,7 +207,7 @@ let package = Package(
             name: "capture-recv",
             dependencies: [
                 "CaptureReceiver", "CAF", "CaptureCLISupport", "CaptureMetrics", "CaptureConsole", "CaptureService", "CaptureSecurity",
-                "CaptureExport", "CaptureCore",
+                "CaptureExport", "CaptureCore", "CaptureListen",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -307,6 +306,7 @@ let package = Package(
                 "CaptureCore",
                 "CAF",
                 "CaptureMetrics",
+                "CaptureConsole",
                 "CaptureSecurity",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -45,12 +45,9 @@ public final class CaptureReceiverServer: Sendable {
     private let logger: Logger
     /// The streams this receiver has seen, with their state and levels, for the console and API.
     public let directory: StreamDirectory
-    /// The live streams listeners can hear (the console's play buttons).
-    public let listening: LiveListeningRegistry
 
     private init(
         channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory,
-        listening: LiveListeningRegistry,
         outputDirectory: String, handOff: FinishedFileHandOff?, alarmHook: AlarmHook?, logger: Logger
     ) throws {
         self.outputDirectory = outputDirectory
@@ -58,7 +55,6 @@ public final class CaptureReceiverServer: Sendable {
         self.alarmHook = alarmHook
         self.channel = channel
         self.directory = directory
-        self.listening = listening
         self.group = group
         self.registry = registry
         self.writerPool = writerPool
@@ -78,7 +74,7 @@ public final class CaptureReceiverServer: Sendable {
             let channel = try await prepared.binding.get()
             return try CaptureReceiverServer(
                 channel: channel, group: prepared.group, registry: prepared.registry, writerPool: prepared.writerPool, directory: prepared.directory,
-                listening: prepared.listening, outputDirectory: configuration.outputDirectory, handOff: configuration.handOff,
+                outputDirectory: configuration.outputDirectory, handOff: configuration.handOff,
                 alarmHook: prepared.alarmHook, logger: logger)
         } catch {
             try? await prepared.group.shutdownGracefully()
@@ -95,7 +91,6 @@ public final class CaptureReceiverServer: Sendable {
         let registry: StreamRegistry
         let writerPool: WriterPool
         let directory: StreamDirectory
-        let listening: LiveListeningRegistry
         let alarmHook: AlarmHook?
     }
 
@@ -134,7 +129,6 @@ public final class CaptureReceiverServer: Sendable {
             alarmHook?.tell(alarm)
         }, restoredAlarms: { stream in alarmHook?.restoredAlarms(of: stream) ?? [] })
         group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
-        let listening = LiveListeningRegistry()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -153,7 +147,7 @@ public final class CaptureReceiverServer: Sendable {
                     let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
                     let session = ReceiverSessionHandler(
                         configuration: configuration, registry: registry, storage: storage, logger: logger, rateLimiter: rateLimiter,
-                        tlsReport: report, usesTLS: tls != nil, directory: directory, listening: listening
+                        tlsReport: report, usesTLS: tls != nil, directory: directory, listening: configuration.listening
                     )
                     let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                     let eventLoop = channel.eventLoop
@@ -192,7 +186,7 @@ public final class CaptureReceiverServer: Sendable {
                 }
             }
         return Prepared(
-            binding: bootstrap.bind(host: configuration.host, port: configuration.port), group: group, registry: registry, writerPool: writerPool, directory: directory, listening: listening,
+            binding: bootstrap.bind(host: configuration.host, port: configuration.port), group: group, registry: registry, writerPool: writerPool, directory: directory,
             alarmHook: alarmHook)
     }
 

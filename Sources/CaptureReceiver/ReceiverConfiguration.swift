@@ -1,5 +1,4 @@
 import CaptureSecurity
-import CaptureMetrics
 import NIOCore
 
 /// Everything capture-recv can be told: where to listen, where files go, and its limits.
@@ -38,7 +37,9 @@ public struct ReceiverConfiguration: Sendable {
     /// Written to each file's `info` chunk as the encoding application.
     public var applicationName: String
     /// Where the receiver counts what it does (served by `--metrics`); nil for none.
-    public var metrics: ReceiverMetrics?
+    public var metrics: (any ReceiverMetricsRecorder)?
+    /// Where accepted streams' audio goes for live listening (the console's play buttons); nil for none.
+    public var listening: (any StreamListening)?
     /// TLS settings; nil for a plaintext port.
     public var tls: ReceiverTLSConfiguration? = nil
     /// Tokens a sender must present in its Hello; nil when none is required.

@@ -1,4 +1,3 @@
-import CaptureMetrics
 import CaptureWire
 import NIOCore
 
@@ -19,13 +18,13 @@ final class ReceiverMetricsTap: ChannelDuplexHandler {
     typealias OutboundIn = WireMessage
     typealias OutboundOut = WireMessage
 
-    private let metrics: ReceiverMetrics
+    private let metrics: any ReceiverMetricsRecorder
     private var streamOpen = false
     private var streamName = ""
     /// The audio message whose Ack is awaited for the latency sample, and when it arrived.
     private var sampled: (sequence: UInt64, arrived: ContinuousClock.Instant)?
 
-    init(metrics: ReceiverMetrics) {
+    init(metrics: any ReceiverMetricsRecorder) {
         self.metrics = metrics
     }
 
@@ -83,9 +82,9 @@ final class ReceivedBytesCounter: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private let metrics: ReceiverMetrics
+    private let metrics: any ReceiverMetricsRecorder
 
-    init(metrics: ReceiverMetrics) {
+    init(metrics: any ReceiverMetricsRecorder) {
         self.metrics = metrics
     }
 

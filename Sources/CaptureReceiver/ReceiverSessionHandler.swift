@@ -54,11 +54,11 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     init(
         configuration: ReceiverConfiguration, registry: StreamRegistry, storage: any StreamStorage, logger: Logger,
         rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false,
-        directory: (any StreamDirectoryFeed)? = nil, listening: LiveListeningRegistry? = nil, repeatInterval: TimeInterval = 10
+        directory: (any StreamDirectoryFeed)? = nil, listening: (any StreamListening)? = nil, repeatInterval: TimeInterval = 10
     ) {
         self.repeatInterval = repeatInterval
         directoryTap = directory.map { SessionDirectoryTap(feed: $0, outputDirectory: configuration.outputDirectory) }
-        listenTap = listening.map { SessionListenTap(registry: $0) }
+        listenTap = listening.map { SessionListenTap(listening: $0) }
         self.configuration = configuration
         self.registry = registry
         self.storage = storage

@@ -1,6 +1,5 @@
 import CaptureWire
 import CAF
-import CaptureMetrics
 import CaptureCore
 import Dispatch
 import Foundation
@@ -69,7 +68,7 @@ public final class StreamWriter: @unchecked Sendable {
     let stream: UUID
     private let pool: WriterPool
     private let events: StreamWriterEvents
-    private let metrics: ReceiverMetrics?
+    private let metrics: (any ReceiverMetricsRecorder)?
     // State below is touched on `lane` only.
     /// The files: written, cut into segments, finished, synced.
     private let recording: SegmentingFileWriter
@@ -95,7 +94,7 @@ public final class StreamWriter: @unchecked Sendable {
     init(
         writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, stream: UUID, start: DurablePosition, originSampleTime: Int64 = 0,
         segments: SegmentingFileWriter.Segments? = nil, handOff: FinishedFileHandOff? = nil, lane: WriterLane, pool: WriterPool,
-        events: StreamWriterEvents, metrics: ReceiverMetrics?, entriesDurable: Bool = true
+        events: StreamWriterEvents, metrics: (any ReceiverMetricsRecorder)?, entriesDurable: Bool = true
     ) {
         self.stream = stream
         subject = pool.takeSubject()

@@ -1,7 +1,6 @@
 import CaptureCommitLog
 import CaptureCore
 import CaptureWire
-import CaptureMetrics
 import Foundation
 import Logging
 
@@ -38,7 +37,7 @@ public final class WriterPool: @unchecked Sendable {
     /// When rounds and checkpoints run.
     let policy: SyncPolicy
     /// Where disk latency and rounds are recorded.
-    let metrics: ReceiverMetrics?
+    let metrics: (any ReceiverMetricsRecorder)?
     /// The folder the recordings are in.
     let outputDirectory: String
     /// The folder of the receivers' commit logs, and this receiver's own log's folder in it.
@@ -80,7 +79,7 @@ public final class WriterPool: @unchecked Sendable {
     /// recordings under `outputDirectory` first) and starts `threads` lanes (at least one), the
     /// commit thread and the checkpoint thread.
     public convenience init(
-        threads: Int = 2, policy: SyncPolicy, metrics: ReceiverMetrics?, outputDirectory: String, logRoot: String? = nil,
+        threads: Int = 2, policy: SyncPolicy, metrics: (any ReceiverMetricsRecorder)?, outputDirectory: String, logRoot: String? = nil,
         segmentSize: UInt64 = WriterPool.defaultSegmentSize, logger: Logger = Logger(label: "capture-recv.storage")
     ) throws(ReceiverStartError) {
         let fileSystems = FileSystemSync()
@@ -96,7 +95,7 @@ public final class WriterPool: @unchecked Sendable {
     /// A pool whose rounds sync file systems with `synchronizeFileSystem` (tests observe or fail it)
     /// and make checkpoints durable by `syncMethod`.
     init(
-        threads: Int, policy: SyncPolicy, metrics: ReceiverMetrics?, outputDirectory: String, logRoot: String?, segmentSize: UInt64,
+        threads: Int, policy: SyncPolicy, metrics: (any ReceiverMetricsRecorder)?, outputDirectory: String, logRoot: String?, segmentSize: UInt64,
         syncMethod: RecordingSyncMethod, logger: Logger, synchronizeFileSystem: @escaping @Sendable (String) -> Int32?
     ) throws(ReceiverStartError) {
         self.policy = policy

@@ -3,6 +3,7 @@ import CAF
 import CaptureCLISupport
 import CaptureConsole
 import CaptureCore
+import CaptureListen
 import CaptureMetrics
 import CaptureService
 import CaptureReceiver
@@ -169,6 +170,9 @@ struct Serve: AsyncParsableCommand {
             )
         }
         configuration.metrics = metrics
+        // Live listening is served by the console: its registry hears every accepted stream.
+        let listening = httpOptions.http.map { _ in LiveListeningRegistry() }
+        configuration.listening = listening
 
         let server: CaptureReceiverServer
         do {
@@ -188,7 +192,7 @@ struct Serve: AsyncParsableCommand {
             let scheme = configuration.tls == nil ? "http" : "https"
             do {
                 services.append(try ConsoleServer.make(
-                    settings: settings, metrics: metrics, directory: server.directory, listening: server.listening,
+                    settings: settings, metrics: metrics, directory: server.directory, listening: listening,
                     recordings: RecordingCatalogue(outputDirectory: out), logger: logger,
                     onListening: { port in
                         // Announced once it listens: tests and scripts read the port from here.

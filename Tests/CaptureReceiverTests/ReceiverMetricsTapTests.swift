@@ -1,3 +1,4 @@
+import CaptureConsole
 import CaptureMetrics
 @testable import CaptureReceiver
 import CaptureWire

@@ -1,3 +1,4 @@
+import CaptureConsole
 import CAF
 import CaptureCore
 import CaptureMetrics

@@ -1,7 +1,6 @@
 import CaptureWire
 import CAF
 import CaptureCore
-import CaptureMetrics
 import Foundation
 
 /// One stream's recording on disk: the CAF file being written, its position log and the stream's
@@ -61,7 +60,7 @@ final class SegmentingFileWriter {
     let directory: String
     /// The output folder: the log names files relative to it.
     private let outputDirectory: String
-    private let metrics: ReceiverMetrics?
+    private let metrics: (any ReceiverMetricsRecorder)?
     /// Told of every file finished (`--on-finalize`).
     private let handOff: FinishedFileHandOff?
     private let events: StreamWriterEvents
@@ -100,7 +99,7 @@ final class SegmentingFileWriter {
     /// A writer over an open CAF file and its position log, whose position log records `start`.
     init(
         writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, originSampleTime: Int64,
-        segments: Segments?, handOff: FinishedFileHandOff?, outputDirectory: String, events: StreamWriterEvents, metrics: ReceiverMetrics?,
+        segments: Segments?, handOff: FinishedFileHandOff?, outputDirectory: String, events: StreamWriterEvents, metrics: (any ReceiverMetricsRecorder)?,
         entriesDurable: Bool
     ) {
         format = writer.format

@@ -1,4 +1,5 @@
 import CaptureMetrics
+import CaptureReceiver
 import Foundation
 
 extension ReceiverMetrics.StreamLevelReading {

@@ -5,13 +5,10 @@
 /// - The first SIGINT or SIGTERM stops capture and lets the sender deliver what was captured, for
 ///   at most `stopTimeout` (none when nil).
 /// - A second SIGINT or SIGTERM, or the stop timeout passing, stops delivery at once: what the
-///   receiver has not acknowledged stays in the spool, and the program exits with
-///   `SenderStopSequence.abandonedExitCode`.
+///   receiver has not acknowledged stays in the spool, and the program says so (capture-send
+///   exits with its own status for that, 3).
 /// - Any further signal asks for an immediate exit, in case ending delivery itself hangs.
 public struct SenderStopSequence: Sendable, Equatable {
-    /// The exit status of a run that stopped delivering before the receiver had everything.
-    public static let abandonedExitCode: Int32 = 3
-
     /// A signal that asks capture-send to stop.
     public enum StopSignal: String, Sendable, Equatable {
         /// SIGINT: Ctrl-C at a terminal.
@@ -57,9 +54,9 @@ public struct SenderStopSequence: Sendable, Equatable {
         /// seconds that reports `.stopTimeoutPassed` (no timer when nil).
         case stopCapture(deadline: Double?)
         /// Stop delivering now: close the connections, keep what is unacknowledged in the spool,
-        /// report it and exit with `abandonedExitCode`.
+        /// report it and end the run as abandoned.
         case abandonDelivery(AbandonReason)
-        /// Ending delivery did not finish and another signal came: exit at once with `abandonedExitCode`.
+        /// Ending delivery did not finish and another signal came: end the run at once, as abandoned.
         case exitImmediately
     }
 

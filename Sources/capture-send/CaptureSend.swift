@@ -25,6 +25,10 @@ extension OpusApplication: ExpressibleByArgument {}
 
 /// `capture-send`: captures audio and streams it to capture-recv.
 struct CaptureSend: ParsableCommand {
+    /// The exit status of a run that stopped delivering before the receiver had everything (a
+    /// second stop signal, `--stop-timeout`): what it lacks stays in the spool. README, "exit status".
+    static let abandonedExitCode: Int32 = 3
+
     static let configuration = CommandConfiguration(
         commandName: "capture-send",
         abstract: "Capture audio (ALSA device, tone or file), encode it (PCM or Opus) and stream it to capture-recv.",
@@ -294,7 +298,7 @@ struct CaptureSend: ParsableCommand {
             // Delivery was stopped on request: say once what stays where, and exit 3 at once
             // (earlier streams' deliveries were stopped too and keep their spools).
             stop.reportLeftover()
-            throw ExitCode(SenderStopSequence.abandonedExitCode)
+            throw ExitCode(Self.abandonedExitCode)
         }
         try report(outcome, streamer: streamer, logger: logger, receiver: receiver)
     }

@@ -131,7 +131,7 @@ final class StopController: Sendable {
         if state.withLock({ $0.deliveredEverything }) { return }
         reportLeftover()
         state.withLock { $0.exitHook }?()
-        _exit(SenderStopSequence.abandonedExitCode)
+        _exit(CaptureSend.abandonedExitCode)
     }
 
     private static func seconds(_ value: Double) -> String {

@@ -63,6 +63,8 @@ let package = Package(
         .target(name: "CaptureSndFile", dependencies: ["CaptureCore", "CSndFile"]),
         // The ALSA capture source over libasound.
         .target(name: "CaptureALSA", dependencies: ["CaptureCore", "CALSA"]),
+        // The source factory: a tone, a file or an ALSA device (reopening, time-limited) from settings.
+        .target(name: "CaptureSources", dependencies: ["CaptureCore", "CaptureALSA", "CaptureSndFile"]),
         // Encoders between the queue's callback and the packet log: PCM and Opus.
         .target(name: "CaptureCodecs", dependencies: ["CaptureCore", "COpus", "CSoxr"]),
         // EBU R128 loudness and true peak of captured audio, through libebur128, measured at the sender.
@@ -192,7 +194,7 @@ let package = Package(
         .target(
             name: "capture-send",
             dependencies: [
-                "CaptureCore", "CaptureSndFile", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity", "CaptureLocalCopy",
+                "CaptureCore", "CaptureSources", "CaptureALSA", "CaptureCodecs", "CaptureSender", "CaptureCLISupport", "CaptureStatus", "CaptureSecurity", "CaptureLocalCopy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -224,14 +226,14 @@ let package = Package(
         .executableTarget(
             name: "capture-streamer-example",
             dependencies: [
-                "CaptureSender", "CaptureCore", "CaptureCodecs", "CaptureSndFile", .product(name: "Logging", package: "swift-log"),
+                "CaptureSender", "CaptureCore", "CaptureCodecs", "CaptureSources", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/StreamToReceiver"
         ),
         // One capture, two encodings (PCM to one receiver, Opus to another); run by ExampleProgramTests.
         .executableTarget(
             name: "capture-two-encodings-example",
-            dependencies: ["CaptureSender", "CaptureCore", "CaptureCodecs", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CaptureSender", "CaptureCore", "CaptureCodecs", "CaptureSources", .product(name: "Logging", package: "swift-log")],
             path: "Examples/TwoEncodings"
         ),
         .executableTarget(name: "capture-bench", dependencies: ["CaptureCore", "CaptureALSA"], path: "bench/CaptureBench"),
@@ -279,7 +281,7 @@ let package = Package(
         ),
         .testTarget(name: "CaptureCodecsTests", dependencies: ["CaptureCodecs", "CaptureCore", "COpus", "CAF", "TestSupport"]),
         .testTarget(name: "CaptureLoudnessTests", dependencies: ["CaptureLoudness", "CaptureCore", "TestSupport"]),
-        .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CaptureCore", "CALSA", "TestSupport"]),
+        .testTarget(name: "CaptureALSATests", dependencies: ["CaptureALSA", "CaptureCore", "CaptureSources", "CALSA", "TestSupport"]),
         .testTarget(
             name: "CaptureSenderTests",
             dependencies: [

@@ -6,7 +6,7 @@
 import CaptureCodecs
 import CaptureCore
 import CaptureSender
-import CaptureSndFile
+import CaptureSources
 import Foundation
 import Logging
 
@@ -26,9 +26,10 @@ guard let first = arguments.first, let main = receiver(first) else {
     exit(64)
 }
 do {
-    let source: any AudioSource = arguments.count > 1
-        ? try FileSource(path: arguments[1], paced: true)
-        : try ToneSource(settings: .init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3, paced: true))
+    // The source factory capture-send uses: a file, or three seconds of tone.
+    let source = try AudioSources.open(arguments.count > 1
+        ? .file(path: arguments[1], paced: true, durationSeconds: nil)
+        : .tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3, paced: true))).source
     var configuration = CaptureStreamer.Configuration(streamName: "example", receiver: main)
     configuration.backups = backups
     configuration.spoolRoot = nil  // keep unacknowledged audio in memory only

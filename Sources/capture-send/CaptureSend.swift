@@ -4,7 +4,7 @@ import CaptureCLISupport
 import CaptureCodecs
 import CaptureCore
 import CaptureSender
-import CaptureSndFile
+import CaptureSources
 import CaptureStatus
 import Dispatch
 import Foundation
@@ -427,45 +427,38 @@ struct CaptureSend: ParsableCommand {
 
     /// The source, and for `--reopen` a way to stop its retries (on SIGINT).
     private func makeSource(logger: Logger) throws -> (any AudioSource, (@Sendable () -> Void)?) {
-        do {
-            switch source {
-            case .tone:
-                return (try ToneSource(settings: .init(
-                    frequency: toneFrequency, levelDBFS: toneLevel, sampleRate: Double(rate), channels: channels,
-                    sample: format, durationSeconds: duration, paced: !noPace
-                )), nil)
-            case .file:
-                guard let file else { throw CLIError("--source file needs --file PATH") }
-                return (try FileSource(path: file, paced: !noPace, durationSeconds: duration), nil)
-            case .alsa:
-                let requested = StreamFormat.linearPCM(sampleRate: Double(codec == .opus ? 48_000 : rate), channels: channels, sample: format)
-                let period = BufferSizing.framesPerBuffer(format: requested, seconds: bufferSeconds)
-                let alsa = try ALSASource(device: device, requested: requested, periodFrames: period, bufferCount: buffers, strictFormat: strictFormat)
-                if alsa.format != requested {
-                    logger.warning("the device gives another format than asked; streaming what it gives", metadata: ["negotiation": "\(alsa.negotiation)"])
-                } else {
-                    logger.info("device opened", metadata: ["negotiation": "\(alsa.negotiation)"])
+        let settings: SourceSettings
+        switch source {
+        case .tone:
+            settings = .tone(.init(
+                frequency: toneFrequency, levelDBFS: toneLevel, sampleRate: Double(rate), channels: channels,
+                sample: format, durationSeconds: duration, paced: !noPace))
+        case .file:
+            guard let file else { throw CLIError("--source file needs --file PATH") }
+            settings = .file(path: file, paced: !noPace, durationSeconds: duration)
+        case .alsa:
+            let requested = StreamFormat.linearPCM(sampleRate: Double(codec == .opus ? 48_000 : rate), channels: channels, sample: format)
+            settings = .device(DeviceSettings(
+                name: device, requested: requested, periodFrames: BufferSizing.framesPerBuffer(format: requested, seconds: bufferSeconds),
+                bufferCount: buffers, strictFormat: strictFormat, reopen: reopen, durationSeconds: duration))
+        }
+        do throws(CaptureError) {
+            let opened = try AudioSources.open(settings) { event in
+                switch event {
+                case .deviceOpened(let negotiation, asRequested: true):
+                    logger.info("device opened", metadata: ["negotiation": "\(negotiation)"])
+                case .deviceOpened(let negotiation, asRequested: false):
+                    logger.warning("the device gives another format than asked; streaming what it gives", metadata: ["negotiation": "\(negotiation)"])
+                case .device(.lost(let error)):
+                    logger.error("capture device lost; retrying", metadata: ["reason": "\(error)"])
+                case .device(.retryFailed(let attempt, let error)):
+                    logger.warning("device not back yet", metadata: ["attempt": "\(attempt)", "reason": "\(error)"])
+                case .device(.reopened(let lost)):
+                    logger.notice("capture device back; the outage is recorded as a gap", metadata: ["frames": "\(lost)"])
                 }
-                var device: any AudioSource = alsa
-                var cancel: (@Sendable () -> Void)?
-                if reopen {
-                    let reopening = ReopeningSource(alsa) { event in
-                        switch event {
-                        case .lost(let error): logger.error("capture device lost; retrying", metadata: ["reason": "\(error)"])
-                        case .retryFailed(let attempt, let error): logger.warning("device not back yet", metadata: ["attempt": "\(attempt)", "reason": "\(error)"])
-                        case .reopened(let lost): logger.notice("capture device back; the outage is recorded as a gap", metadata: ["frames": "\(lost)"])
-                        }
-                    }
-                    let box = UncheckedSendableBox(reopening)
-                    cancel = { box.value.cancel() }
-                    device = reopening
-                }
-                if let duration {
-                    return (DurationLimitedSource(device, frames: Self.frames(seconds: duration, rate: alsa.format.sampleRate)), cancel)
-                }
-                return (device, cancel)
             }
-        } catch let error as CaptureError {
+            return (opened.source, opened.stopRetrying)
+        } catch {
             throw CLIError(error.description)
         }
     }
@@ -493,12 +486,4 @@ enum OpusBitrateModeFlag: String, EnumerableFlag {
         case .cbr: return .cbr
         }
     }
-}
-
-/// Carries a value whose only cross-thread use is thread-safe (an atomic flag) into a Sendable closure.
-///
-/// Sendability (`@unchecked Sendable`): the caller guarantees that the value is used across threads only through its own thread-safe members.
-struct UncheckedSendableBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

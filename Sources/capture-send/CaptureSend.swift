@@ -493,7 +493,10 @@ enum OpusBitrateModeFlag: String, EnumerableFlag {
 
 /// Carries a value whose only cross-thread use is thread-safe (an atomic flag) into a Sendable closure.
 ///
-/// Sendability (`@unchecked Sendable`): the caller guarantees that the value is used across threads only through its own thread-safe members.
+/// Sendability (`@unchecked Sendable`): its one use carries the `ReopeningSource` into the SIGINT
+/// handler's cancel closure, which only calls `cancel()`, a store into the source's `Atomic<Bool>`;
+/// the capture uses the source itself on its own threads. The compiler cannot see that only the
+/// atomic is shared.
 struct UncheckedSendableBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

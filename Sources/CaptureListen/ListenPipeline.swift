@@ -30,7 +30,9 @@ enum ListenSource: Sendable {
 /// The hub's state and work, confined to the hub's serial dispatch queue: every method runs on it,
 /// which is what makes the unchecked sendability sound.
 ///
-/// Sendability (`@unchecked Sendable`): every method runs on the hub's serial queue, as said above.
+/// Sendability (`@unchecked Sendable`): the listeners, the pre-roll, the encoder and `finished` are
+/// touched only on its `ListenHub`'s serial queue (`capture.listen`), which runs every method; the
+/// counters are atomics and the rest is immutable.
 final class ListenPipeline: @unchecked Sendable {
     private struct Attached {
         let id: Int

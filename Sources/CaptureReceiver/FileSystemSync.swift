@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,10 +9,12 @@ import Glibc
 ///
 /// The folder stays open for the syncer's life: Linux reports a write-back error to `syncfs` only
 /// when it happened after the descriptor was opened, so a folder opened afresh for each round would
-/// miss an error the kernel hit between two rounds. Used from one thread (the pool's commit thread).
+/// miss an error the kernel hit between two rounds. The pool's commit thread (new streams' files)
+/// and its checkpoint thread both sync through it, possibly at once.
 ///
-/// Sendability (`@unchecked Sendable`): used by one thread only (the pool's commit thread), as said above.
-final class FileSystemSync: @unchecked Sendable {
+/// Sendability: the open folders are in a `Mutex`, taken to look a folder up (and open it the first
+/// time); the `syncfs` itself runs outside it, so the two threads' syncs never wait for each other.
+final class FileSystemSync: Sendable {
     private typealias SyncFS = @convention(c) (Int32) -> Int32
 
     /// Glibc declares `syncfs` only for `_GNU_SOURCE`, which the Swift module does not see: look it up.
@@ -20,27 +23,39 @@ final class FileSystemSync: @unchecked Sendable {
         return unsafeBitCast(symbol, to: SyncFS.self)
     }()
 
-    private var descriptors: [String: Int32] = [:]
+    /// The folders opened so far, by path, kept open for the syncer's life.
+    private let descriptors = Mutex<[String: Int32]>([:])
 
     deinit {
-        for descriptor in descriptors.values { close(descriptor) }
+        descriptors.withLock { descriptors in
+            for descriptor in descriptors.values { close(descriptor) }
+        }
     }
 
     /// Syncs the file system holding `directory`; the errno when that failed (or syncfs is missing).
     func synchronize(directory: String) -> Int32? {
         guard let function = Self.function else { return ENOSYS }
-        let descriptor: Int32
-        if let open = descriptors[directory] {
-            descriptor = open
-        } else {
-            descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard descriptor >= 0 else { return errno }
+        let opened: Result<Int32, OpenFailure> = descriptors.withLock { descriptors in
+            if let known = descriptors[directory] { return .success(known) }
+            let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard descriptor >= 0 else { return .failure(OpenFailure(code: errno)) }
             descriptors[directory] = descriptor
+            return .success(descriptor)
+        }
+        let descriptor: Int32
+        switch opened {
+        case .success(let folder): descriptor = folder
+        case .failure(let failure): return failure.code
         }
         while true {
             if function(descriptor) == 0 { return nil }
             if errno != EINTR { return errno }
         }
+    }
+
+    /// Why a folder could not be opened: its errno.
+    private struct OpenFailure: Error {
+        let code: Int32
     }
 }
 

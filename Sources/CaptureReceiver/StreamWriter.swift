@@ -51,7 +51,10 @@ struct RoundTake {
 /// recording itself is made durable by the pool's checkpoints, and whenever the stream lets go of it
 /// (detach, finish, segment cut).
 ///
-/// `@unchecked Sendable`: every mutable field is touched only on `lane`, a serial thread.
+/// Sendability (`@unchecked Sendable`): every mutable field, and the recording, is touched only on
+/// `lane`, a serial thread of the pool that owns them (the public operations submit their work
+/// there, and the pool calls the rest there); `format` and `directory` read fields of the recording
+/// that never change.
 public final class StreamWriter: @unchecked Sendable {
     /// The path of the file the writer opened with (with segments, later files have their own).
     public let path: String

@@ -4,6 +4,7 @@ import CaptureLocalCopy
 import CaptureLoudness
 import CaptureWire
 import Foundation
+import Synchronization
 
 /// The sending side's audio path before the network: one capture queue over a source, whose
 /// callback hands every captured buffer to the local copy (when there is one) and to one
@@ -17,9 +18,10 @@ import Foundation
 /// The queue's callback runs on its delivery thread, never on the capture thread, so the encoders
 /// may allocate and the logs may take their locks there.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards the status levels and the latest loudness; the
-/// meters and the stages' encoding state are used on the queue's delivery thread only (and in
-/// `waitAndFinish` once it has ended); the queue, the logs and the local copy are thread-safe.
+/// Sendability (`@unchecked Sendable`): the status levels and the latest loudness are in a `Mutex`;
+/// the meters (`bufferLevels`, `loudnessMeter`) and the stages' encoding state are used on the
+/// queue's delivery thread only (and in `waitAndFinish` once it has ended), an ownership the
+/// compiler cannot see; the queue, the logs and the local copy are thread-safe.
 public final class CapturePipeline: @unchecked Sendable {
     /// The queue, for its lifecycle (pause/resume/stop) and statistics.
     public let queue: CaptureQueue
@@ -40,17 +42,21 @@ public final class CapturePipeline: @unchecked Sendable {
     /// Gaps (PCM).
     public var fillsLostFrames: Bool { stages[0].fillsLostFrames }
 
-    private let lock = NSLock()
-    /// The levels for the status display: everything captured since `takeLevels()`.
-    private var levels: LevelMeter
+    /// What the status display reads while the delivery thread measures.
+    private struct State {
+        /// The levels for the status display: everything captured since `takeLevels()`.
+        var levels: LevelMeter
+        /// The loudness read after the last buffer, for the status display.
+        var latestLoudness: Loudness?
+    }
+
+    private let state: Mutex<State>
     /// Measures each buffer once for every stage. Delivery thread only.
     private var bufferLevels: LevelMeter
     /// The EBU R128 loudness of everything captured, read after each buffer; nil when the capture is
     /// not linear PCM or not measured (`LoudnessMeasurement`). Delivery thread only, so its
-    /// milliseconds of work never hold `lock`.
+    /// milliseconds of work never hold `state`'s lock.
     private let loudnessMeter: LoudnessMeter?
-    /// The loudness read after the last buffer, for the status display.
-    private var latestLoudness: Loudness?
 
     /// When the pipeline measures the EBU R128 loudness of what it captures.
     ///
@@ -75,7 +81,7 @@ public final class CapturePipeline: @unchecked Sendable {
         guard !encodings.isEmpty else { throw .invalidState("a capture pipeline needs at least one encoding") }
         stages = encodings.map { EncodingStage(encoder: $0.encoder, log: $0.log, inputFormat: source.format) }
         self.localCopy = localCopy
-        levels = LevelMeter(format: source.format)
+        state = Mutex(State(levels: LevelMeter(format: source.format)))
         bufferLevels = LevelMeter(format: source.format)
         switch loudness {
         case .always: loudnessMeter = LoudnessMeter(format: source.format)
@@ -96,7 +102,9 @@ public final class CapturePipeline: @unchecked Sendable {
 
     /// Breaks the reference cycle between the queue's callback and the pipeline.
     ///
-    /// Sendability (`@unchecked Sendable`): `pipeline` is set before the queue starts and only read afterwards; loading a weak reference is thread-safe.
+    /// Sendability (`@unchecked Sendable`): `pipeline` is set in `init`, before `start()` starts the
+    /// queue's delivery thread (which orders the write before every read there), and only read
+    /// afterwards; loading a weak reference is thread-safe.
     private final class CallbackBox: @unchecked Sendable {
         weak var pipeline: CapturePipeline?
     }
@@ -105,11 +113,11 @@ public final class CapturePipeline: @unchecked Sendable {
     public func start() throws(CaptureError) { try queue.start() }
 
     /// The levels of the audio seen so far since the last call, and resets them.
-    public func takeLevels() -> LevelMeter.Reading { lock.withLock { levels.take() } }
+    public func takeLevels() -> LevelMeter.Reading { state.withLock { $0.levels.take() } }
 
     /// The loudness as of the last buffer captured (momentary and short-term); nil before any, or
     /// when the capture is not linear PCM or not measured.
-    public var loudness: Loudness? { lock.withLock { latestLoudness } }
+    public var loudness: Loudness? { state.withLock { $0.latestLoudness } }
 
     private func handle(_ buffer: CapturedBuffer) {
         localCopy?.take(buffer)
@@ -120,9 +128,9 @@ public final class CapturePipeline: @unchecked Sendable {
             let measured = bufferLevels.take()
             loudnessMeter?.measure(buffer)
             loudness = loudnessMeter?.take()
-            lock.withLock {
-                levels.add(measured)
-                if let loudness { latestLoudness = loudness }
+            state.withLock { state in
+                state.levels.add(measured)
+                if let loudness { state.latestLoudness = loudness }
             }
             reading = measured
         }

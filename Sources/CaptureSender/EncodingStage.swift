@@ -2,6 +2,7 @@ import CaptureCodecs
 import CaptureCore
 import CaptureWire
 import Foundation
+import Synchronization
 
 /// One encoding of a capture: an encoder and the packet log it fills, fed every captured buffer by
 /// `CapturePipeline` on the queue's delivery thread. A capture has one stage per distinct encoding
@@ -21,10 +22,10 @@ import Foundation
 /// buffers, see `CaptureQueue`), so Opus encodes the pause's silence as it lasts; one Gap or filled
 /// gap covers the whole pause, logged when capture resumes or ends.
 ///
-/// Sendability (`@unchecked Sendable`): `lock` guards `failure`, `lastEnd`, `lastOutputEnd` and
-/// `reportedLost`; everything else (the encoder, the pending pause and filled gaps, the levels and
-/// loudness waiting for the next packets) is used on the queue's delivery thread only, and in
-/// `finish` once the queue has ended.
+/// Sendability (`@unchecked Sendable`): the failure, the two timeline ends and the frames reported
+/// lost are in a `Mutex`; everything else (the encoder, the pending pause and filled gaps, the
+/// levels and loudness waiting for the next packets) is used on the queue's delivery thread only,
+/// and in `finish` once the queue has ended, an ownership the compiler cannot see.
 public final class EncodingStage: @unchecked Sendable {
     /// Where the packets go.
     public let log: PacketLog
@@ -38,15 +39,19 @@ public final class EncodingStage: @unchecked Sendable {
     /// the stage logging Gaps for them (PCM).
     public var fillsLostFrames: Bool { encoder.fillsLostFrames }
 
+    /// What both the delivery thread and the readers of `hasFailed` and `finish` see.
+    private struct State {
+        var failure: EncoderError?
+        /// Sample index just past the last captured buffer (input timeline).
+        var lastEnd: Int64 = 0
+        /// Sample index just past the last encoded packet (output timeline).
+        var lastOutputEnd: Int64 = 0
+        /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
+        var reportedLost: Int64 = 0
+    }
+
     private let encoder: any AudioEncoder
-    private let lock = NSLock()
-    private var failure: EncoderError?
-    /// Sample index just past the last captured buffer (input timeline).
-    private var lastEnd: Int64 = 0
-    /// Sample index just past the last encoded packet (output timeline).
-    private var lastOutputEnd: Int64 = 0
-    /// Frames lost in overruns that a delivered buffer reported (`framesLostBefore`).
-    private var reportedLost: Int64 = 0
+    private let state = Mutex(State())
     /// Where the capture's overruns and pauses fall (input timeline), one gap per pause.
     private var gaps = CaptureGapTracker()
     /// Filled gaps (output timeline) waiting for the packets logged to reach their start, in order.
@@ -68,7 +73,7 @@ public final class EncodingStage: @unchecked Sendable {
     }
 
     /// Whether the encoder failed (capture stops: the pipeline is told by the return of `handle`).
-    var hasFailed: Bool { lock.withLock { failure != nil } }
+    var hasFailed: Bool { state.withLock { $0.failure != nil } }
 
     /// Takes one captured buffer, with its levels and the loudness read after it (measured once
     /// for every stage). Returns false when the encoder failed on it.
@@ -78,7 +83,7 @@ public final class EncodingStage: @unchecked Sendable {
             // A paused queue's report: an encoder that fills the pause covers it with silence now,
             // as it lasts.
             let encoded = encoder.fillsLostFrames ? encode(buffer) : true
-            lock.withLock { lastEnd = max(lastEnd, buffer.startTime.sampleTime) }
+            state.withLock { $0.lastEnd = max($0.lastEnd, buffer.startTime.sampleTime) }
             return encoded
         }
         // The levels and loudness of this buffer go with the packets this stage logs next. An
@@ -91,8 +96,8 @@ public final class EncodingStage: @unchecked Sendable {
     /// Ends the stream after the queue has ended: the pause the stop ended, the encoder's tail,
     /// the trailing loss, and the end in the log. `completion` is how capture ended.
     func finish(_ completion: CaptureQueue.Completion, statistics: CaptureStatistics, reasonIfStopped: String) -> Result<Void, SenderError> {
-        if let failure = lock.withLock({ failure }) {
-            log.finish(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed")
+        if let failure = state.withLock({ $0.failure }) {
+            log.finish(endSampleTime: state.withLock { $0.lastEnd }, remainderFrames: 0, reason: "encoder-failed")
             return .failure(.encoderFailed(failure.description))
         }
         // A pause that the stop ended is recorded up to the stop (the queue reported it).
@@ -101,7 +106,7 @@ public final class EncodingStage: @unchecked Sendable {
         do {
             let tail = try encoder.finish()
             if let packets = tail.packets {
-                lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
+                state.withLock { $0.lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
                 log.append(packets, levels: takePacketLevels())
             }
             // The tail covers every stretch the encoder filled; what the packets never reach (a
@@ -110,13 +115,13 @@ public final class EncodingStage: @unchecked Sendable {
             pendingFilledGaps.removeAll()
             remainder = tail.remainderFrames
         } catch {
-            log.finish(endSampleTime: lock.withLock { lastEnd }, remainderFrames: 0, reason: "encoder-failed")
+            log.finish(endSampleTime: state.withLock { $0.lastEnd }, remainderFrames: 0, reason: "encoder-failed")
             return .failure(.encoderFailed(error.description))
         }
         // Frames lost in an overrun at the very end (no buffer followed them) become a trailing
         // gap. Buffers an immediate stop dropped were captured, not lost in an overrun: they are
         // not a gap (the stream ends after the last buffer delivered).
-        let (capturedEnd, trailingLost) = lock.withLock { (lastEnd, max(0, statistics.framesLost - reportedLost)) }
+        let (capturedEnd, trailingLost) = state.withLock { ($0.lastEnd, max(0, statistics.framesLost - $0.reportedLost)) }
         let timelineEnd = capturedEnd + trailingLost
         if !encoder.fillsLostFrames, trailingLost > 0 {
             log.appendGap(sampleTime: capturedEnd, length: trailingLost, reason: "overrun")
@@ -127,7 +132,7 @@ public final class EncodingStage: @unchecked Sendable {
         case .stopped: reason = reasonIfStopped
         case .failed(let error): reason = "capture-failed: \(error.description)"
         }
-        let endSampleTime = outputFormat.isLinearPCM ? max(timelineEnd, capturedEnd) : lock.withLock { lastOutputEnd }
+        let endSampleTime = outputFormat.isLinearPCM ? max(timelineEnd, capturedEnd) : state.withLock { $0.lastOutputEnd }
         log.finish(endSampleTime: endSampleTime, remainderFrames: remainder, reason: reason)
         return .success(())
     }
@@ -137,15 +142,15 @@ public final class EncodingStage: @unchecked Sendable {
 
     /// Encodes `buffer` and logs the packets it completes, then the filled gaps they now reach.
     private func encode(_ buffer: CapturedBuffer) -> Bool {
-        guard lock.withLock({ failure == nil }) else { return false }
+        guard state.withLock({ $0.failure == nil }) else { return false }
         do {
             if let packets = try encoder.encode(buffer) {
-                lock.withLock { lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
+                state.withLock { $0.lastOutputEnd = packets.firstSampleTime + Int64(packets.frameCount) }
                 log.append(packets, levels: takePacketLevels())
             }
-            lock.withLock { lastEnd = buffer.startTime.sampleTime + Int64(buffer.packetCount) }
+            state.withLock { $0.lastEnd = buffer.startTime.sampleTime + Int64(buffer.packetCount) }
         } catch {
-            lock.withLock { failure = error }
+            state.withLock { $0.failure = error }
             return false
         }
         logFilledGaps()
@@ -174,7 +179,7 @@ public final class EncodingStage: @unchecked Sendable {
         let (start, frames, reason): (Int64, Int64, String)
         switch gap {
         case .lost(let at, let length):
-            lock.withLock { reportedLost += length }
+            state.withLock { $0.reportedLost += length }
             (start, frames, reason) = (at, length, "overrun")
         case .paused(let at, let length):
             (start, frames, reason) = (at, length, "paused")
@@ -198,7 +203,7 @@ public final class EncodingStage: @unchecked Sendable {
 
     /// Logs the waiting filled gaps whose start the packets logged have reached, in order.
     private func logFilledGaps() {
-        let reached = lock.withLock { lastOutputEnd }
+        let reached = state.withLock { $0.lastOutputEnd }
         while let next = pendingFilledGaps.first, next.sampleTime <= reached {
             pendingFilledGaps.removeFirst()
             log.appendFilledGap(sampleTime: next.sampleTime, length: next.length, reason: next.reason)

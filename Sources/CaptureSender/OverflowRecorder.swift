@@ -9,7 +9,10 @@ import Foundation
 ///
 /// Used from the log's producer thread only.
 ///
-/// Sendability (`@unchecked Sendable`): used by the log's producer thread only.
+/// Sendability (`@unchecked Sendable`): its writer and episode count are used only by its
+/// `PacketLog`'s producer, one thread after the other: the capture queue's delivery thread
+/// (`append`), then, once capture has ended, the thread that finishes the log (`finish`); the
+/// compiler cannot see that ownership.
 public final class OverflowRecorder: @unchecked Sendable {
     private let directory: String
     private let baseName: String

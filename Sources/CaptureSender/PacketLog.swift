@@ -116,7 +116,13 @@ public struct LogDestination: Hashable, Sendable, CustomStringConvertible {
 /// `givenUpRoom(for:)` says why, and the drop listeners are told, so that its sender ends). Without
 /// a spool a fast source's backups may fall `memoryLimit` behind; with one, `capacity`.
 ///
-/// Sendability (`@unchecked Sendable`): every mutable field is read and written only under `condition`; the spool is written on `spoolQueue` and is thread-safe itself.
+/// Sendability (`@unchecked Sendable`): every mutable field but `syncScheduled` and
+/// `holdsCapturedAudio` is read and written only under `condition` (stays a condition: with a
+/// source that is not real time, every append waits on it for room, on the capture queue's delivery
+/// thread or a marker's thread, until an acknowledgement, a spool write, a spool failure or `close`
+/// broadcasts); `syncScheduled` is touched on `spoolQueue` only, `holdsCapturedAudio` is set in
+/// `init` only; the spool is written on `spoolQueue` and is thread-safe itself; the overflow
+/// recorder is used by the producer only (`OverflowRecorder`).
 public final class PacketLog: @unchecked Sendable {
     private struct Slot {
         var sequence: UInt64

@@ -2,6 +2,7 @@ import CaptureWire
 import CaptureErrorText
 import CaptureCore
 import Foundation
+import Synchronization
 
 /// Why the spool could not be used; each message says what to do.
 public struct SpoolError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -177,8 +178,10 @@ public struct SpoolLocation: Sendable, Equatable {
 ///
 /// Thread-safe: appends come from the log's spool queue, reads from the network's event loop.
 ///
-/// Sendability (`@unchecked Sendable`): the segments and counters are read and written only under `lock`, reads included, so a segment is never reused under a read.
-public final class StreamSpool: @unchecked Sendable {
+/// Sendability: the files, the segments and the counters are in a `Mutex`, reads included, so a
+/// segment is never reused under a read; a segment's file used outside the lock (a sync, a copy of
+/// damaged bytes) is lent out as a `LentSegmentFile`.
+public final class StreamSpool: Sendable {
     /// The stream's spool folder (it exists once the first record is written).
     public let directory: String
     /// The stream's identity and description.
@@ -186,28 +189,32 @@ public final class StreamSpool: @unchecked Sendable {
     /// Segment size at which a new segment starts.
     public let segmentBytes: Int64
 
-    private let lock = NSLock()
-    /// The folder's flock'ed `lock` file; nil until the folder exists (and for a read-only look).
-    private var lockFile: DurableFile?
-    /// The segments held, oldest first: where each starts, its file, its length, and how much of
-    /// it is known durable (`synchronize`).
-    private var segments: [(first: UInt64, file: DurableFile, length: Int64, synced: Int64)] = []
-    /// An acknowledged segment kept open for reuse as the next one.
-    private var spare: DurableFile?
-    private var ackedFile: DurableFile?
-    /// The highest acknowledgement written to `acked` (or read from it).
-    private var recordedAcknowledgement: UInt64 = 0
-    /// The damage the last `contents()` found, why it makes the stream undeliverable (if it does),
-    /// and where `keepDamagedBytes` kept its bytes.
-    private var recoveredDamage: [SpoolDamage] = []
-    private var recoveredUndeliverable: String?
-    private var keptDamage: String?
-    private var diskBytes: Int64 = 0
+    /// The spool's open files and what it knows of them.
+    private struct State {
+        /// The folder's flock'ed `lock` file; nil until the folder exists (and for a read-only look).
+        var lockFile: DurableFile?
+        /// The segments held, oldest first: where each starts, its file, its length, and how much of
+        /// it is known durable (`synchronize`).
+        var segments: [(first: UInt64, file: DurableFile, length: Int64, synced: Int64)] = []
+        /// An acknowledged segment kept open for reuse as the next one.
+        var spare: DurableFile?
+        var ackedFile: DurableFile?
+        /// The highest acknowledgement written to `acked` (or read from it).
+        var recordedAcknowledgement: UInt64 = 0
+        /// The damage the last `contents()` found, why it makes the stream undeliverable (if it does),
+        /// and where `keepDamagedBytes` kept its bytes.
+        var recoveredDamage: [SpoolDamage] = []
+        var recoveredUndeliverable: String?
+        var keptDamage: String?
+        var diskBytes: Int64 = 0
+    }
 
-    private init(directory: String, meta: SpoolMeta, lockFile: DurableFile?, segmentBytes: Int64) {
+    private let state: Mutex<State>
+
+    private init(directory: String, meta: SpoolMeta, lockFile: sending DurableFile?, segmentBytes: Int64) {
         self.directory = directory
         self.meta = meta
-        self.lockFile = lockFile
+        state = Mutex(State(lockFile: lockFile))
         self.segmentBytes = segmentBytes
     }
 
@@ -238,10 +245,11 @@ public final class StreamSpool: @unchecked Sendable {
     }
 
     /// Whether the stream's folder exists (a record was written).
-    public var exists: Bool { lock.withLock { lockFile != nil } }
+    public var exists: Bool { state.withLock { $0.lockFile != nil } }
 
-    /// Builds the stream's folder (see the type's comment); called under `lock` before the first record.
-    private func publish() throws(DurableFileError) {
+    /// Builds the stream's folder (see the type's comment); called under `state`'s lock before the
+    /// first record.
+    private func publish(into state: inout State) throws(DurableFileError) {
         let root = (directory as NSString).deletingLastPathComponent
         let staging = Self.partialPath(root: root, streamID: meta.streamID)
         guard mkdir(staging, 0o700) == 0 || errno == EEXIST else { throw DurableFileError(operation: "creating", path: staging, code: errno) }
@@ -263,7 +271,7 @@ public final class StreamSpool: @unchecked Sendable {
             try? FileManager.default.removeItem(atPath: staging)
             throw error
         }
-        lockFile = file
+        state.lockFile = file
     }
 
     private static func partialPath(root: String, streamID: UUID) -> String {
@@ -424,7 +432,7 @@ public final class StreamSpool: @unchecked Sendable {
     }
 
     /// Bytes the spool's live segments take on disk.
-    public var bytesOnDisk: Int64 { lock.withLock { diskBytes } }
+    public var bytesOnDisk: Int64 { state.withLock { $0.diskBytes } }
 
     /// Appends an entry; returns where it is.
     public func append(_ entry: LoggedPacket) throws(SpoolError) -> SpoolLocation {
@@ -440,29 +448,30 @@ public final class StreamSpool: @unchecked Sendable {
 
     private func append(record: SpoolRecord, sequence: UInt64) throws(SpoolError) -> SpoolLocation {
         let framed = record.framed()
-        lock.lock()
-        defer { lock.unlock() }
-        do throws(DurableFileError) {
-            if lockFile == nil { try publish() }
-            if segments.isEmpty || segments[segments.count - 1].length >= segmentBytes {
-                segments.append((sequence, try newSegment(first: sequence), 0, 0))
+        return try state.withLock { state throws(SpoolError) -> SpoolLocation in
+            do throws(DurableFileError) {
+                if state.lockFile == nil { try publish(into: &state) }
+                if state.segments.isEmpty || state.segments[state.segments.count - 1].length >= segmentBytes {
+                    state.segments.append((sequence, try newSegment(first: sequence, in: &state), 0, 0))
+                }
+                let index = state.segments.count - 1
+                let offset = state.segments[index].length
+                try state.segments[index].file.write(framed.head, framed.payload, at: offset)
+                state.segments[index].length += Int64(framed.count)
+                state.diskBytes += Int64(framed.count)
+                return SpoolLocation(segment: state.segments[index].first, offset: offset, length: framed.count)
+            } catch {
+                throw SpoolError(error)
             }
-            let index = segments.count - 1
-            let offset = segments[index].length
-            try segments[index].file.write(framed.head, framed.payload, at: offset)
-            segments[index].length += Int64(framed.count)
-            diskBytes += Int64(framed.count)
-            return SpoolLocation(segment: segments[index].first, offset: offset, length: framed.count)
-        } catch {
-            throw SpoolError(error)
         }
     }
 
-    /// The file for a segment starting at `first`: the spare renamed, or else a new file.
-    private func newSegment(first: UInt64) throws(DurableFileError) -> DurableFile {
+    /// The file for a segment starting at `first`: the spare renamed, or else a new file. Under
+    /// `state`'s lock.
+    private func newSegment(first: UInt64, in state: inout State) throws(DurableFileError) -> DurableFile {
         let path = segmentPath(first)
-        guard let reused = spare else { return try DurableFile.open(path: path, create: true, truncate: true) }
-        spare = nil
+        guard let reused = state.spare else { return try DurableFile.open(path: path, create: true, truncate: true) }
+        state.spare = nil
         do throws(DurableFileError) {
             try reused.rename(to: path)
             return reused
@@ -480,19 +489,19 @@ public final class StreamSpool: @unchecked Sendable {
     /// Reads entry `sequence`, spooled at `location`.
     public func read(_ location: SpoolLocation, sequence: UInt64) throws(SpoolError) -> LoggedPacket {
         // Under the lock: a segment acknowledged meanwhile may be reused and written over.
-        lock.lock()
-        defer { lock.unlock() }
-        guard let file = segments.first(where: { $0.first == location.segment })?.file else {
-            throw SpoolError("spool: segment \(location.segment) of \(directory) is gone")
-        }
-        do throws(DurableFileError) {
-            let bytes = try file.read(count: location.length, at: location.offset)
-            guard bytes.count == location.length, let entry = bytes.withUnsafeBytes({ Self.entry(in: $0) }), entry.sequence == sequence else {
-                throw DurableFileError(operation: "reading a damaged record of", path: directory, code: EIO)
+        try state.withLock { state throws(SpoolError) -> LoggedPacket in
+            guard let file = state.segments.first(where: { $0.first == location.segment })?.file else {
+                throw SpoolError("spool: segment \(location.segment) of \(directory) is gone")
             }
-            return entry
-        } catch {
-            throw SpoolError(error)
+            do throws(DurableFileError) {
+                let bytes = try file.read(count: location.length, at: location.offset)
+                guard bytes.count == location.length, let entry = bytes.withUnsafeBytes({ Self.entry(in: $0) }), entry.sequence == sequence else {
+                    throw DurableFileError(operation: "reading a damaged record of", path: directory, code: EIO)
+                }
+                return entry
+            } catch {
+                throw SpoolError(error)
+            }
         }
     }
 
@@ -508,13 +517,15 @@ public final class StreamSpool: @unchecked Sendable {
     /// nobody needs it any more, and a stream delivered faster than the sync interval never costs
     /// the disk a write of its own.
     public func synchronize() throws(SpoolError) {
-        let pending = lock.withLock { segments.filter { $0.length > $0.synced }.map { (first: $0.first, file: $0.file, length: $0.length) } }
+        let pending = state.withLock { state in
+            state.segments.filter { $0.length > $0.synced }.map { LentSegmentFile(first: $0.first, file: $0.file, length: $0.length) }
+        }
         do throws(DurableFileError) {
             for segment in pending {
                 try segment.file.synchronize()
-                lock.withLock {
-                    if let index = segments.firstIndex(where: { $0.first == segment.first && $0.file === segment.file }) {
-                        segments[index].synced = max(segments[index].synced, segment.length)
+                state.withLock { state in
+                    if let index = state.segments.firstIndex(where: { $0.first == segment.first && ObjectIdentifier($0.file) == segment.identity }) {
+                        state.segments[index].synced = max(state.segments[index].synced, segment.length)
                     }
                 }
             }
@@ -525,7 +536,7 @@ public final class StreamSpool: @unchecked Sendable {
 
     /// Bytes of the segments still held that are not yet known durable (appended since their last sync).
     public var unsyncedBytes: Int64 {
-        lock.withLock { segments.reduce(0) { $0 + $1.length - $1.synced } }
+        state.withLock { state in state.segments.reduce(0) { $0 + $1.length - $1.synced } }
     }
 
     /// The main receiver holds everything through `recorded`, whose audio ends at `recordedEnd`:
@@ -535,19 +546,19 @@ public final class StreamSpool: @unchecked Sendable {
     /// are all at or below it is retired (never the segment being written), one kept as the spare.
     /// With one receiver both are the same.
     public func acknowledge(recording recorded: UInt64, endingAt recordedEnd: Int64, retiringThrough sequence: UInt64) {
-        lock.withLock {
-            guard lockFile != nil else { return }
-            if recorded > recordedAcknowledgement {
-                recordedAcknowledgement = recorded
+        state.withLock { state in
+            guard state.lockFile != nil else { return }
+            if recorded > state.recordedAcknowledgement {
+                state.recordedAcknowledgement = recorded
                 let position = SpoolAcknowledgedPosition(sequence: recorded, endSampleTime: recordedEnd)
-                if ackedFile == nil { ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
-                try? ackedFile?.write(position.encoded, at: 0)
+                if state.ackedFile == nil { state.ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
+                try? state.ackedFile?.write(position.encoded, at: 0)
             }
-            while segments.count > 1, segments[1].first <= sequence + 1 {
-                let gone = segments.removeFirst()
-                diskBytes -= gone.length
-                if spare == nil, (try? gone.file.rename(to: (directory as NSString).appendingPathComponent("spare.spool"))) != nil {
-                    spare = gone.file
+            while state.segments.count > 1, state.segments[1].first <= sequence + 1 {
+                let gone = state.segments.removeFirst()
+                state.diskBytes -= gone.length
+                if state.spare == nil, (try? gone.file.rename(to: (directory as NSString).appendingPathComponent("spare.spool"))) != nil {
+                    state.spare = gone.file
                 } else {
                     gone.file.close()
                     try? DurableFile.remove(gone.file.path)
@@ -565,40 +576,40 @@ public final class StreamSpool: @unchecked Sendable {
             .filter { $0.hasPrefix("seg-") && $0.hasSuffix(".spool") }.sorted()
         var acknowledged: SpoolAcknowledgedPosition?
         var scanner = SpoolScanner()
-        lock.lock()
-        defer { lock.unlock() }
-        do throws(DurableFileError) {
-            if let acked = try DurableFile.openForReading(path: (directory as NSString).appendingPathComponent("acked")) {
-                defer { acked.close() }
-                acknowledged = SpoolAcknowledgedPosition.decode(try acked.read(count: 16, at: 0))
+        return try state.withLock { state throws(SpoolError) -> SpoolContents in
+            do throws(DurableFileError) {
+                if let acked = try DurableFile.openForReading(path: (directory as NSString).appendingPathComponent("acked")) {
+                    defer { acked.close() }
+                    acknowledged = SpoolAcknowledgedPosition.decode(try acked.read(count: 16, at: 0))
+                }
+                for name in names {
+                    guard let first = UInt64(name.dropFirst(4).dropLast(6)) else { continue }
+                    let path = (directory as NSString).appendingPathComponent(name)
+                    let file = try DurableFile.open(path: path, create: false)
+                    let bytes = try file.read(count: Int(try file.length()), at: 0)
+                    bytes.withUnsafeBytes { scanner.scan(segment: first, bytes: $0) }
+                    let length = Int64(scanner.segmentLengths.last?.length ?? 0)
+                    state.segments.append((first, file, length, length))
+                    state.diskBytes += length
+                }
+            } catch {
+                throw SpoolError(error)
             }
-            for name in names {
-                guard let first = UInt64(name.dropFirst(4).dropLast(6)) else { continue }
-                let path = (directory as NSString).appendingPathComponent(name)
-                let file = try DurableFile.open(path: path, create: false)
-                let bytes = try file.read(count: Int(try file.length()), at: 0)
-                bytes.withUnsafeBytes { scanner.scan(segment: first, bytes: $0) }
-                let length = Int64(scanner.segmentLengths.last?.length ?? 0)
-                segments.append((first, file, length, length))
-                diskBytes += length
-            }
-        } catch {
-            throw SpoolError(error)
+            scanner.finish()
+            let contents = SpoolContents(scan: scanner, acknowledged: acknowledged, fill: .forStream(meta.streamDescription.format, keptIn: damagedBytesFolder))
+            state.recordedAcknowledgement = contents.acknowledged
+            state.recoveredDamage = contents.damage
+            state.recoveredUndeliverable = contents.undeliverable
+            return contents
         }
-        scanner.finish()
-        let contents = SpoolContents(scan: scanner, acknowledged: acknowledged, fill: .forStream(meta.streamDescription.format, keptIn: damagedBytesFolder))
-        recordedAcknowledgement = contents.acknowledged
-        recoveredDamage = contents.damage
-        recoveredUndeliverable = contents.undeliverable
-        return contents
     }
 
     /// The damage the last `contents()` found, with where `keepDamagedBytes` kept its bytes; nil
     /// when it found none.
     public var damageReport: SpoolDamageReport? {
-        lock.withLock {
-            recoveredDamage.isEmpty ? nil : SpoolDamageReport(
-                damage: recoveredDamage, sampleRate: meta.format.sampleRate, keptIn: keptDamage, undeliverable: recoveredUndeliverable)
+        state.withLock { state in
+            state.recoveredDamage.isEmpty ? nil : SpoolDamageReport(
+                damage: state.recoveredDamage, sampleRate: meta.format.sampleRate, keptIn: state.keptDamage, undeliverable: state.recoveredUndeliverable)
         }
     }
 
@@ -610,16 +621,19 @@ public final class StreamSpool: @unchecked Sendable {
     /// removed with the stream once it is delivered; these stay). Returns the folder, or nil when
     /// there were no damaged bytes.
     public func keepDamagedBytes() throws(SpoolError) -> String? {
-        let regions = lock.withLock { recoveredDamage.flatMap(\.regions) }
+        let regions = state.withLock { $0.recoveredDamage.flatMap(\.regions) }
         guard !regions.isEmpty else { return nil }
         let folder = damagedBytesFolder
         do throws(DurableFileError) {
             guard mkdir(folder, 0o700) == 0 || errno == EEXIST else { throw DurableFileError(operation: "creating", path: folder, code: errno) }
             for region in regions {
-                guard let file = lock.withLock({ segments.first(where: { $0.first == region.segment })?.file }) else {
+                let lent = state.withLock { state in
+                    state.segments.first(where: { $0.first == region.segment }).map { LentSegmentFile(first: $0.first, file: $0.file, length: $0.length) }
+                }
+                guard let lent else {
                     throw DurableFileError(operation: "reading", path: segmentPath(region.segment), code: ENOENT)
                 }
-                let bytes = try file.read(count: region.length, at: Int64(region.offset))
+                let bytes = try lent.file.read(count: region.length, at: Int64(region.offset))
                 let name = String(format: "seg-%020llu-at-%lld.bytes", region.segment, Int64(region.offset))
                 try DurableFile.replaceAtomically(path: (folder as NSString).appendingPathComponent(name), with: bytes)
             }
@@ -628,39 +642,57 @@ public final class StreamSpool: @unchecked Sendable {
         } catch {
             throw SpoolError("spool: cannot keep the damaged bytes of \(directory) in \(folder): \(error.description); the stream is left in the spool as it is")
         }
-        lock.withLock { keptDamage = folder }
+        state.withLock { $0.keptDamage = folder }
         return folder
     }
 
     /// Closes the spool's files and releases its lock, leaving the folder as it is for a later run
     /// (what the end of the process does too).
     public func release() {
-        lock.withLock {
-            for segment in segments { segment.file.close() }
-            segments.removeAll()
-            spare?.close()
-            spare = nil
-            ackedFile?.close()
-            ackedFile = nil
-            lockFile?.close()
-            lockFile = nil
+        state.withLock { state in
+            for segment in state.segments { segment.file.close() }
+            state.segments.removeAll()
+            state.spare?.close()
+            state.spare = nil
+            state.ackedFile?.close()
+            state.ackedFile = nil
+            state.lockFile?.close()
+            state.lockFile = nil
         }
     }
 
     /// Deletes the stream's spool folder: the receiver confirmed the whole stream.
     public func removeAll() {
-        lock.withLock {
-            for segment in segments { segment.file.close() }
-            segments.removeAll()
-            spare?.close()
-            spare = nil
-            ackedFile?.close()
-            ackedFile = nil
-            diskBytes = 0
+        state.withLock { state in
+            for segment in state.segments { segment.file.close() }
+            state.segments.removeAll()
+            state.spare?.close()
+            state.spare = nil
+            state.ackedFile?.close()
+            state.ackedFile = nil
+            state.diskBytes = 0
             // Removed while still locked, so that no other process claims a half-removed folder.
-            if lockFile != nil { try? FileManager.default.removeItem(atPath: directory) }
-            lockFile?.close()
-            lockFile = nil
+            if state.lockFile != nil { try? FileManager.default.removeItem(atPath: directory) }
+            state.lockFile?.close()
+            state.lockFile = nil
         }
     }
+}
+
+/// A segment's file lent out of `StreamSpool`'s lock for one `fdatasync` or one read of damaged
+/// bytes, which must not hold the lock (appends would wait on the disk); `identity` tells, back
+/// under the lock, whether the segment still has that file.
+///
+/// Sendability (`@unchecked Sendable`): the lent file is used by the one thread that borrowed it;
+/// what renames or closes a segment's file does so under the lock and never beside a borrower:
+/// `synchronize` runs on its `PacketLog`'s spool queue, as the appends and acknowledgements do, and
+/// `keepDamagedBytes` when the stream is claimed, before anything else uses its spool. The compiler
+/// cannot see that order, and `Mutex.withLock` cannot hand out the `DurableFile` itself (its result
+/// is `sending`).
+private struct LentSegmentFile: @unchecked Sendable {
+    let first: UInt64
+    let file: DurableFile
+    let length: Int64
+
+    var identity: ObjectIdentifier { ObjectIdentifier(file) }
 }

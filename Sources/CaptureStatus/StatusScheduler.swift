@@ -33,9 +33,10 @@ public struct DispatchStatusScheduler: StatusScheduler {
 
 /// A Dispatch timer as a `StatusSchedule`.
 ///
-/// Sendability (`@unchecked Sendable`): it holds only a `DispatchSourceTimer`, which may be cancelled from any thread.
+/// Sendability (`@unchecked Sendable`): it holds only a `DispatchSourceTimer`, set up before the
+/// schedule is made and then only cancelled; libdispatch guards the timer itself (`cancel()` may be
+/// called from any thread), which the compiler cannot see (the protocol is not `Sendable`).
 struct DispatchStatusSchedule: StatusSchedule, @unchecked Sendable {
-    // DispatchSourceTimer is thread-safe; cancel may be called from any thread.
     let timer: any DispatchSourceTimer
 
     func cancel() { timer.cancel() }

@@ -10,8 +10,10 @@ import Foundation
 ///
 /// Made by `LogRecovery.openReceiverLog` once every abandoned log is replayed.
 ///
-/// Sendability (`@unchecked Sendable`): after `init` it is used only on the `WriterPool`'s commit
-/// thread (the pool hands it over once, before that thread starts).
+/// Sendability (`@unchecked Sendable`): `named` and the `CommitLog` are used only on the
+/// `WriterPool`'s commit thread: the pool gets the log before it starts that thread, and closes it
+/// in `shutDown` only once it has seen, under its `condition`, that thread stop; `directory` is
+/// immutable. The compiler cannot see that ownership.
 final class ReceiverLog: @unchecked Sendable {
     /// The log's folder.
     let directory: String

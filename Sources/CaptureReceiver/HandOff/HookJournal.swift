@@ -127,7 +127,9 @@ struct HookJournal<Entry: HookJournalEntry>: Sendable {
 /// the receiver and handed to the command as descriptor `HandOffLock.commandDescriptor`, so the lock
 /// lasts until both the receiver has let go and every process of the command has ended.
 ///
-/// Sendability (`@unchecked Sendable`): used by the one thread that runs the hand-off.
+/// Sendability (`@unchecked Sendable`): `descriptor` is read, released and closed only by the thread
+/// that runs the hand-off (a run of `HookQueue`, on a thread of its own), which takes the lock
+/// (`HookJournal.lock`) and lets it go; the compiler cannot see that ownership.
 final class HandOffLock: @unchecked Sendable {
     /// Where the command finds the lock (above the descriptors `sh` redirections can name, 0-9).
     static let commandDescriptor: Int32 = 10

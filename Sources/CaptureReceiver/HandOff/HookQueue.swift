@@ -18,8 +18,10 @@ import Logging
 /// command (an export), the command's arguments and environment, and the words of the log come
 /// from its `Definition`.
 ///
-/// `@unchecked Sendable`: `schedule`, `jobs`, `commands`, `reports` and `wakeScheduled` are
-/// touched only on `queue`, a serial queue.
+/// Sendability (`@unchecked Sendable`): `schedule`, `jobs`, `commands`, `reports` and
+/// `wakeScheduled` are touched only on `queue`, a serial queue that owns them (every method that
+/// reads or writes them runs there, a run's thread reports back through it); the rest is immutable
+/// after `init` or thread-safe itself (`stopped`, a semaphore).
 final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
     /// What a run does with its job, just before its command would start.
     enum Preparation: Sendable {

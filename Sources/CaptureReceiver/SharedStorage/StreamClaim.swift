@@ -14,7 +14,10 @@ import Foundation
 ///
 /// Used on a `WriterPool` lane only.
 ///
-/// Sendability (`@unchecked Sendable`): used on one `WriterPool` lane at a time (handed over with its stream, never shared).
+/// Sendability (`@unchecked Sendable`): `held` is read and written only by the thread that holds the
+/// claim: its stream's `WriterPool` lane (a claim is handed over with its stream, never shared), or
+/// the thread that sweeps the index at start-up or shut-down; the compiler cannot see that
+/// ownership.
 final class StreamClaim: @unchecked Sendable {
     /// The index entry the claim covers.
     let entryPath: String

@@ -2,9 +2,11 @@
 # Backup receivers (issue 20): what `--also` costs and how fast two receivers catch up.
 #  1. catch-up with one and with two receivers: a live 48 kHz stereo Opus 64 kb/s stream loses
 #     every receiver for OUTAGE (60) s (SIGTERM; restarted on the same ports and folders). Measured:
-#     the time from the restarted receivers listening until every one's durable position (its
-#     .position log) holds everything captured up to that moment, as audio seconds caught up per
-#     second (goal >= 50x). One destination, then two, CATCHUP_RUNS (1) times each, interleaved.
+#     the time from the restarted receivers listening until every one has acknowledged (an Ack means
+#     durable: in the file or in its commit log) everything captured up to that moment, as audio
+#     seconds caught up per second (goal >= 50x); read from the sender's JSON status every 50 ms
+#     (the main receiver's acked_s; each backup's behind_s). One destination, then two,
+#     CATCHUP_RUNS (1) times each, interleaved.
 #  2. sender CPU with a backup against without: user+sys CPU of capture-send streaming 10 min of
 #     48 kHz stereo audio as fast as possible to one receiver, and to a receiver and a backup, CPU_RUNS
 #     (5) runs each, alternating; medians. Twice: Opus 64 kb/s (the encoder dominates) and 16-bit PCM
@@ -22,15 +24,22 @@ rm -rf "$work"; mkdir -p "$work"
 
 wait_port() { for _ in $(seq 1 400); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.025; done; return 1; }
 
-# durable_packets DIR: the packets the receiver's position log in DIR says are durable.
-durable_packets() {
-  local position
-  position=$(ls "$1"/*.caf.position 2>/dev/null | head -1) || true
-  [ -n "$position" ] || { echo 0; return; }
-  python3 - "$position" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-print(int.from_bytes(data[-16:-8], "big") if len(data) >= 40 else 0)
+# acknowledged STATUS_LOG TARGET: prints "MAIN_ACKED_S MOST_BEHIND_S CAPTURED_S" from the sender's
+# last JSON status line (0 0 0 before the first).
+acknowledged() {
+  python3 - "$1" <<'PY'
+import json, sys
+line = ""
+try:
+    with open(sys.argv[1]) as log:
+        for candidate in log:
+            if '"message":"status"' in candidate:
+                line = candidate
+    status = json.loads(line)
+    behind = max([backup.get("behind_s", 0) for backup in status.get("backups", [])] or [0])
+    print(status.get("acked_s", 0), behind, status.get("captured_s", 0))
+except (OSError, ValueError):
+    print(0, 0, 0)
 PY
 }
 
@@ -45,11 +54,12 @@ catch_up() {
     wait_port "${ports[-1]}"
     [ "$i" -gt 1 ] && also+=(--also "127.0.0.1:${ports[-1]}")
   done
-  local start sender back target done_at="" before=() p all
+  local start sender back target done_at="" p status acked behind captured lowest=""
   start=$(date +%s.%N)
   "$BENCH_BIN/capture-send" "127.0.0.1:${ports[0]}" "${also[@]}" --source tone --codec opus --bitrate 64000 --channels 2 \
     --duration $((OUTAGE + 30)) --stream-name "catchup$count" --spool "$work/spool-$count-$run" \
-    --reconnect-min 0.05 --reconnect-max 0.5 --log-level error --quiet >/dev/null 2>>"$work/send.log" &
+    --reconnect-min 0.05 --reconnect-max 0.5 --log-level info --log-format json --status-interval 0.05 \
+    >/dev/null 2>"$work/status-$count-$run.log" &
   sender=$!
   sleep 5
   for p in "${pids[@]}"; do kill -TERM "$p"; wait "$p" || true; done
@@ -62,13 +72,15 @@ catch_up() {
   for p in "${ports[@]}"; do wait_port "$p"; done
   back=$(date +%s.%N)
   # Everything captured up to now, less one second for the capture buffer and encoder still filling.
-  target=$(awk -v s="$start" -v b="$back" 'BEGIN { printf "%d", (b - s - 1.0) * 50 }')
-  for i in $(seq "$count"); do before+=("$(durable_packets "${dirs[$((i - 1))]}")"); done
-  for _ in $(seq 1 3000); do
-    all=1
-    for i in $(seq "$count"); do [ "$(durable_packets "${dirs[$((i - 1))]}")" -ge "$target" ] || all=0; done
-    if [ "$all" = 1 ]; then done_at=$(date +%s.%N); break; fi
-    sleep 0.02
+  target=$(awk -v s="$start" -v b="$back" 'BEGIN { printf "%.2f", b - s - 1.0 }')
+  for _ in $(seq 1 1200); do
+    read -r acked behind captured <<< "$(acknowledged "$work/status-$count-$run.log")"
+    # What the furthest-behind receiver held when they came back.
+    [ -n "$lowest" ] || lowest=$(awk -v a="$acked" -v b="$behind" -v c="$captured" 'BEGIN { l = (c - b < a ? c - b : a); printf "%.2f", l }')
+    if awk -v a="$acked" -v b="$behind" -v c="$captured" -v t="$target" 'BEGIN { exit !(a >= t && c - b >= t) }'; then
+      done_at=$(date +%s.%N); break
+    fi
+    sleep 0.05
   done
   kill -INT "$sender" 2>/dev/null || true
   wait "$sender" || true
@@ -76,8 +88,7 @@ catch_up() {
   [ -n "$done_at" ] || { echo "catch-up with $count receivers did not complete within 60 s" >&2; exit 1; }
   CATCHUP=$(awk -v b="$back" -v d="$done_at" 'BEGIN { printf "%.3f", d - b }')
   # The backlog of the receiver that was furthest behind.
-  local lowest; lowest=$(printf '%s\n' "${before[@]}" | sort -g | head -1)
-  BACKLOG=$(awk -v t="$target" -v p="$lowest" 'BEGIN { printf "%.1f", (t - p) / 50 }')
+  BACKLOG=$(awk -v t="$target" -v p="$lowest" 'BEGIN { printf "%.1f", t - p }')
   SPEED=$(awk -v a="$BACKLOG" -v c="$CATCHUP" 'BEGIN { printf "%.0f", a / (c > 0 ? c : 0.001) }')
 }
 

@@ -174,7 +174,7 @@ public final class CaptureReceiverServer: Sendable {
                     }
                     var handlers: [any ChannelHandler] = [
                         IdleStateHandler(
-                            readTimeout: configuration.idleTimeout, writeTimeout: configuration.heartbeatInterval
+                            readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)
                         ),
                     ]
                     if let metrics = configuration.metrics { handlers.append(ReceivedBytesCounter(metrics: metrics)) }

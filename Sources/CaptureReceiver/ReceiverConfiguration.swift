@@ -17,11 +17,11 @@ public struct ReceiverConfiguration: Sendable {
     /// Largest frame accepted.
     public var maximumFrameBytes: Int
     /// Time a new connection has to complete the handshake.
-    public var handshakeTimeout: TimeAmount
+    public var handshakeTimeout: Duration
     /// Silence after which a connection is considered dead.
-    public var idleTimeout: TimeAmount
+    public var idleTimeout: Duration
     /// How often the receiver sends a heartbeat on an otherwise idle connection.
-    public var heartbeatInterval: TimeAmount
+    public var heartbeatInterval: Duration
     /// When written audio is made durable and acknowledged.
     public var syncPolicy: SyncPolicy
     /// Where the receivers' commit logs are (`--log-dir`): nil for `OUT/.commit-log`. Each receiver
@@ -76,8 +76,8 @@ public struct ReceiverConfiguration: Sendable {
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,
         maximumStreams: Int = 64, maximumFrameBytes: Int = 1_048_576 + 65_536,
-        handshakeTimeout: TimeAmount = .seconds(10), idleTimeout: TimeAmount = .seconds(20),
-        heartbeatInterval: TimeAmount = .seconds(5), syncPolicy: SyncPolicy = SyncPolicy(),
+        handshakeTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(20),
+        heartbeatInterval: Duration = .seconds(5), syncPolicy: SyncPolicy = SyncPolicy(),
         applicationName: String = "capture-recv"
     ) {
         self.outputDirectory = outputDirectory

@@ -89,7 +89,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         logger[metadataKey: "peer"] = "\(peer)"
         logger.debug("connection accepted")
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        handshakeTimeout = context.eventLoop.scheduleTask(in: configuration.handshakeTimeout) {
+        handshakeTimeout = context.eventLoop.scheduleTask(in: TimeAmount(configuration.handshakeTimeout)) {
             loopBound.value.handle(.handshakeTimedOut)
         }
         context.fireChannelActive()
@@ -331,13 +331,14 @@ extension ReceiverSession.Settings {
     /// The session's settings from the receiver's configuration.
     init(configuration: ReceiverConfiguration, usesTLS: Bool) {
         self.init(
-            heartbeatIntervalMilliseconds: UInt32(clamping: configuration.heartbeatInterval.nanoseconds / 1_000_000),
+            heartbeatIntervalMilliseconds: UInt32(clamping: TimeAmount(configuration.heartbeatInterval).nanoseconds / 1_000_000),
             maximumFrameBytes: configuration.maximumFrameBytes,
             keepsInterruptedStreams: configuration.resumeWindow > 0,
             resumeWindowSeconds: configuration.resumeWindowSeconds,
             usesTLS: usesTLS,
-            handshakeTimeoutText: "\(configuration.handshakeTimeout)",
-            idleTimeoutText: "\(configuration.idleTimeout)"
+            // In NIO's words for an amount of time: `10 s`, `250 ms`.
+            handshakeTimeoutText: "\(TimeAmount(configuration.handshakeTimeout))",
+            idleTimeoutText: "\(TimeAmount(configuration.idleTimeout))"
         )
     }
 }

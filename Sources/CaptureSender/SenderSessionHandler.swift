@@ -73,7 +73,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         /// The host name or address the user gave.
         var host: String
         /// Time allowed for the TLS handshake.
-        var handshakeTimeout: TimeAmount
+        var handshakeTimeout: Duration
     }
 
     init(
@@ -107,9 +107,9 @@ final class SenderSessionHandler: ChannelInboundHandler {
             eventLoop.execute { loopBound.value.schedulePump() }
         }
         if let security {
-            tlsHandshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: security.handshakeTimeout) { [self] in
+            tlsHandshakeTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(security.handshakeTimeout)) { [self] in
                 guard !tlsHandshakeDone else { return }
-                handle(.transportFailed(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.nanoseconds / 1_000_000_000) s"), retry: true))
+                handle(.transportFailed(.timedOut("the TLS handshake with the receiver did not complete within \(security.handshakeTimeout.components.seconds) s"), retry: true))
             }
         }
         if session.pacing.needsTicks {

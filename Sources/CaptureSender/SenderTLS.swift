@@ -14,11 +14,11 @@ public struct SenderTLSConfiguration: Sendable {
     /// PEM private key of the client certificate.
     public var clientKeyPath: String?
     /// Time allowed for the TLS handshake after the TCP connection is up.
-    public var handshakeTimeout: TimeAmount
+    public var handshakeTimeout: Duration
 
     public init(
         trust: PeerCertificateVerifier.Trust, clientCertificatePath: String? = nil, clientKeyPath: String? = nil,
-        handshakeTimeout: TimeAmount = .seconds(10)
+        handshakeTimeout: Duration = .seconds(10)
     ) {
         self.trust = trust
         self.clientCertificatePath = clientCertificatePath

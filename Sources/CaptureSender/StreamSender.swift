@@ -23,11 +23,11 @@ public struct SenderConfiguration: Sendable {
     /// Unacknowledged bytes in flight at most.
     public var windowBytes: Int
     /// Time allowed to establish the TCP connection.
-    public var connectTimeout: TimeAmount
+    public var connectTimeout: Duration
     /// Silence from the receiver after which the connection is considered dead.
-    public var idleTimeout: TimeAmount
+    public var idleTimeout: Duration
     /// Heartbeat interval on an otherwise idle connection.
-    public var heartbeatInterval: TimeAmount
+    public var heartbeatInterval: Duration
     /// Written into the handshake, and from there into the file's `info` chunk.
     public var application: String
     /// This machine's name, for the file's `info` chunk.
@@ -59,8 +59,8 @@ public struct SenderConfiguration: Sendable {
 
     public init(
         host: String, port: Int, streamName: String, streamID: UUID = UUID(), windowBytes: Int = 4 << 20,
-        connectTimeout: TimeAmount = .seconds(10), idleTimeout: TimeAmount = .seconds(20),
-        heartbeatInterval: TimeAmount = .seconds(5), application: String = "capture-send",
+        connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(20),
+        heartbeatInterval: Duration = .seconds(5), application: String = "capture-send",
         sourceHost: String = ProcessInfo.processInfo.hostName, authToken: String = ""
     ) {
         self.host = host
@@ -369,7 +369,7 @@ public final class StreamSender: Sendable {
         let sampleRate = description.format.sampleRate
         let fetcher = PacketFetcher(log: log, pool: spoolReads)
         let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(configuration.connectTimeout)
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
             .channelInitializer { channel in
@@ -383,7 +383,7 @@ public final class StreamSender: Sendable {
                         security = .init(report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout)
                     }
                     try channel.pipeline.syncOperations.addHandlers([
-                        IdleStateHandler(readTimeout: configuration.idleTimeout, writeTimeout: configuration.heartbeatInterval),
+                        IdleStateHandler(readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)),
                         ByteToMessageHandler(WireFrameDecoder(role: .sender)),
                         MessageToByteHandler(WireFrameEncoder(sendsPreamble: true)),
                         SenderSessionHandler(

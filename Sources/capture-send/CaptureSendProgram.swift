@@ -90,8 +90,8 @@ extension CaptureSend {
         // What `delivery.apply(to:)` puts into the streamer's configuration.
         var numbers = [
             "spool-capacity": "\(delivery.capacityBytes)",
-            "idle-timeout-ns": "\(delivery.idleTimeoutAmount.nanoseconds)",
-            "heartbeat-ns": "\(delivery.heartbeatInterval.nanoseconds)",
+            "idle-timeout-ns": "\(TimeAmount(delivery.idleTimeoutAmount).nanoseconds)",
+            "heartbeat-ns": "\(TimeAmount(delivery.heartbeatInterval).nanoseconds)",
             "reconnect": "\(delivery.reconnectPolicy.initial)...\(delivery.reconnectPolicy.maximum)",
             "status-interval": "\(statusOptions.interval)",
             "give-up-s": "\(backups.giveUpSeconds)",

@@ -60,10 +60,10 @@ struct DeliveryOptions: ParsableArguments {
     var reconnectPolicy: ReconnectPolicy { ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax) }
 
     /// --idle-timeout as a time amount.
-    var idleTimeoutAmount: TimeAmount { .nanoseconds(Saturating.nanoseconds(seconds: idleTimeout)) }
+    var idleTimeoutAmount: Duration { .nanoseconds(Saturating.nanoseconds(seconds: idleTimeout)) }
 
     /// Heartbeats at a quarter of --idle-timeout, at most 4 a second.
-    var heartbeatInterval: TimeAmount { .nanoseconds(Saturating.nanoseconds(seconds: max(0.25, idleTimeout / 4))) }
+    var heartbeatInterval: Duration { .nanoseconds(Saturating.nanoseconds(seconds: max(0.25, idleTimeout / 4))) }
 
     /// Applies the spool, reconnect and timeout settings to a streamer's configuration.
     func apply(to configuration: inout CaptureStreamer.Configuration) {

@@ -58,11 +58,11 @@ extension CaptureStreamer {
         /// Delays between reconnection attempts.
         public var reconnect = ReconnectPolicy()
         /// Silence from a receiver after which its connection is considered dead.
-        public var idleTimeout: TimeAmount = .seconds(20)
+        public var idleTimeout: Duration = .seconds(20)
         /// Heartbeat interval on an otherwise idle connection.
-        public var heartbeatInterval: TimeAmount = .seconds(5)
+        public var heartbeatInterval: Duration = .seconds(5)
         /// Time allowed to establish a TCP connection.
-        public var connectTimeout: TimeAmount = .seconds(10)
+        public var connectTimeout: Duration = .seconds(10)
         /// Unacknowledged bytes in flight per connection at most.
         public var windowBytes = 4 << 20
         /// Written into the handshake, and from there into the file's `info` chunk.

@@ -207,6 +207,16 @@ public final class StreamSpool: Sendable {
         var recoveredUndeliverable: String?
         var keptDamage: String?
         var diskBytes: Int64 = 0
+
+        /// Closes the segments, the spare and the `acked` file (not the lock).
+        mutating func closeFiles() {
+            for segment in segments { segment.file.close() }
+            segments.removeAll()
+            spare?.close()
+            spare = nil
+            ackedFile?.close()
+            ackedFile = nil
+        }
     }
 
     private let state: Mutex<State>
@@ -650,12 +660,7 @@ public final class StreamSpool: Sendable {
     /// (what the end of the process does too).
     public func release() {
         state.withLock { state in
-            for segment in state.segments { segment.file.close() }
-            state.segments.removeAll()
-            state.spare?.close()
-            state.spare = nil
-            state.ackedFile?.close()
-            state.ackedFile = nil
+            state.closeFiles()
             state.lockFile?.close()
             state.lockFile = nil
         }
@@ -664,12 +669,7 @@ public final class StreamSpool: Sendable {
     /// Deletes the stream's spool folder: the receiver confirmed the whole stream.
     public func removeAll() {
         state.withLock { state in
-            for segment in state.segments { segment.file.close() }
-            state.segments.removeAll()
-            state.spare?.close()
-            state.spare = nil
-            state.ackedFile?.close()
-            state.ackedFile = nil
+            state.closeFiles()
             state.diskBytes = 0
             // Removed while still locked, so that no other process claims a half-removed folder.
             if state.lockFile != nil { try? FileManager.default.removeItem(atPath: directory) }

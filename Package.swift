@@ -262,7 +262,7 @@ let package = Package(
         .target(
             name: "SettingsChecks",
             dependencies: [
-                "FuzzChecks", "CaptureCLISupport", "capture-send", "capture-recv", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "FuzzChecks", "CaptureCLISupport", "CaptureCore", "capture-send", "capture-recv", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Fuzz/SettingsChecks", swiftSettings: underFuzzing),
         fuzzTarget("settings", checks: "SettingsChecks"),
@@ -361,7 +361,7 @@ let package = Package(
         .testTarget(
             name: "SettingsTests",
             dependencies: [
-                "capture-send", "capture-recv", "CaptureCLISupport", "SettingsChecks", "FuzzChecks", "CaptureSender", "CaptureReceiver",
+                "capture-send", "capture-recv", "CaptureCLISupport", "SettingsChecks", "FuzzChecks", "CaptureSender", "CaptureReceiver", "CaptureCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CaptureCLISupport
+import CaptureCore
 import Foundation
 import capture_recv
 import capture_send

@@ -1,3 +1,4 @@
+import CaptureCore
 import ArgumentParser
 
 /// A numeric option of capture-send or capture-recv: its documented range, how its text is read,

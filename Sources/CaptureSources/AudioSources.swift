@@ -87,17 +87,10 @@ public enum AudioSources {
                 source = reopening
             }
             if let seconds = device.durationSeconds {
-                source = DurationLimitedSource(source, frames: frames(seconds: seconds, rate: alsa.format.sampleRate))
+                source = DurationLimitedSource(source, frames: Saturating.frames(seconds: seconds, rate: alsa.format.sampleRate))
             }
             return OpenedSource(source: source, stopRetrying: stopRetrying)
         }
-    }
-
-    /// `seconds` at `rate` in whole frames, clamped to what an Int64 holds.
-    static func frames(seconds: Double, rate: Double) -> Int64 {
-        let frames = (seconds * rate).rounded()
-        guard !frames.isNaN else { return 0 }
-        return frames >= 0x1p63 ? .max : frames <= -0x1p63 ? .min : Int64(frames)
     }
 }
 

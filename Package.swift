@@ -122,6 +122,8 @@ let package = Package(
             name: "CaptureReceiver",
             dependencies: [
                 "CaptureCore", "CaptureWire", "CaptureWireNIO", "CAF", "CaptureCommitLog", "CaptureSecurity", "CaptureErrorText", "CSpawn",
+                "CaptureService",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -310,10 +312,13 @@ let package = Package(
                 "CaptureMetrics",
                 "CaptureConsole",
                 "CaptureSecurity",
+                "CaptureService",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(name: "CaptureErrorTextTests", dependencies: ["CaptureErrorText", .product(name: "NIOCore", package: "swift-nio")]),

@@ -6,6 +6,9 @@ import CaptureWireNIO
 import Dispatch
 import Foundation
 import Logging
+import ServiceLifecycle
+import Synchronization
+import CaptureService
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -30,83 +33,136 @@ public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConverti
     }
 }
 
-/// The receiving server: accepts many senders at once over TCP, one `ReceiverSessionHandler` per
-/// connection, and writes one CAF file per stream under the output folder.
-public final class CaptureReceiverServer: Sendable {
+/// The receiving server, run as a swift-service-lifecycle `Service` over `NIOAsyncChannel`, as
+/// Hummingbird's server is: `start` prepares the output folder and the commit log and binds; `run()`
+/// takes in connections from the listening channel's async sequence until the service group asks for
+/// a graceful shutdown (SIGTERM, SIGINT, `triggerGracefulShutdown()`) or the task is cancelled, then
+/// tells every sender, finishes every open file and stops within `ReceiverConfiguration.shutdownTimeout`.
+///
+/// Each connection is served by its own channel pipeline, a thin shell (`ReceiverSessionHandler`)
+/// over the pure `ReceiverSession`; the stream registry keeps every connection for the shutdown.
+/// One CAF file per stream is written under the output folder.
+public final class CaptureReceiverServer: Service, Sendable {
     /// The address the server listens on (with the real port when 0 was asked for).
     public let localAddress: SocketAddress
-    private let channel: Channel
+    /// The listening channel: each element of its inbound sequence is a connection whose pipeline
+    /// is set up (or that was refused and closed).
+    private let listener: NIOAsyncChannel<Void, Never>
     private let group: MultiThreadedEventLoopGroup
     private let registry: StreamRegistry
     private let writerPool: WriterPool
     private let outputDirectory: String
     private let handOff: FinishedFileHandOff?
     private let alarmHook: AlarmHook?
+    private let shutdownTimeout: Duration
+    private let whenServing: @Sendable (_ address: SocketAddress) -> Void
     private let logger: Logger
+    /// The shutdown once started: whoever asks first starts it, everyone awaits the same one.
+    private let stopping = Mutex<Task<Bool, Never>?>(nil)
     /// The streams this receiver has seen, with their state and levels, for the console and API.
     public let directory: StreamDirectory
 
     private init(
-        channel: Channel, group: MultiThreadedEventLoopGroup, registry: StreamRegistry, writerPool: WriterPool, directory: StreamDirectory,
-        outputDirectory: String, handOff: FinishedFileHandOff?, alarmHook: AlarmHook?, logger: Logger
-    ) throws {
-        self.outputDirectory = outputDirectory
-        self.handOff = handOff
-        self.alarmHook = alarmHook
-        self.channel = channel
-        self.directory = directory
-        self.group = group
-        self.registry = registry
-        self.writerPool = writerPool
-        self.logger = logger
-        guard let address = channel.localAddress else { throw ReceiverStartError.bindFailed(host: "?", port: 0, reason: "no local address") }
+        listener: NIOAsyncChannel<Void, Never>, prepared: Prepared, configuration: ReceiverConfiguration,
+        whenServing: @escaping @Sendable (_ address: SocketAddress) -> Void, logger: Logger
+    ) throws(ReceiverStartError) {
+        guard let address = listener.channel.localAddress else {
+            throw .bindFailed(host: configuration.host, port: configuration.port, reason: "the listening socket has no local address")
+        }
         localAddress = address
+        self.listener = listener
+        group = prepared.group
+        registry = prepared.registry
+        writerPool = prepared.writerPool
+        directory = prepared.directory
+        alarmHook = prepared.alarmHook
+        outputDirectory = configuration.outputDirectory
+        handOff = configuration.handOff
+        shutdownTimeout = configuration.shutdownTimeout
+        self.whenServing = whenServing
+        self.logger = logger
     }
 
-    /// Checks the output folder, opens the commit log, binds and starts accepting. The preparation
-    /// reads and writes the disk (the folder, the commit log's replay, hand-offs and alarms left
-    /// from the last run) on a thread of its own (`BlockingWork`); the bind is awaited.
-    public static func start(configuration: ReceiverConfiguration, logger: Logger) async throws(ReceiverStartError) -> CaptureReceiverServer {
+    /// Checks the output folder, opens the commit log and binds. The preparation reads and writes
+    /// the disk (the folder, the commit log's replay, hand-offs and alarms left from the last run)
+    /// on a thread of its own (`BlockingWork`); the bind is awaited. Connections are taken in once
+    /// `run()` runs; `whenServing` is told the address then (capture-recv announces it there, once
+    /// the service group traps the signals).
+    public static func start(
+        configuration: ReceiverConfiguration, logger: Logger, whenServing: @escaping @Sendable (_ address: SocketAddress) -> Void = { _ in }
+    ) async throws(ReceiverStartError) -> CaptureReceiverServer {
         let prepared = try await BlockingWork.run("receiver start") { () throws(ReceiverStartError) in
             try prepare(configuration: configuration, logger: logger)
         }
+        let listener: NIOAsyncChannel<Void, Never>
         do {
-            let channel = try await prepared.binding.get()
-            return try CaptureReceiverServer(
-                channel: channel, group: prepared.group, registry: prepared.registry, writerPool: prepared.writerPool, directory: prepared.directory,
-                outputDirectory: configuration.outputDirectory, handOff: configuration.handOff,
-                alarmHook: prepared.alarmHook, logger: logger)
+            listener = try await ServerBootstrap(group: prepared.group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(AcceptFailureLogger(logger: logger))
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port) { [connections = prepared.connections] channel in
+                    channel.eventLoop.makeCompletedFuture { connections.setUp(channel) }
+                }
         } catch {
             try? await prepared.group.shutdownGracefully()
             await BlockingWork.run("receiver stop") { prepared.writerPool.shutDown() }
             throw .bindFailed(host: configuration.host, port: configuration.port, reason: ListenErrorText.reason(error, host: configuration.host, port: configuration.port))
         }
+        return try CaptureReceiverServer(listener: listener, prepared: prepared, configuration: configuration, whenServing: whenServing, logger: logger)
+    }
+
+    /// Takes in connections until a graceful shutdown is asked for or the task is cancelled, then
+    /// stops (`shutDown`). Throws `ShutdownError.deadlineExceeded` when files were still open at the
+    /// deadline, so that the program can choose its exit status, and the listening channel's error
+    /// if it failed (after stopping all the same).
+    public func run() async throws {
+        whenServing(localAddress)
+        var failure: (any Error)?
+        do {
+            try await withGracefulShutdownHandler {
+                try await listener.executeThenClose { connections, _ in
+                    // Each connection is served by its pipeline; taking it in lets NIO accept the next.
+                    for try await _ in connections {}
+                }
+            } onGracefulShutdown: { [listener, logger, shutdownTimeout] in
+                logger.notice("shutting down gracefully", metadata: ["deadline": "\(shutdownTimeout)"])
+                listener.channel.close(promise: nil)
+            }
+        } catch is CancellationError {
+            logger.notice("cancelled: shutting down", metadata: ["deadline": "\(shutdownTimeout)"])
+        } catch {
+            logger.error("the listening socket failed; stopping", metadata: ["reason": "\(SystemErrorText.describe(error))"])
+            failure = error
+        }
+        let clean = await shutDown()
+        if let failure { throw failure }
+        guard clean else { throw ShutdownError.deadlineExceeded(service: "the receiver", deadline: shutdownTimeout) }
     }
 
     /// What `start` prepares before it binds.
     private struct Prepared: Sendable {
-        /// The bind, started.
-        let binding: EventLoopFuture<Channel>
         let group: MultiThreadedEventLoopGroup
         let registry: StreamRegistry
         let writerPool: WriterPool
         let directory: StreamDirectory
         let alarmHook: AlarmHook?
+        let connections: ConnectionSetup
     }
 
-    /// The output folder, the writer pool and its commit log, the directory, and the bind started.
+    /// The output folder, the writer pool and its commit log, the directory, and how connections
+    /// are set up.
     private static func prepare(configuration: ReceiverConfiguration, logger: Logger) throws(ReceiverStartError) -> Prepared {
         try prepareOutputDirectory(configuration.outputDirectory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
         let registry = StreamRegistry()
         let tls = try configuration.tls?.prepare()
-        let rateLimiter = AuthRateLimiter(maximumFailures: configuration.authFailureLimit, blockDuration: configuration.authBlockSeconds)
         let writerPool = try WriterPool(
             policy: configuration.syncPolicy, metrics: configuration.metrics, outputDirectory: configuration.outputDirectory,
             logRoot: configuration.logDirectory, logger: logger)
-        let storage = PooledStreamStorage(files: StreamFiles(configuration: configuration, pool: writerPool))
-        let connectionLimit = configuration.maximumStreams + StreamCapacity.handshakeAllowance
-        let overflow = RepeatedEventSummary()
         // Hand-offs a previous run did not complete run again.
         configuration.handOff?.start()
         // Alarms raised before the last stop stay raised; hook runs not completed then run again.
@@ -129,65 +185,13 @@ public final class CaptureReceiverServer: Sendable {
             alarmHook?.tell(alarm)
         }, restoredAlarms: { stream in alarmHook?.restoredAlarms(of: stream) ?? [] })
         group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in directory.sweep() }
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AcceptFailureLogger(logger: logger))
-                }
-            }
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            // One read per readiness: NIO keeps as many receive buffers per connection as it may
-            // read in a row (each up to 64 KiB), and keeps them while the connection idles. At
-            // 10,000 connections that was 24 KiB each, half the receiver's memory (issue 28).
-            .childChannelOption(.maxMessagesPerRead, value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let report = tls?.clientVerifier != nil ? TLSVerificationReport() : nil
-                    let session = ReceiverSessionHandler(
-                        configuration: configuration, registry: registry, storage: storage, logger: logger, rateLimiter: rateLimiter,
-                        tlsReport: report, usesTLS: tls != nil, directory: directory, listening: configuration.listening
-                    )
-                    let loopBound = NIOLoopBound(session, eventLoop: channel.eventLoop)
-                    let eventLoop = channel.eventLoop
-                    let added = registry.addConnection(ObjectIdentifier(session), maximumConnections: connectionLimit) {
-                        eventLoop.execute { loopBound.value.shutDown() }
-                    }
-                    guard added else {
-                        // Full: the connection goes before it reads a byte or opens a file. A flood
-                        // of them is logged as one line per interval.
-                        if let count = overflow.record() {
-                            logger.warning("refusing connections: the receiver already has its limit of \(connectionLimit) connections (--max-streams \(configuration.maximumStreams) and \(StreamCapacity.handshakeAllowance) in their handshake); raise --max-streams if the open-file limit allows", metadata: ["refused": "\(count)"])
-                        }
-                        channel.close(promise: nil)
-                        return
-                    }
-                    if let tls {
-                        let handler: NIOSSLServerHandler
-                        if let verifier = tls.clientVerifier, let report {
-                            handler = NIOSSLServerHandler(context: tls.context, customVerificationCallback: verifier.callback(report: report))
-                        } else {
-                            handler = NIOSSLServerHandler(context: tls.context)
-                        }
-                        try channel.pipeline.syncOperations.addHandlers([PlaintextOnTLSPortDetector(logger: logger), handler])
-                    }
-                    var handlers: [any ChannelHandler] = [
-                        IdleStateHandler(
-                            readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)
-                        ),
-                    ]
-                    if let metrics = configuration.metrics { handlers.append(ReceivedBytesCounter(metrics: metrics)) }
-                    handlers.append(ByteToMessageHandler(WireFrameDecoder(role: .receiver, maxFrameBytes: configuration.maximumFrameBytes)))
-                    handlers.append(MessageToByteHandler(WireFrameEncoder()))
-                    if let metrics = configuration.metrics { handlers.append(ReceiverMetricsTap(metrics: metrics)) }
-                    handlers.append(session)
-                    try channel.pipeline.syncOperations.addHandlers(handlers)
-                }
-            }
+        let connections = ConnectionSetup(
+            configuration: configuration, registry: registry,
+            storage: PooledStreamStorage(files: StreamFiles(configuration: configuration, pool: writerPool)),
+            rateLimiter: AuthRateLimiter(maximumFailures: configuration.authFailureLimit, blockDuration: configuration.authBlockSeconds),
+            tls: tls, directory: directory, logger: logger)
         return Prepared(
-            binding: bootstrap.bind(host: configuration.host, port: configuration.port), group: group, registry: registry, writerPool: writerPool, directory: directory,
-            alarmHook: alarmHook)
+            group: group, registry: registry, writerPool: writerPool, directory: directory, alarmHook: alarmHook, connections: connections)
     }
 
     private static func prepareOutputDirectory(_ path: String) throws(ReceiverStartError) {
@@ -215,17 +219,30 @@ public final class CaptureReceiverServer: Sendable {
     public var activeStreamCount: Int { registry.activeStreamCount }
 
     /// Stops accepting, tells every sender, finishes every open file and stops, waiting at most
-    /// `timeout`. Returns false when files were still open at the deadline. The listening channel's
-    /// close is awaited; the rest waits for the disk (the open files' finish, the writer lanes, the
-    /// hand-off commands), on a thread of its own (`BlockingWork`).
+    /// `ReceiverConfiguration.shutdownTimeout`. Returns false when files were still open at the
+    /// deadline. `run()` calls it when it ends; call it yourself only for a server that never ran.
+    /// Whoever calls first starts the shutdown and every caller awaits that one. The listening
+    /// channel's close is awaited; the rest waits for the disk (the open files' finish, the writer
+    /// lanes, the hand-off commands), on a thread of its own (`BlockingWork`).
     @discardableResult
-    public func shutDown(timeout: TimeInterval = 10) async -> Bool {
+    public func shutDown() async -> Bool {
+        let shutdown = stopping.withLock { task in
+            if let task { return task }
+            let started = Task { [self] in await stop() }
+            task = started
+            return started
+        }
+        return await shutdown.value
+    }
+
+    private func stop() async -> Bool {
         let started = DispatchTime.now()
+        let timeout = Double(shutdownTimeout.components.seconds) + Double(shutdownTimeout.components.attoseconds) / 1e18
         // Running hand-off commands are stopped (their process groups: SIGTERM, then SIGKILL) while
         // the files finish; they run again at the next start, and none outlives the receiver.
         handOff?.beginStopping()
         alarmHook?.beginStopping()
-        try? await channel.close()
+        try? await listener.channel.close()
         return await BlockingWork.run("receiver stop") { [self] in finishAndStop(started: started, timeout: timeout) }
     }
 

@@ -24,6 +24,9 @@ public struct ReceiverConfiguration: Sendable {
     public var heartbeatInterval: Duration
     /// When written audio is made durable and acknowledged.
     public var syncPolicy: SyncPolicy
+    /// How long the shutdown may take to tell the senders and finish every open file; files still
+    /// open then stay readable and resumable (`CaptureReceiverServer.shutDown`).
+    public var shutdownTimeout: Duration = .seconds(10)
     /// Where the receivers' commit logs are (`--log-dir`): nil for `OUT/.commit-log`. Each receiver
     /// keeps its log in a folder of its own there.
     public var logDirectory: String? = nil

@@ -176,13 +176,16 @@ struct Serve: AsyncParsableCommand {
 
         let server: CaptureReceiverServer
         do {
-            server = try await CaptureReceiverServer.start(configuration: configuration, logger: logger)
+            // Announced once the service group traps SIGTERM and SIGINT (the server's run), so a
+            // signal from then on always shuts down gracefully.
+            server = try await CaptureReceiverServer.start(configuration: configuration, logger: logger) { address in
+                StandardStreams.writeOutput("listening on \(address.userText)\n")
+            }
         } catch {
             throw CLIError(error.description)
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
         Self.logCapacity(capacity, requested: maxStreams, maximumStreams: configuration.maximumStreams, logger: logger)
-        let announcement = "listening on \(server.localAddress.userText)\n"
 
         var services: [any Service] = []
         if let address = httpOptions.http, let access {
@@ -200,26 +203,17 @@ struct Serve: AsyncParsableCommand {
                         logger.info("serving the console, API and metrics", metadata: ["url": "\(scheme)://\(address.host):\(port)/"])
                     }))
             } catch {
-                _ = await server.shutDown(timeout: 10)
+                await server.shutDown()
                 throw CLIError(error.description)
             }
         }
 
         // SIGTERM or SIGINT: stop accepting, tell senders, finish every open file, exit 0 within a
         // bounded time (swift-service-lifecycle).
-        let service = GracefulServerService(
-            name: "capture-recv", shutdownDeadline: .seconds(10), logger: logger,
-            // Announced once the service group traps SIGTERM and SIGINT, so a signal from then on
-            // always shuts down gracefully.
-            start: { [announcement] in StandardStreams.writeOutput(announcement) },
-            shutDown: { deadline in
-                await server.shutDown(timeout: Double(deadline.components.seconds))
-            }
-        )
         do {
-            try await SignalledServiceRunner.run([service] + services, maximumGracefulShutdownDuration: .seconds(15), logger: logger)
+            try await SignalledServiceRunner.run([server] + services, maximumGracefulShutdownDuration: .seconds(15), logger: logger)
         } catch let error as ShutdownError {
-            logger.error("\(error); unfinished files stay readable and can be finished with `capture-recv recover`")
+            logger.error("\(error)")
         } catch let error as ConsoleSetupError {
             // The console could not listen: the receiver stopped (its files finalized), and says why.
             throw CLIError(error.description)

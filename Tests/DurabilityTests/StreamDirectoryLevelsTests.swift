@@ -18,13 +18,17 @@ final class StreamDirectoryLevelsTests: XCTestCase {
         let logger = Logger(label: "test")
         let server = try await CaptureReceiverServer.start(
             configuration: ReceiverConfiguration(outputDirectory: output.path, host: "127.0.0.1", port: 0), logger: logger)
+        // The receiver serves while its run() runs; cancelling the run shuts it down.
+        let serving = Task { try await server.run() }
         do {
             try await stream(to: server, output: output, encoder: makeEncoder, name: name, logger: logger)
         } catch {
-            await server.shutDown()
+            serving.cancel()
+            try? await serving.value
             throw error
         }
-        await server.shutDown()
+        serving.cancel()
+        try await serving.value
     }
 
     /// One tone through a real sender to `server`, and what its directory shows.

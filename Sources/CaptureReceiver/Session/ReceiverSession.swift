@@ -10,7 +10,9 @@ import Foundation
 ///
 /// Two things run side by side and end independently: the **file** (none → opening → streaming →
 /// finishing or releasing → done) and the **connection** (open → closing → closed). The session is
-/// over when both are done; the stream table then holds the stream as finished or resumable.
+/// over when both are done; the stream table then holds the stream as finished or resumable. Each
+/// `State` case carries the file side's data in that state; the connection side, the settings and
+/// the protocol's rules live beside it, as they span every state.
 public struct ReceiverSession: Sendable {
     /// The connection's side.
     public enum Connection: Sendable, Equatable {
@@ -522,19 +524,19 @@ public struct ReceiverSession: Sendable {
 
     private mutating func finished(_ result: Result<FinishedFile, StorageError>, _ actions: inout [ReceiverSessionAction]) {
         guard case .finishing(let finishing) = state else { return }
-        let stream = finishing.file
+        let record = finishing.file
         let end = finishing.endOfStream
         switch result {
         case .success(let file):
-            state = .done(.finished(stream))
-            forget(stream, announcedAcceptance: true, resumable: false, &actions)
+            state = .done(.finished(record))
+            forget(record, announcedAcceptance: true, resumable: false, &actions)
             var metadata = Self.metadata(file)
-            metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / stream.hello.format.sampleRate)) s"
+            metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / record.hello.format.sampleRate)) s"
             metadata["reason"] = end.reason
             actions.append(.log(.init(.notice, "stream closed", metadata)))
             if connection == .open {
                 actions.append(.send(.endAccepted(.with {
-                    $0.fileName = stream.fileName
+                    $0.fileName = record.fileName
                     $0.totalFrames = file.frames
                     $0.totalPackets = UInt64(clamping: file.packets)
                     $0.lastSequence = end.lastSequence
@@ -545,11 +547,11 @@ public struct ReceiverSession: Sendable {
         case .failure(let error):
             // Not finished: the file stays resumable at its last durable position.
             let wasOpen = connection == .open
-            state = .streaming(StreamingState(file: stream, readingPaused: false))
+            state = .streaming(StreamingState(file: record, readingPaused: false))
             if wasOpen {
-                fail(.refused(.storageFailed, "could not finish \(stream.fileName): \(error.description)"), &actions)
+                fail(.refused(.storageFailed, "could not finish \(record.fileName): \(error.description)"), &actions)
             } else {
-                release(stream, announcedAcceptance: true, &actions)
+                release(record, announcedAcceptance: true, &actions)
             }
         }
     }
@@ -570,8 +572,8 @@ public struct ReceiverSession: Sendable {
 
     private mutating func released(_ result: Result<FinishedFile?, StorageError>, _ actions: inout [ReceiverSessionAction]) {
         guard case .releasing(let releasing) = state else { return }
-        let file = releasing.file
-        let path = file.filePath
+        let record = releasing.file
+        let path = record.filePath
         let window = "\(settings.resumeWindowSeconds)"
         switch releasing.mode {
         case .finalizeIncomplete:
@@ -580,20 +582,20 @@ public struct ReceiverSession: Sendable {
             case .success(nil): break
             case .failure(let error): actions.append(.log(.init(.error, "could not finalize the file", ["error": error.description])))
             }
-            state = .done(.finalizedIncomplete(file))
-            forget(file, announcedAcceptance: releasing.announcedAcceptance, resumable: false, &actions)
+            state = .done(.finalizedIncomplete(record))
+            forget(record, announcedAcceptance: releasing.announcedAcceptance, resumable: false, &actions)
         case .finalizeResumable:
             actions.append(.log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
                 "file": path, "resume-window-s": window,
             ])))
-            state = .done(.resumable(file))
-            forget(file, announcedAcceptance: releasing.announcedAcceptance, resumable: true, &actions)
+            state = .done(.resumable(record))
+            forget(record, announcedAcceptance: releasing.announcedAcceptance, resumable: true, &actions)
         case .keepResumable:
             actions.append(.log(.init(.warning, "connection lost before end of stream; the file stays open for the sender to resume", [
                 "file": path, "resume-window-s": window,
             ])))
-            state = .done(.resumable(file))
-            forget(file, announcedAcceptance: releasing.announcedAcceptance, resumable: true, &actions)
+            state = .done(.resumable(record))
+            forget(record, announcedAcceptance: releasing.announcedAcceptance, resumable: true, &actions)
         }
     }
 

@@ -179,7 +179,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             }
             // Storage callbacks hold this handler (through `loopBound`) while its file has work
             // left; once the session is over, nothing may keep it alive.
-            if session.state == .done { writer = nil }
+            if case .done = session.state { writer = nil }
             if session.isFinished { loopBound = nil }
         }
     }

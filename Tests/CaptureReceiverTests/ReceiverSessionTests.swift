@@ -71,7 +71,7 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
         _ = session.handle(.helloDecided(.accepted))
         _ = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false))
-        XCTAssertEqual(session.state, .streaming(readingPaused: false))
+        XCTAssertEqual(session.state.readingPausedWhileStreaming, false)
         return session
     }
 
@@ -313,7 +313,7 @@ final class ReceiverSessionTests: XCTestCase {
         XCTAssertEqual(frame.code, .sequenceGap)
         XCTAssertFalse(frame.hasHeldUntilSampleTime, "a stream this receiver holds nothing of: no recording end to name")
         XCTAssertEqual(actions.last, .close)
-        XCTAssertEqual(session.state, .done)
+        XCTAssertEqual(session.state, .done(.notOpened(hello)))
     }
 
     func testAFileThatCannotBeOpenedIsRefusedAndTheResumableStreamKept() throws {
@@ -354,7 +354,7 @@ final class ReceiverSessionTests: XCTestCase {
             Self.error(.streamBusy, message),
             .close,
         ])
-        XCTAssertEqual(session.state, .done)
+        XCTAssertEqual(session.state, .done(.notOpened(try Self.hello)))
     }
 
     /// Issue 27, item 2: after a segment cut, a storage failure names the file that failed (the
@@ -516,17 +516,207 @@ final class ReceiverSessionTests: XCTestCase {
             (.durable(DurablePosition(sequence: 1, sampleTime: 15)), [Self.ack(1, 15)]),
             (.durable(DurablePosition(sequence: 3, sampleTime: 45)), [Self.ack(3, 45), .setReading(true)]),
         ])
-        XCTAssertEqual(session.state, .streaming(readingPaused: false))
+        XCTAssertEqual(session.state.readingPausedWhileStreaming, false)
         XCTAssertEqual(session.bytesNotDurable, 0)
     }
 
     func testAPausedConnectionReadsAgainWhenItCloses() throws {
         var session = try streamingSession(settings: .init(pauseReadingAbove: 10, resumeReadingBelow: 5))
         _ = session.handle(.messageReceived(.audioData(Self.audio(1, first: 0))))
-        XCTAssertEqual(session.state, .streaming(readingPaused: true))
+        XCTAssertEqual(session.state.readingPausedWhileStreaming, true)
         XCTAssertEqual(session.handle(.transportFailed(reason: "connection reset by peer")), [
             .log(.init(.warning, "connection error", ["error": "connection reset by peer"])),
             .close, .setReading(true), .releaseFile(.keepResumable),
         ])
+    }
+
+    // MARK: - What each state holds
+
+    /// What the session's getters say, compared in one go.
+    private struct Observed: Equatable {
+        var state: String
+        var hasHello = false
+        var streamID: UUID?
+        var filePath: String?
+        var lastDurable = DurablePosition(sequence: 0, sampleTime: 0)
+        var bytesNotDurable = 0
+        var leftResumable = false
+        var isFinished = false
+
+        init(
+            _ state: String, hasHello: Bool = false, streamID: UUID? = nil, filePath: String? = nil,
+            lastDurable: DurablePosition = DurablePosition(sequence: 0, sampleTime: 0), bytesNotDurable: Int = 0,
+            leftResumable: Bool = false, isFinished: Bool = false
+        ) {
+            self.state = state
+            self.hasHello = hasHello
+            self.streamID = streamID
+            self.filePath = filePath
+            self.lastDurable = lastDurable
+            self.bytesNotDurable = bytesNotDurable
+            self.leftResumable = leftResumable
+            self.isFinished = isFinished
+        }
+
+        init(_ session: ReceiverSession) {
+            self.init(
+                session.state.caseName, hasHello: session.hello != nil, streamID: session.streamID, filePath: session.filePath,
+                lastDurable: session.lastDurable, bytesNotDurable: session.bytesNotDurable,
+                leftResumable: session.leftResumable, isFinished: session.isFinished)
+        }
+    }
+
+    /// The getters read the state's own data: the Hello from deciding on, the stream ID once
+    /// accepted, the file and its byte accounting once open (through releasing and after), and
+    /// "left resumable" only once the file was let go of.
+    func testTheGettersReadWhatEachStateHolds() throws {
+        let marker = Capture_V1_Marker.with { $0.sequence = 6; $0.sampleTime = 75; $0.label = "cue" }
+        let stream = Self.stream
+        let path = Self.path
+        func durable(_ sequence: UInt64, _ sampleTime: Int64) -> DurablePosition { DurablePosition(sequence: sequence, sampleTime: sampleTime) }
+        let rows: [(ReceiverSessionEvent, Observed)] = [
+            (.preambleReceived(version: 1), Observed("handshaking")),
+            (.messageReceived(.hello(Self.helloMessage)), Observed("deciding", hasHello: true)),
+            (.helloDecided(.accepted), Observed("opening", hasHello: true, streamID: stream)),
+            (.fileOpened(path: path, resume: ResumePoint(nextSequence: 5, nextSampleTime: 60), resumed: true),
+             Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(4, 60))),
+            (.messageReceived(.audioData(Self.audio(5, first: 60))),
+             Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(4, 60), bytesNotDurable: 60)),
+            (.messageReceived(.marker(marker)),
+             Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(4, 60), bytesNotDurable: 60)),
+            (.durable(durable(5, 75)),
+             Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(5, 75))),
+            (.messageReceived(.audioData(Self.audio(7, first: 75))),
+             Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(5, 75), bytesNotDurable: 60)),
+            (.durable(durable(4, 60)),
+             Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(5, 75), bytesNotDurable: 60)),
+            (.connectionClosed,
+             Observed("releasing keepResumable", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(5, 75), bytesNotDurable: 60)),
+            (.durable(durable(7, 90)),
+             Observed("releasing keepResumable", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(7, 90))),
+            (.fileReleased(.success(nil)),
+             Observed("done: resumable", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(7, 90), leftResumable: true, isFinished: true)),
+        ]
+        var session = ReceiverSession()
+        XCTAssertEqual(Observed(session), Observed("handshaking"))
+        for (index, (event, expected)) in rows.enumerated() {
+            _ = session.handle(event)
+            XCTAssertEqual(Observed(session), expected, "step \(index + 1): \(event)")
+        }
+    }
+
+    /// Every way a session ends names its outcome in `.done`, with the data that outcome has: no
+    /// stream, a refused Hello (no stream ID: nothing was reserved), a stream given back before a
+    /// file was opened, or the file finished, finalized incomplete or left resumable.
+    func testEveryEndingNamesItsOutcomeAndKeepsItsData() throws {
+        let hello = try Self.hello
+        let openedRecord = ReceiverSession.StreamFileRecord(
+            hello: hello, filePath: Self.path, currentFilePath: Self.path, resumed: false,
+            durability: ReceiverSession.DurabilityAccount(lastDurable: DurablePosition(sequence: 0, sampleTime: 0)))
+        let handshake: [ReceiverSessionEvent] = [.preambleReceived(version: 1), .messageReceived(.hello(Self.helloMessage))]
+        let opened: [ReceiverSessionEvent] = handshake + [
+            .helloDecided(.accepted), .fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false),
+        ]
+        let endOfStream = ReceiverSessionEvent.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 }))
+        let rows: [(name: String, settings: ReceiverSession.Settings, events: [ReceiverSessionEvent], outcome: ReceiverSession.Outcome, streamID: UUID?, leftResumable: Bool)] = [
+            ("closed during the handshake", .init(), [.preambleReceived(version: 1), .connectionClosed], .noStream, nil, false),
+            ("Hello refused", .init(), handshake + [.helloDecided(.refused(.tooManyStreams, "full")), .connectionClosed], .helloRefused(hello), nil, false),
+            ("Hello rate limited", .init(), handshake + [.helloDecided(.rateLimited("later", retryAfterMilliseconds: 5)), .connectionClosed], .helloRefused(hello), nil, false),
+            ("accepted after the close", .init(), handshake + [.connectionClosed, .helloDecided(.accepted)], .notOpened(hello), Self.stream, false),
+            ("file could not be opened", .init(), handshake + [.helloDecided(.accepted), .fileOpenFailed(.streamBusy("busy")), .connectionClosed], .notOpened(hello), Self.stream, false),
+            ("finished", .init(), opened + [endOfStream, .fileFinished(.success(Self.finished)), .connectionClosed], .finished(openedRecord), Self.stream, false),
+            ("lost, no resume window", .init(keepsInterruptedStreams: false, resumeWindowSeconds: 0), opened + [.connectionClosed, .fileReleased(.success(Self.finished))], .finalizedIncomplete(openedRecord), Self.stream, false),
+            ("lost", .init(), opened + [.connectionClosed, .fileReleased(.success(nil))], .resumable(openedRecord), Self.stream, true),
+            ("shut down", .init(), opened + [.shutdownRequested, .connectionClosed, .fileReleased(.success(nil))], .resumable(openedRecord), Self.stream, true),
+        ]
+        for row in rows {
+            var session = ReceiverSession(settings: row.settings)
+            for event in row.events { _ = session.handle(event) }
+            XCTAssertEqual(session.state, .done(row.outcome), row.name)
+            XCTAssertEqual(session.streamID, row.streamID, row.name)
+            XCTAssertEqual(session.hello, row.outcome == .noStream ? nil : hello, row.name)
+            XCTAssertEqual(session.filePath, row.outcome.file == nil ? nil : Self.path, row.name)
+            XCTAssertEqual(session.leftResumable, row.leftResumable, row.name)
+            XCTAssertTrue(session.isFinished, row.name)
+        }
+    }
+
+    /// A finish that fails goes back to streaming with the same file and accounting, so a release
+    /// then lets go of exactly what was written; it was announced as accepted, so its release is too.
+    func testAFailedFinishKeepsTheFileItWasFinishing() throws {
+        var session = try streamingSession()
+        _ = session.handle(.messageReceived(.audioData(Self.audio(1, first: 0))))
+        let record = try XCTUnwrap(session.openedFile)
+        XCTAssertEqual(record.durability.bytesNotDurable, 60)
+        let end = Capture_V1_EndOfStream.with { $0.lastSequence = 1; $0.endSampleTime = 15 }
+        _ = session.handle(.messageReceived(.endOfStream(end)))
+        XCTAssertEqual(session.state, .finishing(ReceiverSession.FinishingState(file: record, endOfStream: end)))
+        _ = session.handle(.connectionClosed)
+        XCTAssertEqual(session.handle(.fileFinished(.failure(.writeFailed("disk full")))), [.releaseFile(.keepResumable)])
+        XCTAssertEqual(session.state, .releasing(ReceiverSession.ReleasingState(file: record, mode: .keepResumable, announcedAcceptance: true)))
+        XCTAssertEqual(session.bytesNotDurable, 60)
+    }
+
+    /// A file opened for a sender that no longer holds the audio the file needs next is let go of
+    /// without ever being announced as accepted, so its release announces nothing either.
+    func testAFileTheSenderCannotContinueIsReleasedUnannounced() throws {
+        var message = Self.helloMessage
+        message.resumeFromSequence = 41
+        let hello = try ValidatedHello(message)
+        var session = ReceiverSession()
+        _ = session.handle(.preambleReceived(version: 1))
+        _ = session.handle(.messageReceived(.hello(message)))
+        _ = session.handle(.helloDecided(.accepted))
+        let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 30, nextSampleTime: 450), resumed: true))
+        XCTAssertEqual(Array(actions.suffix(2)), [.close, .releaseFile(.keepResumable)])
+        XCTAssertFalse(actions.contains { if case .streamAccepted = $0 { true } else { false } }, "\(actions)")
+        let record = ReceiverSession.StreamFileRecord(
+            hello: hello, filePath: Self.path, currentFilePath: Self.path, resumed: true,
+            durability: ReceiverSession.DurabilityAccount(lastDurable: DurablePosition(sequence: 29, sampleTime: 450)))
+        XCTAssertEqual(session.state, .releasing(ReceiverSession.ReleasingState(file: record, mode: .keepResumable, announcedAcceptance: false)))
+        XCTAssertEqual(session.handle(.fileReleased(.success(nil))), [Self.keptResumableLog, .forgetStream(Self.stream)])
+        XCTAssertEqual(session.state, .done(.resumable(record)))
+    }
+
+    /// A segment cut changes the file being written, not the file HelloAccepted named, in every
+    /// state that holds the file.
+    func testASegmentCutMovesOnlyTheCurrentFile() throws {
+        var session = try streamingSession()
+        let segment = "/srv/rec/studio-a_20260101T000010Z.caf"
+        _ = session.handle(.segmentStarted(path: segment, naming: nil))
+        _ = session.handle(.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })))
+        guard case .finishing(let finishing) = session.state else { return XCTFail("finishing: \(session.state)") }
+        XCTAssertEqual([finishing.file.filePath, finishing.file.currentFilePath], [Self.path, segment])
+        XCTAssertEqual(session.handle(.segmentStarted(path: "/srv/rec/late.caf", naming: nil)), [.log(.init(.debug, "next segment file", ["file": "/srv/rec/late.caf"]))])
+        XCTAssertEqual([session.filePath, session.currentFilePath], [Self.path, "/srv/rec/late.caf"])
+        var unopened = ReceiverSession()
+        XCTAssertEqual(unopened.handle(.segmentStarted(path: segment, naming: nil)), [], "no file, no segment")
+        XCTAssertNil(unopened.currentFilePath)
+    }
+}
+
+extension ReceiverSession.State {
+    /// Whether reading is paused, while streaming (nil in any other state).
+    var readingPausedWhileStreaming: Bool? {
+        guard case .streaming(let streaming) = self else { return nil }
+        return streaming.readingPaused
+    }
+
+    /// The state's case, as the tables spell it.
+    var caseName: String {
+        switch self {
+        case .handshaking: "handshaking"
+        case .deciding: "deciding"
+        case .opening: "opening"
+        case .streaming(let streaming): streaming.readingPaused ? "streaming, reading paused" : "streaming"
+        case .finishing: "finishing"
+        case .releasing(let releasing): "releasing \(releasing.mode)"
+        case .done(.noStream): "done: no stream"
+        case .done(.helloRefused): "done: Hello refused"
+        case .done(.notOpened): "done: not opened"
+        case .done(.finished): "done: finished"
+        case .done(.resumable): "done: resumable"
+        case .done(.finalizedIncomplete): "done: finalized incomplete"
+        }
     }
 }

@@ -10,26 +10,10 @@ import Foundation
 ///
 /// Two things run side by side and end independently: the **file** (none → opening → streaming →
 /// finishing or releasing → done) and the **connection** (open → closing → closed). The session is
-/// over when both are done; the stream table then holds the stream as finished or resumable.
+/// over when both are done; the stream table then holds the stream as finished or resumable. Each
+/// `State` case carries the file side's data in that state; the connection side, the settings and
+/// the protocol's rules live beside it, as they span every state.
 public struct ReceiverSession: Sendable {
-    /// Where the session's stream file is.
-    public enum State: Sendable, Equatable {
-        /// Waiting for the preamble and the Hello.
-        case handshaking
-        /// The Hello is valid; waiting for `.helloDecided`.
-        case deciding
-        /// The file is being created or reopened.
-        case opening
-        /// Audio flows; reading is paused while the disk is too far behind.
-        case streaming(readingPaused: Bool)
-        /// EndOfStream arrived; the file is being finalized.
-        case finishing
-        /// The connection ended first; the file is being released (`FileRelease`).
-        case releasing(FileRelease)
-        /// Nothing of the stream is left to do here (finished, released, refused or never started).
-        case done
-    }
-
     /// The connection's side.
     public enum Connection: Sendable, Equatable {
         case open
@@ -81,36 +65,15 @@ public struct ReceiverSession: Sendable {
         }
     }
 
-    /// Where the stream's file is.
+    /// Where the stream's file is, with the data of that state.
     public private(set) var state: State = .handshaking
     /// Where the connection is.
     public private(set) var connection: Connection = .open
-    /// The accepted Hello's stream, once decided.
-    public private(set) var streamID: UUID?
-    /// The stream's file, once open (with segments: its first).
-    public private(set) var filePath: String?
-    /// The file being written now: `filePath`, or with segments the latest segment's.
-    public private(set) var currentFilePath: String?
-    /// The last durable position (what the last Ack said).
-    public private(set) var lastDurable = DurablePosition(sequence: 0, sampleTime: 0)
 
     private let settings: Settings
     private var protocolState: ReceiverStreamState
-    /// The stream's Hello, once it arrived valid.
-    public private(set) var hello: ValidatedHello?
-    /// The open file continues an unfinished one.
-    private var resumed = false
-    /// The file was let go of unfinished, for its sender to resume (here or at another receiver).
-    public private(set) var leftResumable = false
-    /// The stream was accepted on this connection (`.streamAccepted` was emitted) and not yet let go of.
-    private var holdsAcceptedStream = false
-    private var shuttingDown = false
-    private var endOfStream: Capture_V1_EndOfStream?
-    /// Audio handed to the file and not yet durable: (sequence, bytes handed over up to and
-    /// including it), oldest first.
-    private var notDurable: [(sequence: UInt64, cumulativeBytes: Int)] = []
-    private var bytesHandedOver = 0
-    private var bytesDurable = 0
+    /// The receiver is shutting down: a file let go of is finalized (and stays resumable).
+    private var receiverShuttingDown = false
     /// Invalid levels were logged once already.
     private var reportedInvalidLevels = false
 
@@ -119,14 +82,110 @@ public struct ReceiverSession: Sendable {
         protocolState = ReceiverStreamState(limits: settings.helloLimits)
     }
 
+    // MARK: - What the state holds
+
     /// The session is over: the file is done and the connection closed.
-    public var isFinished: Bool { state == .done && connection == .closed }
+    public var isFinished: Bool {
+        guard case .done = state else { return false }
+        return connection == .closed
+    }
+
+    /// The stream's Hello, once it arrived valid.
+    public var hello: ValidatedHello? {
+        switch state {
+        case .handshaking: nil
+        case .deciding(let deciding): deciding.hello
+        case .opening(let opening): opening.hello
+        case .streaming(let streaming): streaming.file.hello
+        case .finishing(let finishing): finishing.file.hello
+        case .releasing(let releasing): releasing.file.hello
+        case .done(let outcome): outcome.hello
+        }
+    }
+
+    /// The accepted Hello's stream, once accepted (nil while deciding, and for a refused Hello).
+    public var streamID: UUID? {
+        switch state {
+        case .handshaking, .deciding: nil
+        case .opening(let opening): opening.streamID
+        case .streaming, .finishing, .releasing: openedFile?.streamID
+        case .done(let outcome): outcome.acceptedStreamID
+        }
+    }
+
+    /// The stream's file as this connection opened it, once open.
+    public var openedFile: StreamFileRecord? {
+        switch state {
+        case .handshaking, .deciding, .opening: nil
+        case .streaming(let streaming): streaming.file
+        case .finishing(let finishing): finishing.file
+        case .releasing(let releasing): releasing.file
+        case .done(let outcome): outcome.file
+        }
+    }
+
+    /// The stream's file, once open (with segments: its first).
+    public var filePath: String? { openedFile?.filePath }
+
+    /// The file being written now: `filePath`, or with segments the latest segment's.
+    public var currentFilePath: String? { openedFile?.currentFilePath }
+
+    /// The last durable position (what the last Ack said); zero until a file is open.
+    public var lastDurable: DurablePosition {
+        openedFile?.durability.lastDurable ?? DurablePosition(sequence: 0, sampleTime: 0)
+    }
 
     /// Audio handed to the file and not yet durable, in bytes.
-    public var bytesNotDurable: Int { bytesHandedOver - bytesDurable }
+    public var bytesNotDurable: Int { openedFile?.durability.bytesNotDurable ?? 0 }
 
-    /// The file name the sender is told (the last path component).
-    private var fileName: String { filePath.map { ($0 as NSString).lastPathComponent } ?? "" }
+    /// The file was let go of unfinished, for its sender to resume (here or at another receiver).
+    public var leftResumable: Bool {
+        guard case .done(.resumable) = state else { return false }
+        return true
+    }
+
+    /// Whether reading is paused, while streaming (nil in any other state).
+    private var readingPausedWhileStreaming: Bool? {
+        guard case .streaming(let streaming) = state else { return nil }
+        return streaming.readingPaused
+    }
+
+    /// The file name the sender is told (the last path component), or empty before a file is open.
+    private var fileName: String { openedFile?.fileName ?? "" }
+
+    /// Changes the open file's record in place, in whichever state holds it (nothing before a file
+    /// is open). The state is taken out of `state` while `change` runs, so that the record's
+    /// byte accounting is not copied on every write; `change` cannot reach `self` meanwhile.
+    private mutating func changeOpenedFile(_ change: (inout StreamFileRecord) -> Void) {
+        switch state {
+        case .handshaking, .deciding, .opening, .done(.noStream), .done(.helloRefused), .done(.notOpened):
+            return
+        case .streaming(var streaming):
+            state = .handshaking
+            change(&streaming.file)
+            state = .streaming(streaming)
+        case .finishing(var finishing):
+            state = .handshaking
+            change(&finishing.file)
+            state = .finishing(finishing)
+        case .releasing(var releasing):
+            state = .handshaking
+            change(&releasing.file)
+            state = .releasing(releasing)
+        case .done(.finished(var file)):
+            state = .handshaking
+            change(&file)
+            state = .done(.finished(file))
+        case .done(.resumable(var file)):
+            state = .handshaking
+            change(&file)
+            state = .done(.resumable(file))
+        case .done(.finalizedIncomplete(var file)):
+            state = .handshaking
+            change(&file)
+            state = .done(.finalizedIncomplete(file))
+        }
+    }
 
     /// Handles one event and returns what to do, in order.
     public mutating func handle(_ event: ReceiverSessionEvent) -> [ReceiverSessionAction] {
@@ -156,8 +215,8 @@ public struct ReceiverSession: Sendable {
             actions.append(.log(.init(.error, "cannot write the stream", ["error": error.description])))
             fail(.refused(.storageFailed, "the receiver cannot write \(name): \(error.description)"), &actions)
         case .segmentStarted(let path, let naming):
-            guard filePath != nil else { break }
-            currentFilePath = path
+            guard openedFile != nil else { break }
+            changeOpenedFile { $0.currentFilePath = path }
             actions.append(.log(.init(.debug, "next segment file", ["file": path])))
             if let naming { actions.append(.log(naming.logLine)) }
         case .fileFinished(let result):
@@ -194,7 +253,7 @@ public struct ReceiverSession: Sendable {
         case .connectionClosed:
             connectionClosed(&actions)
         case .shutdownRequested:
-            shuttingDown = true
+            receiverShuttingDown = true
             fail(.refused(.shuttingDown, "the receiver is shutting down; reconnect later"), &actions)
         }
         return actions
@@ -212,20 +271,19 @@ public struct ReceiverSession: Sendable {
         }
         switch action {
         case .decideOnHello(let hello):
-            self.hello = hello
-            state = .deciding
+            state = .deciding(DecidingState(hello: hello))
             actions.append(.decide(hello))
         case .writeAudio(let audio):
-            guard case .streaming(let paused) = state else { return }
+            // Scalars only: a copy of the streaming state held here would make the accounting below copy its buffer.
+            guard let readingPaused = readingPausedWhileStreaming, let channelCount = hello?.format.channelCount else { return }
             let frames = Int(audio.frameCount)
-            let measured = levels(of: audio, &actions)
+            let measured = levels(of: audio, channelCount: channelCount, &actions)
             actions.append(.write(AudioWrite(
                 sequence: audio.sequence, payload: audio.payload, packetSizes: audio.packetSizes,
                 frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames), levels: measured)))
-            bytesHandedOver += audio.payload.count
-            notDurable.append((audio.sequence, bytesHandedOver))
-            if !paused, bytesNotDurable > settings.pauseReadingAbove {
-                state = .streaming(readingPaused: true)
+            changeOpenedFile { $0.durability.handOver(sequence: audio.sequence, bytes: audio.payload.count) }
+            if !readingPaused, bytesNotDurable > settings.pauseReadingAbove {
+                setReadingPaused(true)
                 actions.append(.setReading(false))
             }
         case .recordGap(let gap):
@@ -234,30 +292,29 @@ public struct ReceiverSession: Sendable {
                 "sample": "\(gap.sampleTime)", "frames": "\(gap.lengthFrames)", "reason": gap.reason,
             ], repeatable: true)))
             actions.append(.recordGap(gap))
-            notDurable.append((gap.sequence, bytesHandedOver))
+            changeOpenedFile { $0.durability.handOver(sequence: gap.sequence, bytes: 0) }
         case .recordFilledGap(let gap):
             guard case .streaming = state else { return }
             actions.append(.log(.init(.warning, "gap in stream", [
                 "sample": "\(gap.sampleTime)", "frames": "\(gap.lengthFrames)", "reason": gap.reason, "carried": "as silence",
             ], repeatable: true)))
             actions.append(.recordFilledGap(gap))
-            notDurable.append((gap.sequence, bytesHandedOver))
+            changeOpenedFile { $0.durability.handOver(sequence: gap.sequence, bytes: 0) }
         case .recordMarker(let marker):
             guard case .streaming = state else { return }
             actions.append(.log(.init(.info, "marker in stream", [
                 "sample": "\(marker.sampleTime)", "label": marker.label,
             ], repeatable: true)))
             actions.append(.recordMarker(marker))
-            notDurable.append((marker.sequence, bytesHandedOver))
+            changeOpenedFile { $0.durability.handOver(sequence: marker.sequence, bytes: 0) }
         case .ignoreDuplicate:
             sendAck(&actions)
         case .heartbeat:
             break
         case .finishStream(let end):
-            guard case .streaming(let paused) = state else { return }
-            endOfStream = end
-            state = .finishing
-            if paused { actions.append(.setReading(true)) }
+            guard case .streaming(let streaming) = state else { return }
+            state = .finishing(FinishingState(file: streaming.file, endOfStream: end))
+            if streaming.readingPaused { actions.append(.setReading(true)) }
             actions.append(.finishFile(StreamEnd(lastSequence: end.lastSequence, endSampleTime: end.endSampleTime, remainderFrames: Int(end.remainderFrames), reason: end.reason)))
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
@@ -267,8 +324,8 @@ public struct ReceiverSession: Sendable {
 
     /// The valid levels an AudioData carries, or nil. Invalid levels are ignored (the audio is
     /// kept: levels are for display) and logged once per connection.
-    private mutating func levels(of audio: Capture_V1_AudioData, _ actions: inout [ReceiverSessionAction]) -> AudioLevels? {
-        switch AudioLevels.check(audio, channelCount: hello?.format.channelCount ?? 0) {
+    private mutating func levels(of audio: Capture_V1_AudioData, channelCount: Int, _ actions: inout [ReceiverSessionAction]) -> AudioLevels? {
+        switch AudioLevels.check(audio, channelCount: channelCount) {
         case .absent:
             return nil
         case .valid(let levels):
@@ -287,21 +344,21 @@ public struct ReceiverSession: Sendable {
     // MARK: - Handshake
 
     private mutating func decided(_ decision: HelloDecision, _ actions: inout [ReceiverSessionAction]) {
-        guard state == .deciding, let hello else { return }
+        guard case .deciding(let deciding) = state else { return }
+        let hello = deciding.hello
         switch decision {
         case .refused(let code, let message):
             protocolState.reject()
-            state = .done
+            state = .done(.helloRefused(hello))
             fail(.refused(code, message), &actions)
         case .rateLimited(let message, let retryAfter):
             protocolState.reject()
-            state = .done
+            state = .done(.helloRefused(hello))
             fail(.rateLimited(message, retryAfterMilliseconds: retryAfter), &actions)
         case .accepted:
-            streamID = hello.streamID
             guard connection == .open else {
                 // The connection closed while the decision was made: give the stream back.
-                state = .done
+                state = .done(.notOpened(hello))
                 actions.append(.forgetStream(hello.streamID))
                 return
             }
@@ -310,7 +367,7 @@ public struct ReceiverSession: Sendable {
             // unfinished file of the stream can take it (else it is refused before any file is made).
             var probe = protocolState
             let mayCreate = (try? probe.accept(resumingAt: .newStream(hello))) != nil
-            state = .opening
+            state = .opening(OpeningState(hello: hello))
             actions.append(.openFile(hello, mayCreate: mayCreate))
         }
     }
@@ -318,34 +375,35 @@ public struct ReceiverSession: Sendable {
     private mutating func opened(
         path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming?, continuation: ContinuationLink?, _ actions: inout [ReceiverSessionAction]
     ) {
-        guard state == .opening, let hello else { return }
-        filePath = path
-        currentFilePath = path
-        self.resumed = resumed
-        lastDurable = DurablePosition(sequence: max(resume.nextSequence, WireProtocol.firstSequence) - 1, sampleTime: resume.nextSampleTime)
+        guard case .opening(let opening) = state else { return }
+        let hello = opening.hello
+        let file = StreamFileRecord(
+            hello: hello, filePath: path, currentFilePath: path, resumed: resumed,
+            durability: DurabilityAccount(lastDurable: DurablePosition(
+                sequence: max(resume.nextSequence, WireProtocol.firstSequence) - 1, sampleTime: resume.nextSampleTime)))
         guard connection == .open else {
-            return release(&actions)
+            return release(file, announcedAcceptance: false, &actions)
         }
         do {
             try protocolState.accept(resumingAt: resume)
         } catch {
-            // The sender no longer holds the audio the file needs next.
-            state = .streaming(readingPaused: false)
-            return fail(.wire(error), &actions)
+            // The sender no longer holds the audio the file needs next: refuse (which closes) and
+            // let go of the file, which was never announced as accepted.
+            fail(.wire(error), &actions)
+            return release(file, announcedAcceptance: false, &actions)
         }
-        state = .streaming(readingPaused: false)
+        state = .streaming(StreamingState(file: file, readingPaused: false))
         actions.append(.cancelHandshakeTimeout)
         actions.append(.send(.helloAccepted(.with {
             $0.nextSequence = resume.nextSequence
             $0.nextSampleTime = resume.nextSampleTime
             $0.heartbeatIntervalMs = settings.heartbeatIntervalMilliseconds
             $0.maxFrameBytes = UInt32(clamping: settings.maximumFrameBytes)
-            $0.fileName = fileName
+            $0.fileName = file.fileName
             $0.resumed = resumed
             if case .linked(_, let fileEnd?)? = continuation { $0.continuedFileEndSampleTime = fileEnd }
             $0.acceptedFrameTypes = WireProtocol.extendedFrameTypes.map { UInt32($0.rawValue) }
         })))
-        holdsAcceptedStream = true
         actions.append(.streamAccepted(StreamAccepted(hello: hello, filePath: path, resumed: resumed, durableSampleTime: resume.nextSampleTime)))
         var metadata = [
             "file": path, "format": "\(hello.format)", "source": hello.message.sourceHost,
@@ -367,8 +425,9 @@ public struct ReceiverSession: Sendable {
     }
 
     private mutating func openFailed(_ error: StorageError, _ actions: inout [ReceiverSessionAction]) {
-        guard state == .opening, let streamID else { return }
-        state = .done
+        guard case .opening(let opening) = state else { return }
+        let streamID = opening.streamID
+        state = .done(.notOpened(opening.hello))
         actions.append(.forgetStream(streamID))
         switch error {
         case .notResumable:
@@ -376,7 +435,7 @@ public struct ReceiverSession: Sendable {
             var probe = protocolState
             protocolState.reject()
             do {
-                try probe.accept(resumingAt: hello.map { ResumePoint.newStream($0) } ?? ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
+                try probe.accept(resumingAt: .newStream(opening.hello))
                 fail(.refused(.sequenceGap, "stream \(streamID) has no unfinished file in this receiver's output folder"), &actions)
             } catch .cannotResume(_, let oldestHeld, _) {
                 // Nothing of the stream is here, so nothing acknowledged was lost here: the Error
@@ -428,17 +487,14 @@ public struct ReceiverSession: Sendable {
     // MARK: - Durability
 
     private mutating func durable(_ position: DurablePosition, _ actions: inout [ReceiverSessionAction]) {
-        guard position.sequence >= lastDurable.sequence else { return }
-        lastDurable = position
-        while let first = notDurable.first, first.sequence <= position.sequence {
-            bytesDurable = first.cumulativeBytes
-            notDurable.removeFirst()
-        }
+        var advanced = false
+        changeOpenedFile { advanced = $0.durability.madeDurable(position) }
+        guard advanced else { return }
         switch state {
-        case .streaming(let paused):
+        case .streaming(let streaming):
             sendAck(&actions)
-            if paused, bytesNotDurable < settings.resumeReadingBelow {
-                state = .streaming(readingPaused: false)
+            if streaming.readingPaused, bytesNotDurable < settings.resumeReadingBelow {
+                setReadingPaused(false)
                 actions.append(.setReading(true))
             }
         case .finishing:
@@ -448,7 +504,15 @@ public struct ReceiverSession: Sendable {
         }
     }
 
+    /// Stops or restarts reading while streaming.
+    private mutating func setReadingPaused(_ paused: Bool) {
+        guard case .streaming(var streaming) = state else { return }
+        streaming.readingPaused = paused
+        state = .streaming(streaming)
+    }
+
     private func sendAck(_ actions: inout [ReceiverSessionAction]) {
+        let lastDurable = lastDurable
         guard connection == .open, lastDurable.sequence > 0 else { return }
         actions.append(.send(.ack(.with {
             $0.durableSequence = lastDurable.sequence
@@ -459,88 +523,89 @@ public struct ReceiverSession: Sendable {
     // MARK: - End of stream and release
 
     private mutating func finished(_ result: Result<FinishedFile, StorageError>, _ actions: inout [ReceiverSessionAction]) {
-        guard state == .finishing, let streamID else { return }
+        guard case .finishing(let finishing) = state else { return }
+        let record = finishing.file
+        let end = finishing.endOfStream
         switch result {
         case .success(let file):
-            state = .done
-            forget(streamID, &actions)
+            state = .done(.finished(record))
+            forget(record, announcedAcceptance: true, resumable: false, &actions)
             var metadata = Self.metadata(file)
-            let rate = hello?.format.sampleRate ?? 1
-            metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / rate)) s"
-            metadata["reason"] = endOfStream?.reason ?? ""
+            metadata["duration"] = "\(String(format: "%.3f", Double(file.frames) / record.hello.format.sampleRate)) s"
+            metadata["reason"] = end.reason
             actions.append(.log(.init(.notice, "stream closed", metadata)))
             if connection == .open {
                 actions.append(.send(.endAccepted(.with {
-                    $0.fileName = fileName
+                    $0.fileName = record.fileName
                     $0.totalFrames = file.frames
                     $0.totalPackets = UInt64(clamping: file.packets)
-                    $0.lastSequence = endOfStream?.lastSequence ?? 0
-                    $0.endSampleTime = endOfStream?.endSampleTime ?? 0
+                    $0.lastSequence = end.lastSequence
+                    $0.endSampleTime = end.endSampleTime
                 })))
                 close(&actions)
             }
         case .failure(let error):
             // Not finished: the file stays resumable at its last durable position.
             let wasOpen = connection == .open
-            state = .streaming(readingPaused: false)
+            state = .streaming(StreamingState(file: record, readingPaused: false))
             if wasOpen {
-                fail(.refused(.storageFailed, "could not finish \(fileName): \(error.description)"), &actions)
+                fail(.refused(.storageFailed, "could not finish \(record.fileName): \(error.description)"), &actions)
             } else {
-                release(&actions)
+                release(record, announcedAcceptance: true, &actions)
             }
         }
     }
 
-    /// The connection is ending while the file is open: let go of it as the configuration and a
-    /// shutdown say.
-    private mutating func release(_ actions: inout [ReceiverSessionAction]) {
+    /// The connection is ending while `file` is open: let go of it as the configuration and a
+    /// shutdown say. `announcedAcceptance`: the stream was announced as accepted (`.streamAccepted`).
+    private mutating func release(_ file: StreamFileRecord, announcedAcceptance: Bool, _ actions: inout [ReceiverSessionAction]) {
         let mode: FileRelease
         if !settings.keepsInterruptedStreams {
             mode = .finalizeIncomplete
-            actions.append(.log(.init(.warning, "connection lost before end of stream; finalizing the file with what arrived", ["file": filePath ?? ""])))
+            actions.append(.log(.init(.warning, "connection lost before end of stream; finalizing the file with what arrived", ["file": file.filePath])))
         } else {
-            mode = shuttingDown ? .finalizeResumable : .keepResumable
+            mode = receiverShuttingDown ? .finalizeResumable : .keepResumable
         }
-        state = .releasing(mode)
+        state = .releasing(ReleasingState(file: file, mode: mode, announcedAcceptance: announcedAcceptance))
         actions.append(.releaseFile(mode))
     }
 
     private mutating func released(_ result: Result<FinishedFile?, StorageError>, _ actions: inout [ReceiverSessionAction]) {
-        guard case .releasing(let mode) = state, let streamID else { return }
-        state = .done
-        let path = filePath ?? ""
+        guard case .releasing(let releasing) = state else { return }
+        let record = releasing.file
+        let path = record.filePath
         let window = "\(settings.resumeWindowSeconds)"
-        switch mode {
+        switch releasing.mode {
         case .finalizeIncomplete:
             switch result {
             case .success(let file?): actions.append(.log(.init(.notice, "stream closed (incomplete)", Self.metadata(file))))
             case .success(nil): break
             case .failure(let error): actions.append(.log(.init(.error, "could not finalize the file", ["error": error.description])))
             }
-            forget(streamID, &actions)
+            state = .done(.finalizedIncomplete(record))
+            forget(record, announcedAcceptance: releasing.announcedAcceptance, resumable: false, &actions)
         case .finalizeResumable:
             actions.append(.log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
                 "file": path, "resume-window-s": window,
             ])))
-            leftResumable = true
-            forget(streamID, &actions)
+            state = .done(.resumable(record))
+            forget(record, announcedAcceptance: releasing.announcedAcceptance, resumable: true, &actions)
         case .keepResumable:
             actions.append(.log(.init(.warning, "connection lost before end of stream; the file stays open for the sender to resume", [
                 "file": path, "resume-window-s": window,
             ])))
-            leftResumable = true
-            forget(streamID, &actions)
+            state = .done(.resumable(record))
+            forget(record, announcedAcceptance: releasing.announcedAcceptance, resumable: true, &actions)
         }
     }
 
-    /// Lets go of the stream in the stream table, announcing first (`.streamReleased`) that this
-    /// connection no longer holds the stream it accepted, if it accepted one.
-    private mutating func forget(_ streamID: UUID, _ actions: inout [ReceiverSessionAction]) {
-        if holdsAcceptedStream {
-            holdsAcceptedStream = false
-            actions.append(.streamReleased(StreamReleased(streamID: streamID, durableSampleTime: lastDurable.sampleTime, resumable: leftResumable)))
+    /// Lets go of `file`'s stream in the stream table, announcing first (`.streamReleased`) that
+    /// this connection no longer holds the stream, when its acceptance was announced.
+    private func forget(_ file: StreamFileRecord, announcedAcceptance: Bool, resumable: Bool, _ actions: inout [ReceiverSessionAction]) {
+        if announcedAcceptance {
+            actions.append(.streamReleased(StreamReleased(streamID: file.streamID, durableSampleTime: file.durability.lastDurable.sampleTime, resumable: resumable)))
         }
-        actions.append(.forgetStream(streamID))
+        actions.append(.forgetStream(file.streamID))
     }
 
     private static func metadata(_ file: FinishedFile) -> [String: String] {
@@ -595,9 +660,9 @@ public struct ReceiverSession: Sendable {
         guard connection == .open else { return }
         connection = .closing
         actions.append(.close)
-        if case .streaming(let paused) = state {
-            if paused { actions.append(.setReading(true)) }
-            release(&actions)
+        if case .streaming(let streaming) = state {
+            if streaming.readingPaused { actions.append(.setReading(true)) }
+            release(streaming.file, announcedAcceptance: true, &actions)
         }
     }
 
@@ -605,9 +670,9 @@ public struct ReceiverSession: Sendable {
         connection = .closed
         switch state {
         case .handshaking:
-            state = .done
-        case .streaming:
-            release(&actions)
+            state = .done(.noStream)
+        case .streaming(let streaming):
+            release(streaming.file, announcedAcceptance: true, &actions)
         case .deciding, .opening, .finishing, .releasing, .done:
             // Deciding: the decision gives a reserved stream back. Opening: the file is released
             // once open (or the stream given back if that fails). Finishing: the finish completes;

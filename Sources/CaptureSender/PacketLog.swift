@@ -496,9 +496,9 @@ public final class PacketLog: @unchecked Sendable {
         var result: [LoggedPacket] = []
         result.reserveCapacity(picked.count)
         for slot in picked {
-            if let packet = slot.packet {
+            if let packet = slot.storage.packet {
                 result.append(packet)
-            } else if let location = slot.location, let spool {
+            } else if let location = slot.storage.location, let spool {
                 do throws(SpoolError) {
                     result.append(try spool.read(location, sequence: slot.sequence))
                 } catch {
@@ -521,7 +521,7 @@ public final class PacketLog: @unchecked Sendable {
         condition.withLock {
             var result: [LoggedPacket] = []
             for slot in state.keptSlots(from: sequence, maxCount: maxCount) {
-                guard let packet = slot.packet else { break }
+                guard let packet = slot.storage.packet else { break }
                 result.append(packet)
             }
             return result

@@ -26,13 +26,46 @@ struct PacketLogState: Sendable {
         var hasOverflowFolder: Bool
     }
 
-    /// One entry kept in the log: its payload while in memory, where the spool holds it once written.
+    /// Where an entry is: in memory, in the spool, or both.
+    enum Storage: Sendable, Equatable {
+        /// In memory only: not written to the spool yet (or the log has none, or the entry was made
+        /// up in place of damaged records).
+        case memory(LoggedPacket)
+        /// In memory, and in the spool at `location`.
+        case memoryAndSpool(LoggedPacket, location: SpoolLocation)
+        /// In the spool only, at `location`: read back when it must be sent.
+        case spool(location: SpoolLocation)
+        /// Neither in memory nor in the spool: a released entry without a spool, whose slot goes
+        /// with the next compaction.
+        case gone
+
+        /// The entry, while it is held in memory.
+        var packet: LoggedPacket? {
+            switch self {
+            case .memory(let packet), .memoryAndSpool(let packet, _): return packet
+            case .spool, .gone: return nil
+            }
+        }
+
+        /// Where the spool holds it, once written there.
+        var location: SpoolLocation? {
+            switch self {
+            case .memoryAndSpool(_, let location), .spool(let location): return location
+            case .memory, .gone: return nil
+            }
+        }
+
+        /// The same entry without its payload in memory (still in the spool if it was).
+        var withoutPayload: Storage {
+            location.map { .spool(location: $0) } ?? .gone
+        }
+    }
+
+    /// One entry of the log, kept or released (until the next compaction).
     struct Slot: Sendable, Equatable {
         var sequence: UInt64
-        /// The entry, while it is held in memory.
-        var packet: LoggedPacket?
-        /// Where the spool holds it, once written there.
-        var location: SpoolLocation?
+        /// Where the entry is.
+        var storage: Storage
         /// Payload bytes.
         var bytes: Int
         /// The sample index just past the entry (0 when not known, as for recovered entries).
@@ -262,7 +295,7 @@ struct PacketLogState: Sendable {
     init(recovering contents: SpoolContents, configuration: Configuration, now: UInt64) {
         self.init(configuration: configuration, destinations: 1)
         slots = contents.entries.map {
-            Slot(sequence: $0.sequence, packet: $0.replacement, location: $0.location, bytes: $0.bytes, endSample: $0.endSampleTime, appendedAt: now)
+            Slot(sequence: $0.sequence, storage: Self.storage(recovered: $0), bytes: $0.bytes, endSample: $0.endSampleTime, appendedAt: now)
         }
         heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
         released = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
@@ -270,6 +303,17 @@ struct PacketLogState: Sendable {
         nextSequence = (contents.entries.last?.sequence ?? released) + 1
         end = contents.end
             ?? StreamEnd(lastSequence: nextSequence - 1, endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
+    }
+
+    /// Where an entry read back from the spool is: in memory when it was made up in place of
+    /// damaged records, in the spool otherwise.
+    private static func storage(recovered entry: SpoolContents.Entry) -> Storage {
+        switch (entry.replacement, entry.location) {
+        case (let packet?, let location?): return .memoryAndSpool(packet, location: location)
+        case (let packet?, nil): return .memory(packet)
+        case (nil, let location?): return .spool(location: location)
+        case (nil, nil): return .gone
+        }
     }
 
     // MARK: - Listeners
@@ -390,7 +434,7 @@ struct PacketLogState: Sendable {
         let sequence = nextSequence
         nextSequence += 1
         let entry = LoggedPacket(sequence: sequence, content: content, levels: levels)
-        slots.append(Slot(sequence: sequence, packet: entry, location: nil, bytes: bytes, endSample: entry.endSampleTime, appendedAt: now))
+        slots.append(Slot(sequence: sequence, storage: .memory(entry), bytes: bytes, endSample: entry.endSampleTime, appendedAt: now))
         heldBytes += bytes
         for index in cursors.indices where cursors[index].isServed { cursors[index].heldBytes += bytes }
         appendedBytes += Int64(bytes)
@@ -475,9 +519,15 @@ struct PacketLogState: Sendable {
     /// over its limit or the entry was sent to every destination still served.
     mutating func entrySpooled(_ sequence: UInt64, at location: SpoolLocation) -> Effects {
         guard let index = slotIndex(sequence) else { return Effects() }
-        slots[index].location = location
-        guard memoryBytes > configuration.memoryLimit || sequence <= sentToAll, slots[index].packet != nil else { return Effects() }
-        slots[index].packet = nil
+        guard let packet = slots[index].storage.packet else {
+            slots[index].storage = .spool(location: location)
+            return Effects()
+        }
+        guard memoryBytes > configuration.memoryLimit || sequence <= sentToAll else {
+            slots[index].storage = .memoryAndSpool(packet, location: location)
+            return Effects()
+        }
+        slots[index].storage = .spool(location: location)
         memoryBytes -= slots[index].bytes
         return Effects(wakesProducers: true)  // a source that is not real time may wait for memory
     }
@@ -560,8 +610,9 @@ struct PacketLogState: Sendable {
         let from = slotIndex(sentToAll + 1) ?? head
         sentToAll = sentToEveryone
         guard let through = slotIndex(min(sentToEveryone, nextSequence - 1)), from <= through else { return }
-        for index in from...through where slots[index].location != nil && slots[index].packet != nil {
-            slots[index].packet = nil
+        for index in from...through {
+            guard case .memoryAndSpool(_, let location) = slots[index].storage else { continue }
+            slots[index].storage = .spool(location: location)
             memoryBytes -= slots[index].bytes
         }
         effects.wakesProducers = true  // a source that is not real time may wait for memory
@@ -575,11 +626,11 @@ struct PacketLogState: Sendable {
         while head < slots.count, slots[head].sequence <= released {
             releasedEnd = max(releasedEnd, slots[head].endSample)
             heldBytes -= slots[head].bytes
-            if slots[head].packet != nil {
+            if slots[head].storage.packet != nil {
                 memoryBytes -= slots[head].bytes
                 // The payload goes now (an entry may hold a whole capture buffer); the slot
                 // itself goes with the next compaction.
-                slots[head].packet = nil
+                slots[head].storage = slots[head].storage.withoutPayload
             }
             head += 1
         }

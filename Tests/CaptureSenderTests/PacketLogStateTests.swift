@@ -554,6 +554,46 @@ final class PacketLogStateTests: XCTestCase {
             appendedBytes: 2_000, appendedEndSampleTime: 500, acknowledgedEndSampleTime: 0, unacknowledgedBytes: 0))
     }
 
+    /// Where each entry is as it is spooled, sent and released: in memory, in memory and the
+    /// spool, in the spool only, or (released without a spool) nowhere.
+    func testWhereEachEntryIsKept() {
+        let first = Self.spooledAt
+        let second = SpoolLocation(segment: 1, offset: 1_020, length: 1_020)
+        var state = State(configuration: Self.log(spool: true), destinations: 2)
+        _ = state.appendAudio(Self.chunk(0), levels: nil, limit: 10_000, now: 0)
+        _ = state.appendAudio(Self.chunk(1), levels: nil, limit: 10_000, now: 0)
+        XCTAssertEqual(state.slots.map(\.storage), [.memory(Self.audio(1, chunk: 0)), .memory(Self.audio(2, chunk: 1))])
+        _ = state.entrySpooled(1, at: first)
+        XCTAssertEqual(state.slots.map(\.storage), [.memoryAndSpool(Self.audio(1, chunk: 0), location: first), .memory(Self.audio(2, chunk: 1))])
+        _ = state.markSent(through: 2, for: .main)
+        _ = state.markSent(through: 2, for: .backup(1))
+        XCTAssertEqual(
+            state.slots.map(\.storage), [.spool(location: first), .memory(Self.audio(2, chunk: 1))],
+            "sent to both: the spooled payload leaves memory, the other waits for the disk")
+        XCTAssertEqual(state.memoryBytes, 1_000)
+        _ = state.entrySpooled(2, at: second)
+        XCTAssertEqual(state.slots.map(\.storage), [.spool(location: first), .spool(location: second)], "spooled once sent: straight out of memory")
+        XCTAssertEqual(state.memoryBytes, 0)
+        XCTAssertEqual(state.heldBytes, 2_000)
+
+        var overMemory = State(configuration: Self.log(memoryLimit: 1_000, spool: true), destinations: 1)
+        _ = overMemory.appendAudio(Self.chunk(0), levels: nil, limit: 10_000, now: 0)
+        _ = overMemory.appendAudio(Self.chunk(1), levels: nil, limit: 10_000, now: 0)
+        XCTAssertEqual(overMemory.entrySpooled(1, at: first), Effects(wakesProducers: true))
+        XCTAssertEqual(
+            overMemory.slots.map(\.storage), [.spool(location: first), .memory(Self.audio(2, chunk: 1))],
+            "over the memory limit: spooled means out of memory, sent or not")
+        XCTAssertEqual(overMemory.memoryBytes, 1_000)
+
+        var inMemory = State(configuration: Self.log(), destinations: 1)
+        _ = inMemory.appendAudio(Self.chunk(0), levels: nil, limit: 10_000, now: 0)
+        _ = inMemory.appendAudio(Self.chunk(1), levels: nil, limit: 10_000, now: 0)
+        _ = inMemory.acknowledge(through: 1, for: .main, now: 0)
+        XCTAssertEqual(inMemory.slots.map(\.storage), [.gone, .memory(Self.audio(2, chunk: 1))], "released without a spool: gone")
+        XCTAssertEqual(inMemory.head, 1)
+        XCTAssertEqual(inMemory.memoryBytes, 1_000)
+    }
+
     /// A waiting producer is counted until it wakes, and released slots are compacted away once
     /// they are half the array (16 at least), without changing what is kept.
     func testWaitingAndCompaction() {

@@ -152,6 +152,8 @@ final class PacketLogStateTests: XCTestCase {
         State.Configuration(memoryLimit: memoryLimit, capacity: capacity, producerIsRealTime: realTime, hasSpool: spool, hasOverflowFolder: overflowFolder)
     }
 
+    /// One row of a table: a log made with `configuration` and `destinations`, the events that
+    /// build its state, the event under test, and what it must give.
     private struct Row {
         let name: String
         var configuration: State.Configuration = PacketLogStateTests.log()

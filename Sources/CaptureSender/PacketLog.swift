@@ -116,80 +116,21 @@ public struct LogDestination: Hashable, Sendable, CustomStringConvertible {
 /// `givenUpRoom(for:)` says why, and the drop listeners are told, so that its sender ends). Without
 /// a spool a fast source's backups may fall `memoryLimit` behind; with one, `capacity`.
 ///
-/// Sendability (`@unchecked Sendable`): every mutable field but `syncScheduled` and
-/// `holdsCapturedAudio` is read and written only under `condition` (stays a condition: with a
-/// source that is not real time, every append waits on it for room, on the capture queue's delivery
-/// thread or a marker's thread, until an acknowledgement, a spool write, a spool failure or `close`
-/// broadcasts); `syncScheduled` is touched on `spoolQueue` only, `holdsCapturedAudio` is set in
-/// `init` only; the spool is written on `spoolQueue` and is thread-safe itself; the overflow
-/// recorder is used by the producer only (`OverflowRecorder`).
+/// Every decision about the log's state is `PacketLogState`'s, a pure machine with table tests:
+/// each operation takes `condition` once to decide (and to change the state), then, with the lock
+/// released, carries out what the decision asks (the spool's writes, the overflow file, the
+/// listeners). Only the overflow file's creation and writes report back, under the lock once more.
+///
+/// Sendability (`@unchecked Sendable`): `state` is read and written only under `condition` (stays
+/// a condition: with a source that is not real time, every append waits on it for room, on the
+/// capture queue's delivery thread or a marker's thread, until an acknowledgement, a spool write,
+/// a spool failure or `close` broadcasts); `syncScheduled` is touched on `spoolQueue` only,
+/// `holdsCapturedAudio` is set in `init` only; the spool is written on `spoolQueue` and is
+/// thread-safe itself; the overflow recorder is used by the producer only (`OverflowRecorder`).
 public final class PacketLog: @unchecked Sendable {
-    private struct Slot {
-        var sequence: UInt64
-        var packet: LoggedPacket?
-        var location: SpoolLocation?
-        var bytes: Int
-        /// The sample index just past the entry (0 when not known, as for recovered entries).
-        var endSample: Int64 = 0
-        /// When the entry was appended (`MonotonicClock` nanoseconds; for recovered entries, when
-        /// they were read back).
-        var appendedAt: UInt64 = 0
-    }
-
-    /// Where one destination stands.
-    private struct Cursor {
-        /// The highest sequence it acknowledged.
-        var acknowledged: UInt64
-        /// The highest sequence sent to it.
-        var sentThrough: UInt64 = 0
-        /// The sample index just past the newest entry it acknowledged in this run.
-        var acknowledgedEnd: Int64 = 0
-        /// Bytes it has not acknowledged.
-        var heldBytes = 0
-        /// When it last reported its durable position.
-        var lastAcknowledgedAt: UInt64?
-        /// When its acknowledged position last advanced (its progress).
-        var lastAdvancedAt: UInt64?
-        /// Dropped: it no longer holds entries in the log.
-        var dropped = false
-        /// Why the log gave it up by itself (its backlog reached the room), if it did.
-        var givenUp: BackupRoom?
-    }
-
-    private struct Overflow {
-        var path: String?
-        var start: Int64
-        var end: Int64
-    }
-
     private let condition = NSCondition()
-    private var slots: [Slot] = []
-    /// Index in `slots` of the oldest kept entry (entries before it are released).
-    private var head = 0
-    private var nextSequence: UInt64 = 1
-    /// The highest sequence every destination still served acknowledged: entries up to it are released.
-    private var acknowledged: UInt64 = 0
-    /// The highest sequence sent to every destination still served (`markSent`).
-    private var sentThrough: UInt64 = 0
-    /// Each destination's cursor, by `LogDestination.index`.
-    private var cursors: [Cursor]
-    /// Unacknowledged payload bytes, wherever they are kept.
-    private var heldBytes = 0
-    private var appendedBytesTotal: Int64 = 0
-    private var appendedEnd: Int64 = 0
-    private var acknowledgedEnd: Int64 = 0
-    /// Unacknowledged payload bytes held in memory.
-    private var memoryBytes = 0
-    private var end: StreamEnd?
-    private var closed = false
-    /// Copied (not rebuilt) for each notification: an array shares its storage until written.
-    private var listeners: [(id: UInt64, call: @Sendable () -> Void)] = []
-    private var dropListeners: [(id: UInt64, call: @Sendable (LogDestination, BackupRoom) -> Void)] = []
-    private var nextListener: UInt64 = 0
-    private var overflow: Overflow?
-    private var spoolFailureReported = false
-    /// Producers waiting in `append` for room (a source that is not real time).
-    private var producersWaiting = 0
+    /// Everything that changes, under `condition`.
+    private var state: PacketLogState
     // Touched on `spoolQueue` only.
     private var syncScheduled = false
 
@@ -222,13 +163,17 @@ public final class PacketLog: @unchecked Sendable {
         events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
     ) {
         self.budget = budget
-        cursors = Array(repeating: Cursor(acknowledged: 0), count: max(1, destinations))
         self.memoryLimit = memoryLimit
         self.producerIsRealTime = producerIsRealTime
         self.spool = spool
         self.capacity = max(capacity, 1)
         self.overflowRecorder = overflow
         self.events = events
+        state = PacketLogState(
+            configuration: PacketLogState.Configuration(
+                memoryLimit: memoryLimit, capacity: max(capacity, 1), producerIsRealTime: producerIsRealTime,
+                hasSpool: spool != nil, hasOverflowFolder: overflow != nil),
+            destinations: destinations)
     }
 
     /// The log of an earlier stream, read back from its spool after a restart, ready to deliver.
@@ -237,19 +182,13 @@ public final class PacketLog: @unchecked Sendable {
     public convenience init(recovering spool: StreamSpool, memoryLimit: Int = PacketLog.defaultMemoryLimit) throws(SpoolError) {
         let contents = try spool.contents()
         self.init(memoryLimit: memoryLimit, producerIsRealTime: true, spool: spool)
-        let now = MonotonicClock.nanoseconds()
-        slots = contents.entries.map { Slot(sequence: $0.sequence, packet: $0.replacement, location: $0.location, bytes: $0.bytes, endSample: $0.endSampleTime, appendedAt: now) }
-        heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
-        acknowledged = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
-        cursors = [Cursor(acknowledged: acknowledged, heldBytes: heldBytes)]
-        nextSequence = (contents.entries.last?.sequence ?? acknowledged) + 1
-        end = contents.end ?? StreamEnd(lastSequence: nextSequence - 1, endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
+        state = PacketLogState(recovering: contents, configuration: state.configuration, now: MonotonicClock.nanoseconds())
         holdsCapturedAudio = contents.holdsCapturedAudio
     }
 
     /// Unacknowledged payload bytes held for any destination (memory or spool): what counts against
     /// `--spool-max`.
-    public var heldBytesTotal: Int { condition.withLock { heldBytes } }
+    public var heldBytesTotal: Int { condition.withLock { state.heldBytes } }
 
     /// For a recovered stream: whether its spool ever held captured audio (or the receiver has
     /// some of it). A stream without is never delivered: it must not become a file. Always true for
@@ -265,11 +204,7 @@ public final class PacketLog: @unchecked Sendable {
     /// ends, until it is removed with the token returned.
     @discardableResult
     public func addListener(_ listener: @escaping @Sendable () -> Void) -> ListenerToken {
-        condition.withLock {
-            nextListener += 1
-            listeners.append((nextListener, listener))
-            return ListenerToken(id: nextListener)
-        }
+        ListenerToken(id: condition.withLock { state.addListener(listener) })
     }
 
     /// Calls `listener` (from the appending thread, outside the log's lock) whenever the log gives
@@ -277,24 +212,20 @@ public final class PacketLog: @unchecked Sendable {
     /// token returned. A backup given up before the listener was added: `givenUpRoom(for:)`.
     @discardableResult
     public func addDropListener(_ listener: @escaping @Sendable (LogDestination, BackupRoom) -> Void) -> ListenerToken {
-        condition.withLock {
-            nextListener += 1
-            dropListeners.append((nextListener, listener))
-            return ListenerToken(id: nextListener)
-        }
+        ListenerToken(id: condition.withLock { state.addDropListener(listener) })
     }
 
     /// Stops calling the listener `token` names.
     public func removeListener(_ token: ListenerToken) {
-        condition.withLock {
-            listeners.removeAll { $0.id == token.id }
-            dropListeners.removeAll { $0.id == token.id }
-        }
+        condition.withLock { state.removeListener(id: token.id) }
     }
 
     /// Why the log gave `destination` up by itself (its backlog reached the room); nil if it did not.
     public func givenUpRoom(for destination: LogDestination) -> BackupRoom? {
-        condition.withLock { cursors.indices.contains(destination.index) ? cursors[destination.index].givenUp : nil }
+        condition.withLock {
+            guard case .givenUp(let room)? = state.cursor(destination)?.service else { return nil }
+            return room
+        }
     }
 
     /// Appends encoded audio with the levels of the audio it encodes (sent with it while the
@@ -302,36 +233,31 @@ public final class PacketLog: @unchecked Sendable {
     /// audio went to the overflow file. A non-real-time producer may wait here.
     @discardableResult
     public func append(_ packets: EncodedPackets, levels: AudioLevels? = nil) -> UInt64 {
-        if producerIsRealTime {
-            let incoming = packets.payload.count
-            // Asked before taking this log's lock: the budget reads the other logs under theirs.
-            let limit = budget?.limit(for: self) ?? capacity
-            let (full, givenUp): (Bool, GivenUp) = condition.withLock {
-                let room = BackupRoom(bytes: overflow != nil ? limit / 2 : limit, limit: .spoolMax)
-                let givenUp = giveUpBackups(beyond: room, incoming: incoming)
-                return (heldBytes > room.bytes - incoming, givenUp)
-            }
-            announce(givenUp)
-            if full {
-                keepInOverflow(packets)
-                return 0
-            }
-            endOverflowIfAny()
+        // Asked before taking this log's lock: the budget reads the other logs under theirs.
+        let limit = budget?.limit(for: self) ?? capacity
+        let (decision, aftermath): (PacketLogState.AudioAppend, Aftermath) = condition.withLock {
+            var effects = waitForRoom(limit: limit)
+            let step = state.appendAudio(packets, levels: levels, limit: limit, now: MonotonicClock.nanoseconds())
+            effects.add(step.effects)
+            return (step.decision, settle(effects))
         }
-        return appendEntry(.audio(packets), bytes: packets.payload.count, levels: levels)
+        switch decision {
+        case .overflow(let write):
+            carryOut(aftermath)
+            keepInOverflow(packets, write)
+            return 0
+        case .appended(let sequence, let endedOverflow):
+            if let endedOverflow { finishOverflowFile(endedOverflow) }
+            carryOut(aftermath)
+            return sequence
+        }
     }
 
     /// Appends a gap of `length` frames at `sampleTime`; returns its sequence number (0 when it
     /// falls inside an overflow episode, whose own Gap covers it).
     @discardableResult
     public func appendGap(sampleTime: Int64, length: Int64, reason: String) -> UInt64 {
-        let absorbed: Bool = condition.withLock {
-            guard overflow != nil else { return false }
-            overflow?.end = sampleTime + length
-            return true
-        }
-        if absorbed { return 0 }
-        return appendEntry(.gap(sampleTime: sampleTime, length: length, reason: reason), bytes: 0)
+        appendEntry { state, now in state.appendGap(sampleTime: sampleTime, length: length, reason: reason, now: now) }
     }
 
     /// Appends a marker with `label` where the stream's timeline stands now (just past the last
@@ -339,7 +265,8 @@ public final class PacketLog: @unchecked Sendable {
     /// log is closed) and nothing more can be recorded in it.
     @discardableResult
     public func appendMarker(label: String) -> UInt64 {
-        appendEntry(.marker(sampleTime: 0, label: label), bytes: 0, atTimelineEnd: true)
+        // Placed after any wait for room: what others appended meanwhile comes before the marker.
+        appendEntry { state, now in state.appendMarker(label: label, now: now) }
     }
 
     /// Appends a gap of `length` frames from `sampleTime` that the packets already appended carry as
@@ -349,113 +276,87 @@ public final class PacketLog: @unchecked Sendable {
     /// `sampleTime` yet: the caller appends it once they do.
     @discardableResult
     public func appendFilledGap(sampleTime: Int64, length: Int64, reason: String) -> UInt64 {
-        let absorbed: Bool = condition.withLock { overflow != nil }
-        if absorbed { return 0 }
-        return appendEntry(.filledGap(position: 0, sampleTime: sampleTime, length: length, reason: reason), bytes: 0, atTimelineEnd: true)
+        appendEntry { state, now in state.appendFilledGap(sampleTime: sampleTime, length: length, reason: reason, now: now) }
     }
 
-    /// Appends `content`; `atTimelineEnd`: a marker placed where the timeline stands, decided under
-    /// the lock so that no other entry comes between (0 is returned, and nothing appended, once the
-    /// stream ended).
-    private func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil, atTimelineEnd: Bool = false) -> UInt64 {
+    /// Appends what `decide` decides, under the lock once (after any wait for room, for a producer
+    /// that is not real time), at the time read there; returns its sequence (0: nothing appended).
+    private func appendEntry(_ decide: (inout PacketLogState, UInt64) -> PacketLogState.Step<UInt64>) -> UInt64 {
         // Asked before taking this log's lock: the budget reads the other logs under theirs.
         let limit = producerIsRealTime ? capacity : (budget?.limit(for: self) ?? capacity)
-        condition.lock()
-        var content = content
-        var givenUp = GivenUp()
-        if !producerIsRealTime {
-            // The main receiver sets the pace (and the disk, for what waits in memory to be
-            // spooled); a backup that would hold the source up is given up instead.
-            while !closed {
-                givenUp.append(giveUpBackups(beyond: fastSourceRoom(limit: limit), incoming: 0))
-                if cursors[0].heldBytes <= memoryLimit && memoryBytes <= memoryLimit { break }
-                producersWaiting += 1
-                condition.wait()
-                producersWaiting -= 1
-            }
+        let (sequence, aftermath): (UInt64, Aftermath) = condition.withLock {
+            var effects = waitForRoom(limit: limit)
+            let step = decide(&state, MonotonicClock.nanoseconds())
+            effects.add(step.effects)
+            return (step.decision, settle(effects))
         }
-        if atTimelineEnd, case .marker(_, let label) = content {
-            guard end == nil, !closed else {
-                condition.unlock()
-                announce(givenUp)
-                return 0
-            }
-            // After any wait for room: what others appended meanwhile comes before the marker.
-            content = .marker(sampleTime: appendedEnd, label: label)
-        }
-        if atTimelineEnd, case .filledGap(_, let sampleTime, let length, let reason) = content {
-            guard end == nil, !closed, sampleTime <= appendedEnd else {
-                condition.unlock()
-                announce(givenUp)
-                return 0
-            }
-            content = .filledGap(position: appendedEnd, sampleTime: sampleTime, length: length, reason: reason)
-        }
-        let sequence = nextSequence
-        nextSequence += 1
-        let entry = LoggedPacket(sequence: sequence, content: content, levels: levels)
-        slots.append(Slot(
-            sequence: sequence, packet: entry, location: nil, bytes: bytes, endSample: entry.endSampleTime,
-            appendedAt: MonotonicClock.nanoseconds()
-        ))
-        heldBytes += bytes
-        for index in cursors.indices where !cursors[index].dropped { cursors[index].heldBytes += bytes }
-        appendedBytesTotal += Int64(bytes)
-        appendedEnd = max(appendedEnd, entry.endSampleTime)
-        memoryBytes += bytes
-        let toNotify = listeners
-        condition.unlock()
-        announce(givenUp)
-        if spool != nil { spoolQueue.async { [self] in spoolWrite(entry) } }
-        toNotify.forEach { $0.call() }
+        carryOut(aftermath)
         return sequence
     }
 
-    // MARK: - Backups given up for the main receiver's sake
-
-    /// Backups the log gave up in one decision, and what the spool must be told: announced (and
-    /// recorded) once the lock is released.
-    private struct GivenUp {
-        var destinations: [(LogDestination, BackupRoom)] = []
-        var acknowledgement: SpoolAcknowledgement?
-
-        mutating func append(_ other: GivenUp) {
-            destinations += other.destinations
-            acknowledgement = other.acknowledgement ?? acknowledgement
+    /// For a producer that is not real time: waits on `condition` until the main receiver (and the
+    /// disk) leave room, giving up the backups that would hold it up. Under `condition`.
+    private func waitForRoom(limit: Int) -> PacketLogState.Effects {
+        var effects = PacketLogState.Effects()
+        guard !producerIsRealTime else { return effects }
+        while true {
+            let step = state.roomForFastSource(limit: limit)
+            effects.add(step.effects)
+            if step.effects.wakesProducers { condition.broadcast() }
+            guard step.decision == .waitForRoom else { return effects }
+            condition.wait()
+            state.stopWaitingForRoom()
         }
     }
 
-    /// The room a source that is not real time leaves its backups: `limit` (this log's share of
-    /// `--spool-max`) on disk with a spool that works (at least `memoryLimit`, what the main may
-    /// hold itself), `memoryLimit` in memory without one. Under `condition`.
-    private func fastSourceRoom(limit: Int) -> BackupRoom {
-        if spool != nil, !spoolFailureReported, limit >= memoryLimit { return BackupRoom(bytes: limit, limit: .spoolMax) }
-        return BackupRoom(bytes: memoryLimit, limit: .fastSource)
+    // MARK: - Carrying decisions out
+
+    /// What a decision asks for once the lock is released, with the listeners to call, copied
+    /// (not rebuilt: an array shares its storage until written) under the lock.
+    private struct Aftermath {
+        var effects: PacketLogState.Effects
+        var listeners: [(id: UInt64, call: @Sendable () -> Void)] = []
+        var dropListeners: [(id: UInt64, call: @Sendable (LogDestination, BackupRoom) -> Void)] = []
     }
 
-    /// Gives up (drops) the backups whose backlog, with `incoming` more bytes, would pass `room`
-    /// while the main receiver's fits (`BackupRoom.backupsToGiveUp`). Under `condition`; cheap when
-    /// every backlog fits (the log's backlog is the largest of its cursors').
-    private func giveUpBackups(beyond room: BackupRoom, incoming: Int) -> GivenUp {
-        guard cursors.count > 1, heldBytes > room.bytes - incoming else { return GivenUp() }
-        let backups = cursors.indices.dropFirst().filter { !cursors[$0].dropped }.map { (destination: LogDestination(index: $0), held: cursors[$0].heldBytes) }
-        var givenUp = GivenUp()
-        for destination in room.backupsToGiveUp(incoming: incoming, mainHeld: cursors[0].heldBytes, backups: backups) {
-            cursors[destination.index].givenUp = room
-            givenUp.acknowledgement = drop(destination) ?? givenUp.acknowledgement
-            givenUp.destinations.append((destination, room))
-        }
-        return givenUp
+    /// Wakes the producers waiting if the decision asks, and copies the listeners it must call.
+    /// Under `condition`.
+    private func settle(_ effects: PacketLogState.Effects) -> Aftermath {
+        if effects.wakesProducers { condition.broadcast() }
+        var aftermath = Aftermath(effects: effects)
+        if effects.notifiesListeners { aftermath.listeners = state.listeners.appended }
+        if !effects.givenUp.isEmpty { aftermath.dropListeners = state.listeners.givenUp }
+        return aftermath
     }
 
-    /// Records what giving backups up released, and tells the drop listeners. Outside `condition`.
-    private func announce(_ givenUp: GivenUp) {
-        guard !givenUp.destinations.isEmpty else { return }
-        record(givenUp.acknowledgement)
-        let toNotify = condition.withLock { dropListeners }
-        for (destination, room) in givenUp.destinations {
-            toNotify.forEach { $0.call(destination, room) }
+    /// Takes the lock once for `change`, then carries out what it asks for.
+    private func perform(_ change: (inout PacketLogState) -> PacketLogState.Effects) {
+        carryOut(condition.withLock { settle(change(&state)) })
+    }
+
+    /// Carries out a decision, outside `condition`: tells the spool the acknowledgement, the drop
+    /// listeners the backups given up, writes the entries appended (and the end) to the spool, and
+    /// calls the listeners.
+    private func carryOut(_ aftermath: Aftermath) {
+        let effects = aftermath.effects
+        if let acknowledgement = effects.spoolAcknowledgement, let spool {
+            spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, endingAt: acknowledgement.mainEnd, retiringThrough: acknowledgement.released) }
         }
+        for backup in effects.givenUp {
+            aftermath.dropListeners.forEach { $0.call(backup.destination, backup.room) }
+        }
+        if let spool {
+            for entry in effects.appended { spoolQueue.async { [self] in spoolWrite(entry) } }
+            if let streamEnd = effects.recordedEnd {
+                // Synced on the spool's usual schedule (within a second), as every entry is: a stream
+                // acknowledged whole before then is removed without a write of the spool to disk.
+                spoolQueue.async { [self] in
+                    try? spool.appendEnd(streamEnd)
+                    scheduleSync()
+                }
+            }
+        }
+        aftermath.listeners.forEach { $0.call() }
     }
 
     // MARK: - Spool
@@ -469,15 +370,7 @@ public final class PacketLog: @unchecked Sendable {
             reportSpoolFailure(error)
             return
         }
-        condition.withLock {
-            guard let index = slotIndex(entry.sequence) else { return }
-            slots[index].location = location
-            if memoryBytes > memoryLimit || entry.sequence <= sentThrough, slots[index].packet != nil {
-                slots[index].packet = nil
-                memoryBytes -= slots[index].bytes
-                condition.broadcast()  // a source that is not real time may wait for memory
-            }
-        }
+        perform { $0.entrySpooled(entry.sequence, at: location) }
         scheduleSync()
     }
 
@@ -492,19 +385,11 @@ public final class PacketLog: @unchecked Sendable {
 
     private func reportSpoolFailure(_ error: SpoolError) {
         let first: Bool = condition.withLock {
-            defer { spoolFailureReported = true }
-            condition.broadcast()  // a source waiting for the disk now waits for memory only
-            return !spoolFailureReported
+            let step = state.spoolFailed()
+            _ = settle(step.effects)
+            return step.decision
         }
         if first { events(.spoolFailed(reason: error.description)) }
-    }
-
-    private func slotIndex(_ sequence: UInt64) -> Int? {
-        guard head < slots.count else { return nil }
-        let first = slots[head].sequence
-        guard sequence >= first else { return nil }
-        let index = head + Int(sequence - first)
-        return index < slots.count ? index : nil
     }
 
     /// Blocks until every entry appended so far is written to the spool and synced (tests, shutdown).
@@ -515,62 +400,48 @@ public final class PacketLog: @unchecked Sendable {
 
     // MARK: - Overflow
 
-    /// Keeps `packets` in the overflow file, starting an episode (and its file) if none runs. The
-    /// episode's state is decided under the lock once, the file is written outside it, and what
-    /// that gave (the file's path, or its failure) is recorded under the lock once.
-    private func keepInOverflow(_ packets: EncodedPackets) {
-        let end = packets.firstSampleTime + Int64(packets.frameCount)
-        let (starting, hasFile): (Bool, Bool) = condition.withLock {
-            guard overflow != nil else {
-                overflow = Overflow(path: nil, start: packets.firstSampleTime, end: end)
-                return (true, false)
+    /// Keeps `packets` in the overflow file as `write` says; what creating or writing the file gave
+    /// (its path, or its failure) is recorded under the lock once.
+    private func keepInOverflow(_ packets: EncodedPackets, _ write: PacketLogState.OverflowWrite) {
+        switch write {
+        case .discard:
+            return
+        case .lostWithoutFolder:
+            events(.audioLost(reason: "the log is full (\(capacity) bytes) and there is no overflow folder"))
+        case .write:
+            guard let overflowRecorder else { return }
+            do throws(CAFError) {
+                try overflowRecorder.write(packets)
+            } catch {
+                condition.withLock { state.overflowFile(.failed) }
+                events(.audioLost(reason: "writing the overflow file failed: \(error.description)"))
             }
-            overflow?.end = end
-            return (false, overflow?.path != nil)
-        }
-        var newPath: String?
-        if starting {
-            if let overflowRecorder {
-                do throws(CAFError) {
-                    newPath = try overflowRecorder.begin()
-                } catch {
-                    events(.audioLost(reason: "the log is full (--spool-max \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
-                }
-            } else {
-                events(.audioLost(reason: "the log is full (\(capacity) bytes) and there is no overflow folder"))
+        case .createFileAndWrite:
+            guard let overflowRecorder else { return }
+            let path: String
+            do throws(CAFError) {
+                path = try overflowRecorder.begin()
+            } catch {
+                condition.withLock { state.overflowFile(.failed) }
+                events(.audioLost(reason: "the log is full (--spool-max \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
+                return
             }
-        }
-        var writeFailure: String?
-        if hasFile || newPath != nil, let overflowRecorder {
+            var writeFailure: String?
             do throws(CAFError) {
                 try overflowRecorder.write(packets)
             } catch {
                 writeFailure = error.description
             }
+            condition.withLock { state.overflowFile(writeFailure == nil ? .written(path: path) : .failed) }
+            events(.overflowStarted(path: path))
+            if let writeFailure { events(.audioLost(reason: "writing the overflow file failed: \(writeFailure)")) }
         }
-        if newPath != nil || writeFailure != nil {
-            condition.withLock { overflow?.path = writeFailure == nil ? newPath : nil }
-        }
-        if let newPath { events(.overflowStarted(path: newPath)) }
-        if let writeFailure { events(.audioLost(reason: "writing the overflow file failed: \(writeFailure)")) }
     }
 
-    private func endOverflowIfAny() {
-        guard let episode = condition.withLock({ () -> Overflow? in
-            defer { overflow = nil }
-            return overflow
-        }) else { return }
+    /// Finishes the file of an overflow episode that ended (its Gap is in the log) and tells the user.
+    private func finishOverflowFile(_ episode: PacketLogState.EndedOverflow) {
         try? overflowRecorder?.end()
-        let frames = episode.end - episode.start
-        guard frames > 0 else { return }
-        let reason: String
-        if let path = episode.path {
-            reason = "spool-full: the sender kept these \(frames) frames in \(path)"
-            events(.overflowEnded(path: path, frames: frames))
-        } else {
-            reason = "spool-full: \(frames) frames lost at the sender (no overflow file)"
-        }
-        _ = appendEntry(.gap(sampleTime: episode.start, length: frames, reason: reason), bytes: 0)
+        if episode.frames > 0, let path = episode.path { events(.overflowEnded(path: path, frames: episode.frames)) }
     }
 
     // MARK: - Network side
@@ -579,21 +450,12 @@ public final class PacketLog: @unchecked Sendable {
     /// `endSampleTime`: just past the last frame; `remainderFrames`: VBR padding at the end of the
     /// last packet; `reason`: why it ended ("duration", "end-of-file", "interrupted"...).
     public func finish(endSampleTime: Int64, remainderFrames: Int, reason: String) {
-        endOverflowIfAny()
-        let (toNotify, streamEnd) = condition.withLock {
-            let streamEnd = StreamEnd(lastSequence: nextSequence - 1, endSampleTime: endSampleTime, remainderFrames: remainderFrames, reason: reason)
-            end = streamEnd
-            return (listeners, streamEnd)
+        let (endedOverflow, aftermath): (PacketLogState.EndedOverflow?, Aftermath) = condition.withLock {
+            let step = state.finish(endSampleTime: endSampleTime, remainderFrames: remainderFrames, reason: reason, now: MonotonicClock.nanoseconds())
+            return (step.decision, settle(step.effects))
         }
-        if spool != nil {
-            // Synced on the spool's usual schedule (within a second), as every entry is: a stream
-            // acknowledged whole before then is removed without a write of the spool to disk.
-            spoolQueue.async { [self] in
-                try? spool?.appendEnd(streamEnd)
-                scheduleSync()
-            }
-        }
-        toNotify.forEach { $0.call() }
+        if let endedOverflow { finishOverflowFile(endedOverflow) }
+        carryOut(aftermath)
     }
 
     /// The network side wrote every entry through `sequence` to `destination`'s connection. With a
@@ -602,25 +464,7 @@ public final class PacketLog: @unchecked Sendable {
     /// back. Without a spool this changes nothing.
     public func markSent(through sequence: UInt64, for destination: LogDestination = .main) {
         guard spool != nil else { return }
-        condition.withLock {
-            guard cursors.indices.contains(destination.index), sequence > cursors[destination.index].sentThrough else { return }
-            cursors[destination.index].sentThrough = sequence
-            dropSentPayloads()
-        }
-    }
-
-    /// Drops the payloads of spooled entries every destination still served was sent. Under `condition`.
-    private func dropSentPayloads() {
-        let sentToAll = lowestServed(\.sentThrough)
-        guard sentToAll > sentThrough else { return }
-        let from = slotIndex(sentThrough + 1) ?? head
-        sentThrough = sentToAll
-        guard let through = slotIndex(min(sentToAll, nextSequence - 1)), from <= through else { return }
-        for index in from...through where slots[index].location != nil && slots[index].packet != nil {
-            slots[index].packet = nil
-            memoryBytes -= slots[index].bytes
-        }
-        condition.broadcast()  // a source that is not real time may wait for memory
+        perform { $0.markSent(through: sequence, for: destination) }
     }
 
     /// `destination` holds every entry up to and including `sequence` durably. Entries every
@@ -629,103 +473,18 @@ public final class PacketLog: @unchecked Sendable {
     /// (`Progress.lastAcknowledgementAt`).
     public func acknowledge(through sequence: UInt64, for destination: LogDestination = .main) {
         let now = MonotonicClock.nanoseconds()
-        let moved: SpoolAcknowledgement? = condition.withLock {
-            guard cursors.indices.contains(destination.index) else { return nil }
-            cursors[destination.index].lastAcknowledgedAt = now
-            let cursor = cursors[destination.index]
-            guard !cursor.dropped, sequence > cursor.acknowledged else { return nil }
-            let through = min(sequence, nextSequence - 1)
-            if let from = slotIndex(cursor.acknowledged + 1), let to = slotIndex(through), from <= to {
-                for index in from...to {
-                    cursors[destination.index].heldBytes -= slots[index].bytes
-                    cursors[destination.index].acknowledgedEnd = max(cursors[destination.index].acknowledgedEnd, slots[index].endSample)
-                }
-            }
-            if through > cursor.acknowledged {
-                cursors[destination.index].lastAdvancedAt = now
-                // A source waiting for the main receiver may go on, though nothing leaves the log
-                // while a backup still lacks it (that backup may now be the one to give up).
-                condition.broadcast()
-            }
-            cursors[destination.index].acknowledged = max(cursor.acknowledged, through)
-            let released = releaseAcknowledged()
-            guard released != nil || destination == .main else { return nil }
-            return SpoolAcknowledgement(main: cursors[0].acknowledged, mainEnd: cursors[0].acknowledgedEnd, released: acknowledged)
-        }
-        record(moved)
-    }
-
-    /// What the spool is told after an acknowledgement: the main receiver's position (what a
-    /// restarted sender delivers from) and what every receiver still served holds (what it may retire).
-    private struct SpoolAcknowledgement {
-        var main: UInt64
-        /// The sample just past the main receiver's acknowledged audio.
-        var mainEnd: Int64
-        var released: UInt64
-    }
-
-    private func record(_ acknowledgement: SpoolAcknowledgement?) {
-        guard let acknowledgement, let spool else { return }
-        spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, endingAt: acknowledgement.mainEnd, retiringThrough: acknowledgement.released) }
+        perform { $0.acknowledge(through: sequence, for: destination, now: now) }
     }
 
     /// Stops keeping entries for `destination` (a backup receiver given up on): its cursor no
     /// longer holds entries in the log or the spool. It cannot be served again.
     public func dropDestination(_ destination: LogDestination) {
-        record(condition.withLock { drop(destination) })
-    }
-
-    /// Drops `destination`'s cursor; returns what the spool must be told if entries were released.
-    /// Under `condition`.
-    private func drop(_ destination: LogDestination) -> SpoolAcknowledgement? {
-        guard cursors.indices.contains(destination.index), !cursors[destination.index].dropped else { return nil }
-        cursors[destination.index].dropped = true
-        cursors[destination.index].heldBytes = 0
-        if spool != nil { dropSentPayloads() }
-        guard releaseAcknowledged() != nil else { return nil }
-        return SpoolAcknowledgement(main: cursors[0].acknowledged, mainEnd: cursors[0].acknowledgedEnd, released: acknowledged)
-    }
-
-    /// The lowest `position` among the destinations still served (the last sequence when none is).
-    /// Under `condition`; no allocation.
-    private func lowestServed(_ position: KeyPath<Cursor, UInt64>) -> UInt64 {
-        var lowest = nextSequence - 1
-        for cursor in cursors where !cursor.dropped { lowest = min(lowest, cursor[keyPath: position]) }
-        return lowest
-    }
-
-    /// Releases the entries every destination still served acknowledged; returns the new
-    /// released sequence, or nil when nothing moved. Under `condition`.
-    private func releaseAcknowledged() -> UInt64? {
-        let heldByAll = lowestServed(\.acknowledged)
-        guard heldByAll > acknowledged else { return nil }
-        acknowledged = min(heldByAll, nextSequence - 1)
-        while head < slots.count, slots[head].sequence <= acknowledged {
-            acknowledgedEnd = max(acknowledgedEnd, slots[head].endSample)
-            heldBytes -= slots[head].bytes
-            if slots[head].packet != nil {
-                memoryBytes -= slots[head].bytes
-                // The payload goes now (an entry may hold a whole capture buffer); the slot
-                // itself goes with the next compaction.
-                slots[head].packet = nil
-            }
-            head += 1
-        }
-        // Compact once released slots are half the array.
-        if head >= 16, head * 2 >= slots.count {
-            slots.removeFirst(head)
-            head = 0
-        }
-        condition.broadcast()
-        return acknowledged
+        perform { $0.dropDestination(destination) }
     }
 
     /// Stops making producers wait (the stream is being torn down).
     public func close() {
-        condition.withLock {
-            closed = true
-            condition.broadcast()
-        }
+        perform { $0.close() }
     }
 
     /// Up to `maxCount` kept entries starting at `sequence` (which must not be acknowledged yet);
@@ -733,16 +492,13 @@ public final class PacketLog: @unchecked Sendable {
     /// call it on an event loop (a session fetches through its `PacketFetcher`). Throws when an entry
     /// the stream still needs cannot be read back (none of the audio from there on can be sent).
     public func entries(from sequence: UInt64, maxCount: Int) throws(SpoolError) -> [LoggedPacket] {
-        let picked: [Slot] = condition.withLock {
-            guard let start = slotIndex(sequence) else { return [] }
-            return Array(slots[start..<min(slots.count, start + maxCount)])
-        }
+        let picked: [PacketLogState.Slot] = condition.withLock { Array(state.keptSlots(from: sequence, maxCount: maxCount)) }
         var result: [LoggedPacket] = []
         result.reserveCapacity(picked.count)
         for slot in picked {
-            if let packet = slot.packet {
+            if let packet = slot.storage.packet {
                 result.append(packet)
-            } else if let location = slot.location, let spool {
+            } else if let location = slot.storage.location, let spool {
                 do throws(SpoolError) {
                     result.append(try spool.read(location, sequence: slot.sequence))
                 } catch {
@@ -763,10 +519,9 @@ public final class PacketLog: @unchecked Sendable {
     /// that would have to be read back from the spool. Never waits on the disk.
     public func entriesInMemory(from sequence: UInt64, maxCount: Int) -> [LoggedPacket] {
         condition.withLock {
-            guard let start = slotIndex(sequence) else { return [] }
             var result: [LoggedPacket] = []
-            for slot in slots[start..<min(slots.count, start + maxCount)] {
-                guard let packet = slot.packet else { break }
+            for slot in state.keptSlots(from: sequence, maxCount: maxCount) {
+                guard let packet = slot.storage.packet else { break }
                 result.append(packet)
             }
             return result
@@ -780,15 +535,15 @@ public final class PacketLog: @unchecked Sendable {
     }
 
     /// How many destinations the log serves or served (the main receiver and the backups).
-    public var destinationCount: Int { condition.withLock { cursors.count } }
+    public var destinationCount: Int { condition.withLock { state.cursors.count } }
 
     /// The highest sequence every destination still served acknowledged (0 before any): the
     /// entries up to it are released.
-    public var acknowledgedSequence: UInt64 { condition.withLock { acknowledged } }
+    public var acknowledgedSequence: UInt64 { condition.withLock { state.released } }
 
     /// The highest sequence `destination` acknowledged (0 before any).
     public func acknowledgedSequence(for destination: LogDestination) -> UInt64 {
-        condition.withLock { cursors.indices.contains(destination.index) ? cursors[destination.index].acknowledged : 0 }
+        condition.withLock { state.cursor(destination)?.acknowledged ?? 0 }
     }
 
     /// Where the stream stands, for the status line: what was appended and what acknowledged, and
@@ -817,54 +572,34 @@ public final class PacketLog: @unchecked Sendable {
     /// The figures of `Progress` for the log as a whole, read together: acknowledged means held by
     /// every destination still served, unacknowledged bytes are what the log (and spool) keeps,
     /// and the last acknowledgement is the latest from any destination.
-    public var progress: Progress {
-        condition.withLock {
-            Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
-                     acknowledgedEndSampleTime: acknowledgedEnd, unacknowledgedBytes: heldBytes,
-                     lastAcknowledgementAt: cursors.compactMap(\.lastAcknowledgedAt).max(),
-                     oldestUnacknowledgedAppendedAt: head < slots.count ? slots[head].appendedAt : nil)
-        }
-    }
+    public var progress: Progress { condition.withLock { state.progress } }
 
     /// The figures of `Progress` for one destination, read together.
     public func progress(for destination: LogDestination) -> Progress {
-        condition.withLock {
-            guard cursors.indices.contains(destination.index) else {
-                return Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd, acknowledgedEndSampleTime: 0, unacknowledgedBytes: 0)
-            }
-            let cursor = cursors[destination.index]
-            let oldest = cursor.dropped ? nil : slotIndex(cursor.acknowledged + 1).map { slots[$0].appendedAt }
-            return Progress(appendedBytes: appendedBytesTotal, appendedEndSampleTime: appendedEnd,
-                            acknowledgedEndSampleTime: cursor.acknowledgedEnd, unacknowledgedBytes: cursor.heldBytes,
-                            lastAcknowledgementAt: cursor.lastAcknowledgedAt, oldestUnacknowledgedAppendedAt: oldest,
-                            lastAdvanceAt: cursor.lastAdvancedAt)
-        }
+        condition.withLock { state.progress(for: destination) }
     }
 
     /// The highest sequence appended (0 before any).
-    public var lastSequence: UInt64 { condition.withLock { nextSequence - 1 } }
+    public var lastSequence: UInt64 { condition.withLock { state.lastSequence } }
     /// Whether a source that is not real time is waiting in `append` now: for the main receiver
     /// to acknowledge, or for the disk to take what waits in memory.
-    public var isProducerWaiting: Bool { condition.withLock { producersWaiting > 0 } }
+    public var isProducerWaiting: Bool { condition.withLock { state.producersWaiting > 0 } }
     /// The oldest sequence still kept (the next that a destination still served has not acknowledged).
-    public var oldestKeptSequence: UInt64 { condition.withLock { acknowledged + 1 } }
+    public var oldestKeptSequence: UInt64 { condition.withLock { state.released + 1 } }
     /// Bytes kept (in memory or spooled), not yet acknowledged by every destination still served.
-    public var unacknowledgedBytes: Int { condition.withLock { heldBytes } }
+    public var unacknowledgedBytes: Int { condition.withLock { state.heldBytes } }
     /// Bytes `destination` has not acknowledged.
     public func unacknowledgedBytes(for destination: LogDestination) -> Int {
-        condition.withLock { cursors.indices.contains(destination.index) ? cursors[destination.index].heldBytes : 0 }
+        condition.withLock { state.cursor(destination)?.heldBytes ?? 0 }
     }
     /// Unacknowledged bytes held in memory.
-    public var memoryBytesHeld: Int { condition.withLock { memoryBytes } }
+    public var memoryBytesHeld: Int { condition.withLock { state.memoryBytes } }
     /// The end of the stream, once recorded.
-    public var streamEnd: StreamEnd? { condition.withLock { end } }
+    public var streamEnd: StreamEnd? { condition.withLock { state.end } }
     /// Whether the stream ended and every destination still served acknowledged every entry.
-    public var isComplete: Bool { condition.withLock { end != nil && acknowledged == nextSequence - 1 } }
+    public var isComplete: Bool { condition.withLock { state.isComplete } }
     /// Whether the stream ended and `destination` acknowledged every entry.
     public func isComplete(for destination: LogDestination) -> Bool {
-        condition.withLock {
-            guard end != nil, cursors.indices.contains(destination.index) else { return false }
-            return cursors[destination.index].acknowledged == nextSequence - 1
-        }
+        condition.withLock { state.isComplete(for: destination) }
     }
 }

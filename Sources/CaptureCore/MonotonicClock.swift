@@ -13,6 +13,12 @@ public enum MonotonicClock {
         return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 
+    /// The clock's reading as a `Duration` since its origin: the time pure decisions are given.
+    public static func now() -> Duration { reading(nanoseconds()) }
+
+    /// A reading in nanoseconds (as `nanoseconds()` gives it) as a `Duration` since the origin.
+    public static func reading(_ nanoseconds: UInt64) -> Duration { .nanoseconds(Int64(clamping: nanoseconds)) }
+
     /// Sleeps until the monotonic clock reads `deadline` nanoseconds (returns at once if it has passed).
     public static func sleep(until deadline: UInt64) {
         var target = timespec(

@@ -237,7 +237,7 @@ public final class CaptureReceiverServer: Service, Sendable {
 
     private func stop() async -> Bool {
         let started = DispatchTime.now()
-        let timeout = Double(shutdownTimeout.components.seconds) + Double(shutdownTimeout.components.attoseconds) / 1e18
+        let timeout = shutdownTimeout.inSeconds
         // Running hand-off commands are stopped (their process groups: SIGTERM, then SIGKILL) while
         // the files finish; they run again at the next start, and none outlives the receiver.
         handOff?.beginStopping()

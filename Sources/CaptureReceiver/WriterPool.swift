@@ -239,7 +239,7 @@ public final class WriterPool: @unchecked Sendable {
                   idleCheckpointAt().map({ ContinuousClock.now < $0 }) ?? true {
                 let deadlines = [firstDirtyAt.map { $0 + policy.interval }, idleCheckpointAt()].compactMap { $0 }
                 if let deadline = deadlines.min() {
-                    _ = condition.wait(until: Date().addingTimeInterval(Self.seconds(deadline - ContinuousClock.now)))
+                    _ = condition.wait(until: Date().addingTimeInterval(max(0, (deadline - ContinuousClock.now).inSeconds)))
                 } else {
                     condition.wait()
                 }
@@ -476,11 +476,6 @@ public final class WriterPool: @unchecked Sendable {
             }
         }
         return groups
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        let components = duration.components
-        return max(0, Double(components.seconds) + Double(components.attoseconds) / 1e18)
     }
 }
 

@@ -1,10 +1,10 @@
 /// The delivery decisions of one `StreamSender`, as a pure state machine (events in, actions out;
-/// times are seconds on a monotonic clock, given with each event): what a connection's end leads to
+/// each event gives the time, as a `Duration` since the origin of `MonotonicClock`): what a connection's end leads to
 /// (delivered; delivered although the confirmation was lost; continued as a new stream; a failure
 /// reconnecting cannot mend; or a reconnect after a backoff), and when a backup receiver is given up.
 /// `StreamSender` is its shell: it connects, waits and logs as the actions say.
 ///
-/// **Giving a backup up.** A backup that has lacked audio for `giveUpAfter` seconds without making
+/// **Giving a backup up.** A backup that has lacked audio for `giveUpAfter` without making
 /// progress is given up: its acknowledged position has not advanced since the later of its last
 /// advance and the append of the oldest entry it lacks (`Backlog.stalledSince`). That one clock
 /// covers a backup that cannot be reached, one that is connected but acknowledges nothing, and one
@@ -22,12 +22,12 @@ struct DeliveryPolicy: Sendable {
     /// Where a receiver's acknowledgement cursor stands, as the packet log reports it.
     struct Backlog: Sendable, Equatable {
         /// When its acknowledged position last advanced (nil: not in this run).
-        var lastAdvanceAt: Double?
+        var lastAdvanceAt: Duration?
         /// When the oldest entry it has not acknowledged was appended (nil: it lacks nothing).
-        var oldestLackingAppendedAt: Double?
+        var oldestLackingAppendedAt: Duration?
 
         /// Since when it has lacked audio without its position advancing; nil when it lacks nothing.
-        var stalledSince: Double? {
+        var stalledSince: Duration? {
             oldestLackingAppendedAt.map { max($0, lastAdvanceAt ?? $0) }
         }
     }
@@ -35,18 +35,18 @@ struct DeliveryPolicy: Sendable {
     /// What happened.
     enum Event: Sendable, Equatable {
         /// A connection's handshake was accepted: the receiver is reachable and connected.
-        case accepted(at: Double)
+        case accepted(at: Duration)
         /// A connection ended with `outcome`. `complete`: the receiver acknowledged every entry
         /// and the stream has ended. `random`: uniform in [0, 1), for the backoff's jitter.
-        case connectionEnded(ConnectionOutcome, at: Double, backlog: Backlog, complete: Bool, random: Double)
+        case connectionEnded(ConnectionOutcome, at: Duration, backlog: Backlog, complete: Bool, random: Double)
         /// A look at the clock (while connecting, connected or waiting to reconnect).
-        case check(at: Double, backlog: Backlog)
+        case check(at: Duration, backlog: Backlog)
     }
 
     /// What to do.
     enum Action: Sendable, Equatable {
         /// Go on; look again (`check`) at `checkAt` (nil: no need, nothing can be given up).
-        case keepGoing(checkAt: Double?)
+        case keepGoing(checkAt: Duration?)
         /// The receiver confirmed the whole stream.
         case delivered(StreamSummary)
         /// The connection ended with `refusal`, but the receiver had acknowledged every entry and
@@ -58,31 +58,31 @@ struct DeliveryPolicy: Sendable {
         case continueAsNewStream(refusal: SenderError, receiverHoldsUntil: Int64?)
         /// Reconnecting cannot help.
         case fail(SenderError)
-        /// Wait `after` seconds, then connect again (`error` ended the connection).
-        case reconnect(after: Double, error: SenderError)
+        /// Wait `after`, then connect again (`error` ended the connection).
+        case reconnect(after: Duration, error: SenderError)
         /// Give this backup receiver up.
         case giveUp(SenderError.GiveUpReason)
     }
 
     /// Delays between attempts.
     let reconnect: ReconnectPolicy
-    /// For a backup: seconds without progress while it lacks audio before it is given up; nil for
-    /// the main receiver.
-    let giveUpAfter: Double?
+    /// For a backup: how long it may go without progress while it lacks audio before it is given
+    /// up; nil for the main receiver.
+    let giveUpAfter: Duration?
 
     /// Failed attempts since the last that counted as a success (for the backoff).
     private(set) var failures = 0
     /// A connection is accepted and has not ended.
     private var connected = false
     /// The last moment a connection was known accepted (its acceptance, or its end).
-    private var lastConnectedAt: Double?
+    private var lastConnectedAt: Duration?
     /// The last protocol violation of the receiver: when, and what.
-    private var lastViolation: (at: Double, detail: String)?
+    private var lastViolation: (at: Duration, detail: String)?
 
-    /// `giveUpAfter`: nil, NaN or infinite for never (the main receiver); below 0 counts as 0.
-    init(reconnect: ReconnectPolicy, giveUpAfter: Double?) {
+    /// `giveUpAfter`: nil for never (the main receiver); below zero counts as zero.
+    init(reconnect: ReconnectPolicy, giveUpAfter: Duration?) {
         self.reconnect = reconnect
-        self.giveUpAfter = giveUpAfter.flatMap { $0.isFinite ? max(0, $0) : nil }
+        self.giveUpAfter = giveUpAfter.map { max(.zero, $0) }
     }
 
     mutating func handle(_ event: Event) -> Action {
@@ -103,7 +103,7 @@ struct DeliveryPolicy: Sendable {
         }
     }
 
-    private mutating func connectionEnded(_ outcome: ConnectionOutcome, now: Double, backlog: Backlog, complete: Bool, random: Double) -> Action {
+    private mutating func connectionEnded(_ outcome: ConnectionOutcome, now: Duration, backlog: Backlog, complete: Bool, random: Double) -> Action {
         if connected || outcome.streamed { lastConnectedAt = now }
         connected = false
         switch outcome {
@@ -123,7 +123,7 @@ struct DeliveryPolicy: Sendable {
                 failures = 0
             }
             var delay = reconnect.delay(afterFailures: failures, random: random)
-            if case .rateLimited(_, let retryAfter) = error { delay = max(delay, min(retryAfter, 3_600)) }
+            if case .rateLimited(_, let retryAfter) = error { delay = max(delay, Self.retryAfterWait(retryAfter)) }
             failures += 1
             if let deadline = deadline(backlog), now >= deadline { return .giveUp(reason(backlog, now: now)) }
             return .reconnect(after: delay, error: error)
@@ -132,14 +132,14 @@ struct DeliveryPolicy: Sendable {
 
     /// When a backup lacking audio without progress is given up; nil for the main receiver, or
     /// when it lacks nothing.
-    private func deadline(_ backlog: Backlog) -> Double? {
+    private func deadline(_ backlog: Backlog) -> Duration? {
         guard let giveUpAfter, let since = backlog.stalledSince else { return nil }
         return since + giveUpAfter
     }
 
     /// Why the stall happened: a violation during it, a connection during it, or neither.
-    private func reason(_ backlog: Backlog, now: Double) -> SenderError.GiveUpReason {
-        let seconds = giveUpAfter ?? 0
+    private func reason(_ backlog: Backlog, now: Duration) -> SenderError.GiveUpReason {
+        let seconds = (giveUpAfter ?? .zero).inSeconds
         let since = backlog.stalledSince ?? now
         if let lastViolation, lastViolation.at >= since {
             return .brokeProtocol(seconds: seconds, detail: lastViolation.detail)
@@ -148,6 +148,15 @@ struct DeliveryPolicy: Sendable {
             return .noProgress(seconds: seconds)
         }
         return .unreachable(seconds: seconds)
+    }
+}
+
+extension DeliveryPolicy {
+    /// A rate-limited refusal's Retry-After (seconds, as the receiver sent it) as a wait: at most
+    /// an hour, and none when it is not a number.
+    static func retryAfterWait(_ seconds: Double) -> Duration {
+        guard seconds.isFinite, seconds > 0 else { return .zero }
+        return .seconds(min(seconds, 3_600))
     }
 }
 

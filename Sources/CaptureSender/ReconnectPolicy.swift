@@ -5,30 +5,24 @@
 /// lockstep. A connection that reached streaming resets n to 0, unless it ended because the
 /// receiver broke the protocol (`DeliveryPolicy`).
 public struct ReconnectPolicy: Sendable, Equatable {
-    /// The first delay, in seconds.
-    public var initial: Double
-    /// The longest delay, in seconds.
-    public var maximum: Double
+    /// The first delay (1 ms at least).
+    public var initial: Duration
+    /// The longest delay (`initial` at least).
+    public var maximum: Duration
 
-    public init(initial: Double = 0.5, maximum: Double = 30) {
-        self.initial = max(0.001, initial)
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
+        self.initial = max(.milliseconds(1), initial)
         self.maximum = max(self.initial, maximum)
     }
 
     /// The delay before attempt `attempt` + 1, given a uniform random number in [0, 1).
-    public func delay(afterFailures attempt: Int, random: Double) -> Double {
-        let exponent = Double(min(attempt, 60))
-        let ceiling = min(maximum, initial * pow2(exponent))
-        return ceiling * (0.5 + 0.5 * min(max(random, 0), 1))
-    }
-
-    private func pow2(_ exponent: Double) -> Double {
-        var value = 1.0
-        var remaining = Int(exponent)
-        while remaining > 0, value < 1e12 {
-            value *= 2
-            remaining -= 1
+    public func delay(afterFailures attempt: Int, random: Double) -> Duration {
+        var ceiling = initial
+        var doublings = min(max(attempt, 0), 60)
+        while doublings > 0, ceiling < maximum {
+            ceiling *= 2
+            doublings -= 1
         }
-        return value
+        return min(maximum, ceiling) * (0.5 + 0.5 * min(max(random, 0), 1))
     }
 }

@@ -45,10 +45,10 @@ public struct SenderConfiguration: Sendable {
     public var reconnect: ReconnectPolicy = ReconnectPolicy()
     /// Which of the log's destinations this receiver is (its acknowledgement cursor).
     public var destination: LogDestination = .main
-    /// For a backup receiver: seconds it may lack audio without making progress (unreachable, or
+    /// For a backup receiver: how long it may lack audio without making progress (unreachable, or
     /// connected without acknowledging anything new) before `run()` gives up with
     /// `SenderError.gaveUp` (`DeliveryPolicy`); nil to try for ever, as for the main receiver.
-    public var giveUpAfter: Double? = nil
+    public var giveUpAfter: Duration? = nil
     /// The most this receiver is sent, in bits per second of audio payload (`max-rate`); nil for
     /// no limit.
     public var maxBitsPerSecond: Int? = nil
@@ -238,7 +238,7 @@ public final class StreamSender: Sendable {
             let outcome = await connectOnce(tlsContext: tlsContext)
             if !outcome.isDelivered, let stop = control.stopped { return .failure(error(for: stop)) }
             let action = control.decide(.connectionEnded(
-                outcome, at: Self.now(), backlog: backlog(), complete: log.isComplete(for: destination),
+                outcome, at: MonotonicClock.now(), backlog: backlog(), complete: log.isComplete(for: destination),
                 random: Double.random(in: 0..<1, using: &generator)))
             switch action {
             case .delivered(let summary):
@@ -278,11 +278,11 @@ public final class StreamSender: Sendable {
                 return .failure(giveUpNow(reason, lastError: outcome))
             case .reconnect(let delay, let error):
                 logger.warning("connection to the receiver lost; reconnecting", metadata: [
-                    "receiver": "\(receiver)", "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay))",
+                    "receiver": "\(receiver)", "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay.inSeconds))",
                     "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: destination))",
                 ])
                 control.link = .reconnecting
-                await control.pause(seconds: delay, on: group.next())
+                await control.pause(for: delay, on: group.next())
             case .keepGoing:
                 break
             }
@@ -304,22 +304,20 @@ public final class StreamSender: Sendable {
         return result != nil
     }
 
-    /// Seconds on the monotonic clock, for `DeliveryPolicy`.
-    private static func now() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
 
     /// This receiver's cursor, for `DeliveryPolicy`.
     private func backlog() -> DeliveryPolicy.Backlog {
         let progress = log.progress(for: configuration.destination)
         return DeliveryPolicy.Backlog(
-            lastAdvanceAt: progress.lastAdvanceAt.map { Double($0) / 1e9 },
-            oldestLackingAppendedAt: progress.oldestUnacknowledgedAppendedAt.map { Double($0) / 1e9 })
+            lastAdvanceAt: progress.lastAdvanceAt.map(MonotonicClock.reading),
+            oldestLackingAppendedAt: progress.oldestUnacknowledgedAppendedAt.map(MonotonicClock.reading))
     }
 
     /// The give-up watch's look at the clock: gives the backup up when the policy says so (which
     /// closes its connection and ends any wait); returns when to look again (nil: stop looking).
-    private func checkProgress() -> Double? {
+    private func checkProgress() -> Duration? {
         guard control.stopped == nil else { return nil }
-        switch control.decide(.check(at: Self.now(), backlog: backlog())) {
+        switch control.decide(.check(at: MonotonicClock.now(), backlog: backlog())) {
         case .giveUp(let reason):
             control.giveUp(reason)
             return nil
@@ -393,7 +391,7 @@ public final class StreamSender: Sendable {
                             foreground: configuration.foreground ?? { .finished },
                             onAccepted: { accepted in
                                 let before = control.link
-                                _ = control.decide(.accepted(at: Self.now()))
+                                _ = control.decide(.accepted(at: MonotonicClock.now()))
                                 control.fileName = accepted.fileName
                                 control.acceptsMarkers = accepted.acceptedFrameTypes.contains(UInt32(WireMessageType.marker.rawValue))
                                 if !accepted.resumed, let continuation {
@@ -780,26 +778,25 @@ final class SenderControl: Sendable {
         }
     }
 
-    /// Waits `seconds` (a reconnect's backoff), or less if delivery stops meanwhile.
-    func pause(seconds: Double, on loop: any EventLoop) async {
-        let nanoseconds = Int64((min(max(seconds, 0), 86_400) * 1e9).rounded(.up))
-        let timer = loop.scheduleTask(in: .nanoseconds(nanoseconds)) {}
+    /// Waits `delay` (a reconnect's backoff, at most a day), or less if delivery stops meanwhile.
+    func pause(for delay: Duration, on loop: any EventLoop) async {
+        let timer = loop.scheduleTask(in: TimeAmount(min(max(delay, .zero), .seconds(86_400)))) {}
         if await untilStopped(timer.futureResult) == nil { timer.cancel() }
     }
 }
 
 /// A backup's give-up watch: looks at `DeliveryPolicy` on the event loop when it says to (its
-/// `check` returns when to look again, in `MonotonicClock` seconds, or nil to stop), so a backup
+/// `check` returns when to look again, as a `MonotonicClock.now()` reading, or nil to stop), so a backup
 /// without progress is given up on time while `run()` waits for a connection, its end or a
 /// reconnect. The check only reads the log's figures under its lock: nothing blocks the loop.
 ///
 /// Sendability: the scheduled look and whether the watch was cancelled are one value in a `Mutex`.
 private final class GiveUpWatch: Sendable {
     private let loop: any EventLoop
-    private let check: @Sendable () -> Double?
+    private let check: @Sendable () -> Duration?
     private let state = Mutex<(scheduled: Scheduled<Void>?, cancelled: Bool)>((nil, false))
 
-    init(loop: any EventLoop, check: @escaping @Sendable () -> Double?) {
+    init(loop: any EventLoop, check: @escaping @Sendable () -> Duration?) {
         self.loop = loop
         self.check = check
     }
@@ -825,8 +822,8 @@ private final class GiveUpWatch: Sendable {
 
     private func fire() {
         guard state.withLock({ !$0.cancelled }), let next = check() else { return }
-        let seconds = max(0, next - Double(MonotonicClock.nanoseconds()) / 1e9)
+        let wait = min(max(.zero, next - MonotonicClock.now()), .seconds(86_400))
         // A little past the deadline, so that the look finds it reached.
-        schedule(in: .nanoseconds(Int64((min(seconds, 86_400) * 1e9).rounded(.up)) + 1_000_000))
+        schedule(in: TimeAmount(wait) + .milliseconds(1))
     }
 }

@@ -23,9 +23,9 @@ struct BackupOptions: ParsableArguments {
         for spec in also { _ = try BackupReceiverSpec(parsing: spec) }
     }
 
-    /// --also-give-up in seconds.
-    var giveUpSeconds: Double {
-        Double((try? DurationText.seconds(alsoGiveUp, option: "--also-give-up", range: 1...(7 * 86_400))) ?? 3_600)
+    /// --also-give-up.
+    var giveUpAfter: Duration {
+        .seconds((try? DurationText.seconds(alsoGiveUp, option: "--also-give-up", range: 1...(7 * 86_400))) ?? 3_600)
     }
 
     /// The backup receivers, with the main receiver's TLS and token settings where a spec names none.

@@ -214,7 +214,7 @@ struct CaptureSend: ParsableCommand {
                 host: receiver.host, port: receiver.port, tls: try security.tlsConfiguration(),
                 authToken: try security.authToken(logger: logger), identity: try security.destination(for: receiver)))
         configuration.backups = try backups.receivers(main: security, logger: logger)
-        configuration.backupGiveUpAfter = backups.giveUpSeconds
+        configuration.backupGiveUpAfter = backups.giveUpAfter
         configuration.localCopy = try recording.settings()
         configuration.queue = .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
         configuration.application = "capture-send \(ProgramVersion.version)"

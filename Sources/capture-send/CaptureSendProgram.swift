@@ -92,9 +92,9 @@ extension CaptureSend {
             "spool-capacity": "\(delivery.capacityBytes)",
             "idle-timeout-ns": "\(TimeAmount(delivery.idleTimeoutAmount).nanoseconds)",
             "heartbeat-ns": "\(TimeAmount(delivery.heartbeatInterval).nanoseconds)",
-            "reconnect": "\(delivery.reconnectPolicy.initial)...\(delivery.reconnectPolicy.maximum)",
+            "reconnect": "\(delivery.reconnectPolicy.initial.inSeconds)...\(delivery.reconnectPolicy.maximum.inSeconds)",
             "status-interval": "\(statusOptions.interval)",
-            "give-up-s": "\(backups.giveUpSeconds)",
+            "give-up-s": "\(backups.giveUpAfter.inSeconds)",
             "buffer-frames": "\(BufferSizing.framesPerBuffer(format: .linearPCM(sampleRate: Double(rate), channels: channels, sample: format), seconds: bufferSeconds))",
         ]
         if let duration { numbers["duration-frames"] = "\(Self.frames(seconds: duration, rate: Double(rate)))" }

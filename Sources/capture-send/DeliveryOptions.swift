@@ -58,7 +58,10 @@ struct DeliveryOptions: ParsableArguments {
     var capacityBytes: Int { SendRanges.spoolMax.value(spoolMax).flatMap { Int(exactly: $0) } ?? (4 << 30) }
 
     /// --reconnect-min and --reconnect-max.
-    var reconnectPolicy: ReconnectPolicy { ReconnectPolicy(initial: reconnectMin, maximum: reconnectMax) }
+    var reconnectPolicy: ReconnectPolicy {
+        ReconnectPolicy(
+            initial: .nanoseconds(Saturating.nanoseconds(seconds: reconnectMin)), maximum: .nanoseconds(Saturating.nanoseconds(seconds: reconnectMax)))
+    }
 
     /// --idle-timeout as a time amount.
     var idleTimeoutAmount: Duration { .nanoseconds(Saturating.nanoseconds(seconds: idleTimeout)) }

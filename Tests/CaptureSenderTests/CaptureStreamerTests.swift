@@ -31,10 +31,10 @@ final class CaptureStreamerTests: XCTestCase {
             frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 1, paced: false))
         var configuration = CaptureStreamer.Configuration(streamName: "lifecycle", receiver: .init(host: "127.0.0.1", port: mainPort))
         configuration.backups = [.init(host: "127.0.0.1", port: backupPort)]
-        configuration.backupGiveUpAfter = 0.5
+        configuration.backupGiveUpAfter = .milliseconds(500)
         configuration.spoolRoot = root
         configuration.deliversEarlierStreams = false
-        configuration.reconnect = ReconnectPolicy(initial: 0.05, maximum: 0.1)
+        configuration.reconnect = ReconnectPolicy(initial: .milliseconds(50), maximum: .milliseconds(100))
         configuration.progressInterval = 0.1
         let streamer = try CaptureStreamer(
             source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: configuration, logger: Logger(label: "test"))

@@ -42,11 +42,11 @@ extension CaptureStreamer {
         public var receiver: Receiver
         /// Backup receivers: each gets the whole stream, with its own acknowledgements and reconnects.
         public var backups: [Receiver] = []
-        /// Seconds a backup may lack audio without making progress (unreachable, or connected
+        /// How long a backup may lack audio without making progress (unreachable, or connected
         /// without acknowledging anything new) before it is dropped and the spool stops keeping
         /// audio for it. A backup whose backlog would cost the main receiver audio or pace is
         /// dropped at once whatever this says (`BackupRoom`). The main receiver is never given up.
-        public var backupGiveUpAfter: Double = 3_600
+        public var backupGiveUpAfter: Duration = .seconds(3_600)
         /// The capture queue: buffers and their duration (kNumberBuffers, DeriveBufferSize).
         public var queue = CaptureQueue.Configuration(bufferCount: 3, bufferSeconds: 0.5)
         /// The folder of the disk spool; nil keeps unacknowledged audio in memory only.

@@ -40,6 +40,37 @@ final class ExampleProgramTests: XCTestCase {
         }
     }
 
+    /// The example runs its streamer as a `Service` in a `ServiceGroup`: SIGTERM stops capture
+    /// gracefully, and everything captured up to then arrives, sample-exact, before it exits 0.
+    func testSIGTERMStopsTheExamplesCaptureAndWhatWasCapturedArrivesWhole() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("example-sigterm-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A minute of noise, played in real time: the signal comes long before its end.
+        let input = folder.appendingPathComponent("minute.wav").path
+        let sox = try ToolRunner.run("sox", ["-n", "-r", "48000", "-c", "2", "-b", "16", input, "synth", "60", "whitenoise", "vol", "0.3"])
+        XCTAssertTrue(sox.succeeded, sox.errorText)
+        Unprivileged.handOver(folder.path)
+        let main = try ReceiverUnderTest()
+        let example = try ChildProcess(Products.example, [main.address, input])
+        Resilience.waitUntil("the example streams") { example.standardOutput.contains("main \(main.address): streaming") }
+        example.signal(SIGTERM)
+        XCTAssertEqual(example.wait(seconds: 60), 0, example.standardOutput + example.standardError)
+        let printed = example.standardOutput
+        XCTAssertTrue(printed.contains("capture ended: success(CaptureCore.CaptureQueue.Completion.stopped)"), "stopped by the signal, not at the file's end:\n\(printed)")
+        let delivered = try XCTUnwrap(
+            printed.split(separator: "\n").first { $0.hasPrefix("main \(main.address) has it all: ") }, printed)
+        let frames = try XCTUnwrap(Int(delivered.split(separator: " ").dropLast().last ?? ""), String(delivered))
+        XCTAssertGreaterThan(frames, 0)
+        XCTAssertLessThan(frames, 60 * 48_000, "capture stopped before the file's end")
+        let file = try XCTUnwrap(main.files().first)
+        let received = try SndFileReader.read(path: file.path)
+        let source = try SndFileReader.read(path: input)
+        XCTAssertEqual(received.frames, frames)
+        XCTAssertEqual(received.nativeIntegerSamples, source.nativeIntegerSamples.map { Array($0.prefix(frames * 2)) }, "the first \(frames) frames, sample-exact")
+        XCTAssertEqual(main.stop(), 0)
+    }
+
     /// The two-encodings example: PCM to one receiver, Opus to the other, from one capture.
     func testTheTwoEncodingsExampleSendsPCMToOneReceiverAndOpusToTheOther() throws {
         let main = try ReceiverUnderTest()

@@ -5,6 +5,7 @@ import CaptureWire
 import Dispatch
 import Foundation
 import Logging
+import ServiceLifecycle
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -26,6 +27,7 @@ import Synchronization
 /// | | `deferBackground()`: background deliveries end once the foreground ones are over; what they lack stays in their spools |
 /// | | `stopDelivering()`: ends delivery now; what is unacknowledged stays in the spool |
 /// | | `waitUntilFinished()` / `finished()`: the `Outcome` |
+/// | | `run()`: the streamer as a swift-service-lifecycle `Service` (start, graceful stop, cancellation) |
 /// | `AudioQueueDispose` | `dispose()`: capture released, the spool removed when every receiver has the whole stream, else synced for a later run |
 ///
 /// Progress and link changes come through `events`, an `AsyncSequence` that ends after
@@ -45,7 +47,7 @@ import Synchronization
 ///
 /// Sendability: the mutable run state is one `RunState` in a `Mutex`; the pipeline, logs and
 /// senders are thread-safe themselves.
-public final class CaptureStreamer: Sendable {
+public final class CaptureStreamer: Service, Sendable {
     /// The first encoding's stream as the handshake describes it (format, cookie, priming, start
     /// time, clock, layout).
     public var description: StreamDescription { encodings[0].description }
@@ -508,6 +510,32 @@ public final class CaptureStreamer: Sendable {
         if let outcome { return outcome }
         if let run { return await run.value }
         return Outcome(capture: .success(.stopped), links: [], stoppedDelivering: true, earlierStreamFailures: [], earlierStreamLosses: [])
+    }
+
+    /// Runs the streamer as a swift-service-lifecycle `Service`, in a `ServiceGroup` beside an
+    /// embedding program's other services: starts it (unless `start()` already did) and returns
+    /// once capture and every delivery are over; `finished()` then gives the `Outcome`.
+    /// - A graceful shutdown of the group (SIGTERM, SIGINT) stops capture without waiting and
+    ///   defers the background destinations: everything captured is still delivered to the
+    ///   foreground receivers, as capture-send's first Ctrl-C does.
+    /// - Cancellation (the group's escalation once its graceful shutdown takes too long, or the
+    ///   task's) stops delivering at once: what the receivers have not acknowledged stays in the
+    ///   spool for a later run.
+    ///
+    /// It throws only when the start fails; a delivery that failed is in the `Outcome`. Call
+    /// `dispose()` after it returns.
+    public func run() async throws {
+        if state.withLock({ $0.phase == .created }) { try start() }
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                _ = await finished()
+            } onGracefulShutdown: { [self] in
+                pipeline.queue.requestStop(immediate: false)
+                deferBackground()
+            }
+        } onCancel: { [self] in
+            stopDelivering()
+        }
     }
 
     /// Releases capture and the threads, closes the logs, and removes each encoding's spool once the

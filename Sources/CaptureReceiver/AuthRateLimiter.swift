@@ -24,12 +24,13 @@ public final class AuthRateLimiter: Sendable {
     ///   - blockDuration: how long an address is refused once over the limit.
     ///   - now: the clock.
     public init(
-        maximumFailures: Int = 5, window: TimeInterval = 60, blockDuration: TimeInterval = 60,
+        maximumFailures: Int = 5, window: Duration = .seconds(60), blockDuration: Duration = .seconds(60),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.maximumFailures = maximumFailures
-        self.window = window
-        self.blockDuration = blockDuration
+        // Kept in seconds: the limiter reads the wall clock (`Date`), as its injected clock does.
+        self.window = window.inSeconds
+        self.blockDuration = blockDuration.inSeconds
         self.now = now
     }
 

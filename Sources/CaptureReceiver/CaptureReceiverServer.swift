@@ -188,7 +188,7 @@ public final class CaptureReceiverServer: Service, Sendable {
         let connections = ConnectionSetup(
             configuration: configuration, registry: registry,
             storage: PooledStreamStorage(files: StreamFiles(configuration: configuration, pool: writerPool)),
-            rateLimiter: AuthRateLimiter(maximumFailures: configuration.authFailureLimit, blockDuration: configuration.authBlockSeconds),
+            rateLimiter: AuthRateLimiter(maximumFailures: configuration.authFailureLimit, blockDuration: configuration.authBlockDuration),
             tls: tls, directory: directory, logger: logger)
         return Prepared(
             group: group, registry: registry, writerPool: writerPool, directory: directory, alarmHook: alarmHook, connections: connections)

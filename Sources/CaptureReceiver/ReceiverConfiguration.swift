@@ -49,19 +49,17 @@ public struct ReceiverConfiguration: Sendable {
     public var authTokens: AuthTokens? = nil
     /// Failed authentications per peer address within a minute before that address is refused for a minute (0: no limit).
     public var authFailureLimit: Int = 5
-    /// Seconds an address over `authFailureLimit` is refused (RATE_LIMITED).
-    public var authBlockSeconds: Double = 60
-    /// Seconds an unfinalized stream (its connection lost, or found at start-up) stays resumable
-    /// before it is finalized with what it holds; 0 finalizes at once when a connection is lost.
-    public var resumeWindow: Double = 86_400
+    /// How long an address over `authFailureLimit` is refused (RATE_LIMITED).
+    public var authBlockDuration: Duration = .seconds(60)
+    /// How long an unfinalized stream (its connection lost, or found at start-up) stays resumable
+    /// before it is finalized with what it holds; zero finalizes at once when a connection is lost.
+    public var resumeWindow: Duration = .seconds(86_400)
     /// When each stream's alarms (silence, clipping, loudness, link down, no audio) are raised and
     /// cleared (`--alarm-*`, `--alarm-override`, `--no-alarms`).
     public var alarms = StreamAlarmPolicy()
-    /// `resumeWindow` in whole seconds (for log lines), saturating instead of trapping on a window
-    /// that is not finite or does not fit an Int.
+    /// `resumeWindow` in whole seconds (for log lines and the session's settings).
     public var resumeWindowSeconds: Int {
-        guard resumeWindow > 0 else { return 0 }
-        return resumeWindow < 9.0e18 ? Int(resumeWindow) : Int.max
+        resumeWindow > .zero ? Int(resumeWindow.components.seconds) : 0
     }
     /// Interrupted streams that may wait in the output folder for their senders at once; beyond it
     /// the sweep finalizes the ones waiting longest (`--max-waiting-streams`).

@@ -333,7 +333,7 @@ extension ReceiverSession.Settings {
         self.init(
             heartbeatIntervalMilliseconds: UInt32(clamping: TimeAmount(configuration.heartbeatInterval).nanoseconds / 1_000_000),
             maximumFrameBytes: configuration.maximumFrameBytes,
-            keepsInterruptedStreams: configuration.resumeWindow > 0,
+            keepsInterruptedStreams: configuration.resumeWindow > .zero,
             resumeWindowSeconds: configuration.resumeWindowSeconds,
             usesTLS: usesTLS,
             // In NIO's words for an amount of time: `10 s`, `250 ms`.

@@ -49,7 +49,7 @@ public enum CaptureRecvProgram {
                 "handshake-ns": "\(TimeAmount(configuration.handshakeTimeout).nanoseconds)",
                 "idle-ns": "\(TimeAmount(configuration.idleTimeout).nanoseconds)",
                 "heartbeat-ns": "\(TimeAmount(configuration.heartbeatInterval).nanoseconds)",
-                "auth": "\(configuration.authFailureLimit) in 60 s, \(configuration.authBlockSeconds) s",
+                "auth": "\(configuration.authFailureLimit) in 60 s, \(configuration.authBlockDuration.inSeconds) s",
                 "resume-window-s": "\(configuration.resumeWindowSeconds)",
                 "max-waiting-streams": "\(configuration.maximumWaitingStreams)",
                 "segment-s": serve.recordings.segment.flatMap { try? RecordingOptions.parseDuration($0) }.map { "\($0)" } ?? "none",

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CaptureCLISupport
+import CaptureCore
 import CaptureReceiver
 
 /// capture-recv's options for streams that lose their connection (see docs/DURABILITY.md).
@@ -39,7 +40,7 @@ struct DurabilityOptions: ParsableArguments {
     func apply(to configuration: inout ReceiverConfiguration) {
         configuration.logDirectory = logDir
         configuration.syncPolicy.checkpointInterval = .seconds(checkpointS)
-        configuration.resumeWindow = resumeWindow
+        configuration.resumeWindow = .nanoseconds(Saturating.nanoseconds(seconds: resumeWindow))
         configuration.maximumWaitingStreams = maxWaitingStreams
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CaptureCLISupport
+import CaptureCore
 import CaptureReceiver
 import CaptureSecurity
 import Logging
@@ -39,7 +40,7 @@ struct ReceiverSecurityOptions: ParsableArguments {
     /// Puts the limits on failed authentications into `configuration`.
     func applyLimits(to configuration: inout ReceiverConfiguration) {
         configuration.authFailureLimit = authFailureLimit
-        configuration.authBlockSeconds = authBlockSeconds
+        configuration.authBlockDuration = .nanoseconds(Saturating.nanoseconds(seconds: authBlockSeconds))
     }
 
     /// Puts the TLS settings and tokens into `configuration`; warns about tokens sent without TLS.

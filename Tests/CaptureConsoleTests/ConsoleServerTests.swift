@@ -45,7 +45,7 @@ final class ConsoleServerTests: XCTestCase {
     // MARK: - Over HTTP
 
     func testWithTokensEveryRequestNeedsOneAndTheLoginFormSetsASession() async throws {
-        let console = try await RunningConsole(access: try ConsoleAccess(host: "127.0.0.1", tokens: AuthTokens(tokens: [Self.token])), directory: StreamDirectory(settings: .init(resumeWindow: 60)))
+        let console = try await RunningConsole(access: try ConsoleAccess(host: "127.0.0.1", tokens: AuthTokens(tokens: [Self.token])), directory: StreamDirectory(settings: .init(resumeWindow: .seconds(60))))
         addTeardownBlock { await console.stop() }
 
         let refused = try await HTTP.get(port: console.port, path: "/api/streams")
@@ -83,7 +83,7 @@ final class ConsoleServerTests: XCTestCase {
     }
 
     func testTheStreamsAPIAnswersFromTheDirectory() async throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60))
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60)))
         let recorder = directory.streamOpened(StreamOpening(
             id: Self.stream, name: "studio-a", peer: "127.0.0.1:50000", format: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16),
             started: Date(timeIntervalSince1970: 1_767_225_600), startSampleTime: 0, file: "studio-a_20260101T000000Z.caf",
@@ -148,7 +148,7 @@ final class ConsoleServerTests: XCTestCase {
     }
 
     func testEventsArriveAsServerSentEventsInOrder() async throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60, levelsInterval: 0))
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), levelsInterval: 0))
         let console = try await RunningConsole(directory: directory)
         addTeardownBlock { await console.stop() }
         Thread.detachNewThread {
@@ -238,7 +238,7 @@ final class ConsoleServerTests: XCTestCase {
         for path in ["/api/streams:", "/api/streams/{id}:", "/api/streams/{id}/listen:", "/api/streams/{id}/timeline:", "/api/events:", "/metrics:"] {
             XCTAssertTrue(document.body.contains("  \(path)\n"), path)
         }
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60))
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60)))
         _ = directory.streamOpened(StreamOpening(
             id: Self.stream, name: "a", peer: "p", format: .linearPCM(sampleRate: 48_000, channels: 1, sample: .s16),
             started: Date(), startSampleTime: 0, file: "a.caf", resumed: false, durableSampleTime: 0))

@@ -145,7 +145,7 @@ final class MetricsEndpointTests: XCTestCase {
     }
 
     func testLiveStreamsLevelsAreReadAtScrapeTime() async throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60))
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60)))
         func open(_ name: String) -> any StreamActivityRecorder {
             directory.streamOpened(StreamOpening(
                 id: UUID(), name: name, peer: "127.0.0.1:50000", format: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16),

@@ -56,7 +56,7 @@ final class AlarmHookTests: XCTestCase {
 
     func testEachRaiseAndClearRunsOnceInOrderAndARestartDoesNotTellARaiseTwice() {
         let first = hook()
-        first.start(resumeWindow: 3_600)
+        first.start(resumeWindow: .seconds(3_600))
         first.tell(event(.silence, .raised, raised: [.silence], detail: "every channel below -60.0 dBFS"))
         first.tell(event(.silence, .raised, raised: [.silence]))
         first.tell(event(.clipping, .raised, raised: [.silence, .clipping]))
@@ -72,7 +72,7 @@ final class AlarmHookTests: XCTestCase {
 
         // The receiver restarts: the silence alarm stands raised for the stream.
         let second = hook()
-        second.start(resumeWindow: 3_600)
+        second.start(resumeWindow: .seconds(3_600))
         XCTAssertEqual(second.restoredAlarms(of: stream), [.silence])
         XCTAssertEqual(second.restoredAlarms(of: stream), [], "given back once")
         XCTAssertEqual(second.restoredAlarms(of: other), [])
@@ -87,13 +87,13 @@ final class AlarmHookTests: XCTestCase {
 
     func testTheAlarmsOfAStreamThatDoesNotResumeAreToldClearedAfterTheResumeWindow() {
         let first = hook()
-        first.start(resumeWindow: 3_600)
+        first.start(resumeWindow: .seconds(3_600))
         first.tell(event(.noAudio, .raised, on: other, raised: [.noAudio]))
         first.tell(event(.linkDown, .raised, on: other, raised: [.linkDown]))
         waitUntil("two runs") { lines().count == 2 && pending() == 0 }
         stop(first)
         let second = hook()
-        second.start(resumeWindow: 0)
+        second.start(resumeWindow: .seconds(0))
         waitUntil("both cleared") { lines().count == 4 && pending() == 0 }
         XCTAssertEqual(Array(lines().suffix(2)), [
             "capture-recv-alarm|cleared|link-down|other|link-down|no-audio|the stream did not resume within the resume window after the receiver restarted",
@@ -108,13 +108,13 @@ final class AlarmHookTests: XCTestCase {
         let gate = folder + "/open"
         let command = "[ -e \(gate) ] && printf '%s %s\\n' \"$1\" \"$2\" >> \(told)"
         let first = AlarmHook(outputDirectory: folder, settings: .init(command: command), logger: Logger(label: "test"))
-        first.start(resumeWindow: 3_600)
+        first.start(resumeWindow: .seconds(3_600))
         first.tell(event(.silence, .raised, raised: [.silence]))
         waitUntil("its journal entry is written") { pending() == 1 }
         stop(first)
         XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
         let second = AlarmHook(outputDirectory: folder, settings: .init(command: command), logger: Logger(label: "test"))
-        second.start(resumeWindow: 3_600)
+        second.start(resumeWindow: .seconds(3_600))
         waitUntil("the raise ran at the next start") { lines().count == 1 && pending() == 0 }
         XCTAssertEqual(second.restoredAlarms(of: stream), [.silence], "it stands raised")
         second.tell(event(.silence, .raised, raised: [.silence]))

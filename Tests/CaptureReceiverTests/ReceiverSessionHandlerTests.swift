@@ -97,7 +97,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
     private var readCounter = ReadCounter()
     private var handler: ReceiverSessionHandler?
 
-    private func makeChannel(resumeWindow: Double = 86_400, logger: Logger = Logger(label: "test")) throws -> EmbeddedChannel {
+    private func makeChannel(resumeWindow: Duration = .seconds(86_400), logger: Logger = Logger(label: "test")) throws -> EmbeddedChannel {
         var configuration = ReceiverConfiguration(outputDirectory: "/srv/rec")
         configuration.resumeWindow = resumeWindow
         let handler = ReceiverSessionHandler(configuration: configuration, registry: registry, storage: storage, logger: logger)

@@ -17,7 +17,7 @@ final class SessionDirectoryTapTests: XCTestCase {
     static let path = "/srv/rec/studio-a/20260101T000000Z-studio-a.caf"
 
     private let storage = ScriptedStorage()
-    private let directory = StreamDirectory(settings: .init(resumeWindow: 60))
+    private let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60)))
 
     private func makeChannel() throws -> EmbeddedChannel {
         let configuration = ReceiverConfiguration(outputDirectory: "/srv/rec")

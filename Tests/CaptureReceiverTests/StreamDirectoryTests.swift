@@ -21,7 +21,7 @@ final class StreamDirectoryTests: XCTestCase {
 
     private let clock = TestClock()
 
-    private func directory(resumeWindow: TimeInterval = 60, retention: TimeInterval = 600, maximumFinished: Int = 1_000, bufferLimit: Int = 4_096) -> StreamDirectory {
+    private func directory(resumeWindow: Duration = .seconds(60), retention: TimeInterval = 600, maximumFinished: Int = 1_000, bufferLimit: Int = 4_096) -> StreamDirectory {
         let clock = self.clock
         return StreamDirectory(
             settings: .init(resumeWindow: resumeWindow, finishedRetention: retention, maximumFinished: maximumFinished, subscriberBufferLimit: bufferLimit),
@@ -58,7 +58,7 @@ final class StreamDirectoryTests: XCTestCase {
         let clock = self.clock
         var conditions = StreamAlarmConditions()
         conditions.noAudioSeconds = 5
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: StreamAlarmPolicy(conditions: conditions)), now: { clock.now })
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: StreamAlarmPolicy(conditions: conditions)), now: { clock.now })
         let first = directory.streamOpened(opening())
         clock.advance(1)
         first.gapRecorded(sampleTime: 48_000, lengthFrames: 24_000, reason: "overrun")
@@ -137,7 +137,7 @@ final class StreamDirectoryTests: XCTestCase {
     }
 
     func testALostConnectionReconnectsThenResumesThenFinishes() async throws {
-        let directory = directory(resumeWindow: 60)
+        let directory = directory(resumeWindow: .seconds(60))
         let events = directory.events()
         let first = directory.streamOpened(opening())
         first.gapRecorded(sampleTime: 0, lengthFrames: 480, reason: "overrun")
@@ -160,7 +160,7 @@ final class StreamDirectoryTests: XCTestCase {
     }
 
     func testAReconnectingStreamFinishesWhenItsResumeWindowPasses() async throws {
-        let directory = directory(resumeWindow: 60)
+        let directory = directory(resumeWindow: .seconds(60))
         let recorder = directory.streamOpened(opening())
         recorder.connectionEnded(resumable: true)
         let events = directory.events()
@@ -187,7 +187,7 @@ final class StreamDirectoryTests: XCTestCase {
 
     func testSilenceRaisesAndClearsAnAlarmEventOnTheFeedAndTheObserver() async throws {
         let heard = AlarmLog()
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60), now: { [clock = self.clock] in clock.now }, alarmObserver: { heard.append($0) })
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60)), now: { [clock = self.clock] in clock.now }, alarmObserver: { heard.append($0) })
         let recorder = directory.streamOpened(opening())
         let events = directory.events()
         for step in 0..<34 {
@@ -222,7 +222,7 @@ final class StreamDirectoryTests: XCTestCase {
         quick.silenceSeconds = 2
         let policy = StreamAlarmPolicy(
             conditions: quick, overrides: [StreamAlarmOverride(pattern: "studio-*", changes: [.off]), .init(pattern: "van-*", changes: [.set(.silenceSeconds(4))])])
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: policy), now: { [clock = self.clock] in clock.now })
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: policy), now: { [clock = self.clock] in clock.now })
         let names = ["studio-a", "van-1", "field-1"]
         let recorders = names.enumerated().map { index, name in
             directory.streamOpened(StreamOpening(
@@ -241,7 +241,7 @@ final class StreamDirectoryTests: XCTestCase {
     }
 
     func testAlarmsCanBeOff() throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: 60, alarms: .off), now: { [clock = self.clock] in clock.now })
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: .off), now: { [clock = self.clock] in clock.now })
         let recorder = directory.streamOpened(opening())
         for step in 0..<40 {
             clock.advance(0.5)

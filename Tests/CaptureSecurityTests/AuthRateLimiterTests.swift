@@ -13,7 +13,7 @@ final class AuthRateLimiterTests: XCTestCase {
 
     func testBlocksAnAddressAfterTheLimitWithinTheWindowForTheBlockDuration() {
         let clock = TestClock()
-        let limiter = AuthRateLimiter(maximumFailures: 5, window: 60, blockDuration: 60, now: { clock.now })
+        let limiter = AuthRateLimiter(maximumFailures: 5, window: .seconds(60), blockDuration: .seconds(60), now: { clock.now })
         for _ in 0..<4 {
             XCTAssertFalse(limiter.recordFailure(from: "10.0.0.1"))
             clock.advance(1)
@@ -30,7 +30,7 @@ final class AuthRateLimiterTests: XCTestCase {
 
     func testFailuresOlderThanTheWindowDoNotCount() {
         let clock = TestClock()
-        let limiter = AuthRateLimiter(maximumFailures: 3, window: 60, blockDuration: 30, now: { clock.now })
+        let limiter = AuthRateLimiter(maximumFailures: 3, window: .seconds(60), blockDuration: .seconds(30), now: { clock.now })
         limiter.recordFailure(from: "a")
         limiter.recordFailure(from: "a")
         clock.advance(61)

@@ -8,7 +8,11 @@ import XCTest
 final class LibraryConversionTests: XCTestCase {
     func testTheResumeWindowInWholeSecondsNeverTraps() {
         var configuration = ReceiverConfiguration(outputDirectory: "/nonexistent")
-        for (window, seconds) in [(2_592_000.0, 2_592_000), (0.5, 0), (1e308, Int.max), (.infinity, Int.max), (.nan, 0), (-5, 0), (9.3e18, Int.max)] {
+        let rows: [(Duration, Int)] = [
+            (.seconds(2_592_000), 2_592_000), (.milliseconds(500), 0), (.milliseconds(86_400_999), 86_400), (.seconds(Int64.max), Int.max),
+            (.zero, 0), (.seconds(-5), 0),
+        ]
+        for (window, seconds) in rows {
             configuration.resumeWindow = window
             XCTAssertEqual(configuration.resumeWindowSeconds, seconds, "\(window)")
         }

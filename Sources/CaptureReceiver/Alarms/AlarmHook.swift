@@ -90,9 +90,9 @@ public final class AlarmHook: Sendable {
     }
 
     /// At start: reads which alarms stood raised at the last stop, replays the runs not completed
-    /// then, and, `resumeWindow` seconds from now, tells cleared the alarms of streams that have not
+    /// then, and, `resumeWindow` from now, tells cleared the alarms of streams that have not
     /// resumed by then.
-    public func start(resumeWindow: TimeInterval) {
+    public func start(resumeWindow: Duration) {
         var raised = records.read(logger: logger)
         // The journal is written before the records: a raise or clear it holds may not have reached
         // them (a crash in between).
@@ -115,7 +115,7 @@ public final class AlarmHook: Sendable {
                 "streams": "\(restored.count)", "alarms": "\(restored.values.map(\.count).reduce(0, +))",
             ])
         }
-        let delay = max(0, min(resumeWindow, 30 * 86_400)) + 1
+        let delay = max(0, min(resumeWindow.inSeconds, 30 * 86_400)) + 1
         disk.asyncAfter(deadline: .now() + delay) { [self] in clearUnclaimed() }
     }
 

@@ -20,7 +20,7 @@ public final class StreamDirectory: Sendable {
     public struct Settings: Sendable, Equatable {
         /// The receiver's resume window: a reconnecting stream whose sender has not come back
         /// within it is finished (`--resume-window`).
-        public var resumeWindow: TimeInterval
+        public var resumeWindow: Duration
         /// How long a finished stream stays in the table.
         public var finishedRetention: TimeInterval
         /// The most finished streams kept; the oldest go first.
@@ -33,7 +33,7 @@ public final class StreamDirectory: Sendable {
         public var alarms: StreamAlarmPolicy
 
         public init(
-            resumeWindow: TimeInterval, finishedRetention: TimeInterval = 600, maximumFinished: Int = 1_000, levelsInterval: TimeInterval = 0.1,
+            resumeWindow: Duration, finishedRetention: TimeInterval = 600, maximumFinished: Int = 1_000, levelsInterval: TimeInterval = 0.1,
             subscriberBufferLimit: Int = 4_096, alarms: StreamAlarmPolicy = StreamAlarmPolicy()
         ) {
             self.alarms = alarms
@@ -110,7 +110,7 @@ public final class StreamDirectory: Sendable {
         var finished: [(id: UUID, since: Date)] = []
         for (id, entry) in all {
             entry.tick(at: time)
-            if let since = entry.expireIfReconnecting(before: time.addingTimeInterval(-settings.resumeWindow), at: time) {
+            if let since = entry.expireIfReconnecting(before: time.addingTimeInterval(-settings.resumeWindow.inSeconds), at: time) {
                 finished.append((id, since))
             } else if let since = entry.finishedSince {
                 finished.append((id, since))

@@ -32,7 +32,7 @@ enum AbandonedStreamSweeper {
                 "path": "\(path)", "stream-id": "\(stream)",
             ])
         }
-        let window = configuration.resumeWindow
+        let window = configuration.resumeWindow.inSeconds
         let maximumWaiting = configuration.maximumWaitingStreams
         let metrics = configuration.metrics
         let sweepNow: @Sendable () -> Void = {

@@ -153,6 +153,9 @@ struct Serve: AsyncParsableCommand {
         let capacity = StreamCapacity.raiseAndMeasure()
         applyLimits(to: &configuration, capacity: capacity)
         configuration.applicationName = "capture-recv \(ProgramVersion.version)"
+        // The graceful stop's deadline; the service group escalates to cancellation 5 s later, and
+        // systemd's TimeoutStopSec and docker's stop timeout are longer still.
+        configuration.shutdownTimeout = .seconds(10)
         try recordings.apply(to: &configuration, logger: logger)
         try alarmOptions.applyHook(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)

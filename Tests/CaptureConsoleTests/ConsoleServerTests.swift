@@ -152,7 +152,9 @@ final class ConsoleServerTests: XCTestCase {
         let console = try await RunningConsole(directory: directory)
         addTeardownBlock { await console.stop() }
         Thread.detachNewThread {
-            usleep(500_000)
+            // The stream's life starts once the request below has subscribed to the events.
+            let deadline = Date().addingTimeInterval(30)
+            while directory.subscriberCount == 0, Date() < deadline { usleep(1_000) }
             let recorder = directory.streamOpened(StreamOpening(
                 id: Self.stream, name: "studio-a", peer: "127.0.0.1:50000", format: .linearPCM(sampleRate: 48_000, channels: 1, sample: .s16),
                 started: Date(), startSampleTime: 0, file: "a.caf", resumed: false, durableSampleTime: 0))

@@ -225,7 +225,7 @@ final class FieldKitDeploymentTests: XCTestCase {
 
     func testEveryStopTimeoutLeavesTheReceiverItsShutdownDeadline() throws {
         let source = try text("Sources/capture-recv/CaptureRecv.swift")
-        let graceful = try XCTUnwrap(Self.seconds(after: "shutdownDeadline: .seconds(", in: source))
+        let graceful = try XCTUnwrap(Self.seconds(after: "configuration.shutdownTimeout = .seconds(", in: source))
         let escalation = try XCTUnwrap(Self.seconds(after: "maximumGracefulShutdownDuration: .seconds(", in: source))
         XCTAssertGreaterThanOrEqual(escalation, graceful)
 

@@ -56,10 +56,11 @@ final class StopSignalTests: XCTestCase {
         let sender = try ChildProcess(Products.send, [
             "127.0.0.1:\(port)", "--source", "tone", "--rate", "8000", "--channels", "1", "--buffer-seconds", "0.1",
             "--stream-name", "stopped", "--spool", spool.path, "--reconnect-min", "0.1", "--reconnect-max", "0.3",
+            "--status-interval", "0.1",
         ])
         defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
         XCTAssertTrue(waitFor(20) { sender.standardError.contains("connection refused") }, sender.standardError)
-        usleep(1_000_000)  // at least a second of audio captured
+        XCTAssertTrue(waitFor(60) { Self.capturedSeconds(sender.standardError) >= 1.0 }, "at least a second of audio captured: \(sender.standardError)")
         sender.signal(SIGINT)
         XCTAssertTrue(waitFor(10) { sender.standardError.contains("stopping capture") }, sender.standardError)
         XCTAssertTrue(sender.process.isRunning, "the first signal lets delivery go on")
@@ -172,9 +173,11 @@ final class StopSignalTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: spool) }
         let sender = try ChildProcess(Products.send, [
             receiver.address, "--source", "tone", "--buffer-seconds", "5", "--stream-name", "early", "--spool", spool.path,
+            "--log-level", "info",
         ])
         defer { if sender.process.isRunning { sender.signal(SIGKILL) } }
-        usleep(1_500_000)
+        // Capture has started; its first buffer takes five seconds of the paced tone.
+        XCTAssertTrue(waitFor(30) { sender.standardError.contains("capturing") }, sender.standardError)
         XCTAssertTrue(sender.process.isRunning, sender.standardError)
         XCTAssertFalse(receiver.child.standardError.contains("connection accepted"), "no connection before the first buffer: \(receiver.child.standardError)")
         sender.signal(SIGKILL)
@@ -183,5 +186,13 @@ final class StopSignalTests: XCTestCase {
         XCTAssertEqual(receiver.files(), [], "no file for a stream without audio")
         let left = (try? FileManager.default.contentsOfDirectory(atPath: spool.path)) ?? []
         XCTAssertEqual(left.filter { !$0.hasPrefix(".") }, [], "nothing in the spool")
+    }
+
+    /// The most audio a status line (`captured_s=`) reported captured so far, in seconds.
+    static func capturedSeconds(_ standardError: String) -> Double {
+        standardError.split(separator: "\n").compactMap { line -> Double? in
+            guard line.hasPrefix("status ") else { return nil }
+            return line.split(separator: " ").first { $0.hasPrefix("captured_s=") }.flatMap { Double($0.dropFirst("captured_s=".count)) }
+        }.max() ?? 0
     }
 }

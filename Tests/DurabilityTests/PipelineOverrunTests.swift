@@ -241,7 +241,7 @@ final class PipelineOverrunTests: XCTestCase {
             $0.startSampleTime = 0
             $0.primingFrames = UInt32(sent.primingFrames)
         }))
-        try receiver.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
+        try receiver.accept(resumingAt: StreamPosition(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
         for entry in sent.entries {
             do {
                 _ = try receiver.receive(entry.wireMessage)

@@ -223,7 +223,7 @@ final class PipelinePauseTests: XCTestCase {
             $0.magicCookie = Data(pipeline.magicCookie)
             $0.primingFrames = UInt32(pipeline.primingFrames)
         }))
-        try receiver.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
+        try receiver.accept(resumingAt: StreamPosition(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
         for entry in entries {
             XCTAssertNoThrow(try receiver.receive(entry.wireMessage), "sequence \(entry.sequence) at \(entry.firstSampleTime)")
         }

@@ -143,6 +143,6 @@ public enum SpoolChecks {
             return Array(bytes[start..<(start + count)])
         }
         guard let record else { return }
-        precondition(record.packets >= 0 && record.sampleTime >= 0 && record.sequence <= 1 << 62, "a position record with impossible counts")
+        precondition(record.packets >= 0 && record.position.endSampleTime >= 0 && record.position.lastSequence <= 1 << 62, "a position record with impossible counts")
     }
 }

@@ -233,7 +233,7 @@ struct StreamFiles: Sendable {
         }
         let caf = created.writer
         let path = caf.path
-        let origin = StreamPositionRecord(sequence: resume.lastSequence, sampleTime: resume.endSampleTime, packets: 0)
+        let origin = StreamPositionRecord(position: resume, packets: 0)
         do throws(DurableFileError) {
             // No fsync here: the stream's first round makes the new files and their folder entries
             // durable (one syncfs for every new stream) before anything written to them is
@@ -287,15 +287,15 @@ struct StreamFiles: Sendable {
         let record: StreamPositionRecord
         do throws(DurableFileError) {
             record = try StreamPositionLog.lastRecord(cafPath: path)
-                ?? { let beginning = StreamPosition.beginning(of: hello); return StreamPositionRecord(sequence: beginning.lastSequence, sampleTime: beginning.endSampleTime, packets: 0) }()
+                ?? { let beginning = StreamPosition.beginning(of: hello); return StreamPositionRecord(position: beginning, packets: 0) }()
         } catch {
             claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
         }
         // The position log is a file: a record no stream of this Hello can reach is not resumed.
-        guard record.sequence < WireProtocol.maximumSequence, (hello.message.startSampleTime...hello.timelineEnd).contains(record.sampleTime) else {
+        guard record.position.lastSequence < WireProtocol.maximumSequence, (hello.message.startSampleTime...hello.timelineEnd).contains(record.position.endSampleTime) else {
             claim.release(removingEntry: false)
-            return .failure(.cannotCreate("cannot resume \(path): its position log records sequence \(record.sequence) at sample \(record.sampleTime), which stream \(hello.streamID) (starting at sample \(hello.message.startSampleTime)) cannot have reached; move the file and its .position file away to start the stream anew"))
+            return .failure(.cannotCreate("cannot resume \(path): its position log records sequence \(record.position.lastSequence) at sample \(record.position.endSampleTime), which stream \(hello.streamID) (starting at sample \(hello.message.startSampleTime)) cannot have reached; move the file and its .position file away to start the stream anew"))
         }
         let caf: CAFWriter
         do throws(CAFError) {
@@ -316,11 +316,11 @@ struct StreamFiles: Sendable {
             let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
-                start: StreamPosition(lastSequence: record.sequence, endSampleTime: record.sampleTime), originSampleTime: Self.firstSample(of: path, hello: hello),
+                start: record.position, originSampleTime: Self.firstSample(of: path, hello: hello),
                 segments: configuration.segmentLength.map { SegmentingFileWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
-            return .success((writer, StreamPosition(lastSequence: record.sequence, endSampleTime: record.sampleTime)))
+            return .success((writer, record.position))
         } catch {
             caf.close()
             claim.release(removingEntry: false)

@@ -265,7 +265,7 @@ public final class StreamWriter: @unchecked Sendable {
     func takeRound() -> RoundTake? {
         awaitingRound = false
         guard failure == nil, let packets = recording.packetCount, written != submitted else { return nil }
-        let position = StreamPositionRecord(sequence: written.lastSequence, sampleTime: written.endSampleTime, packets: packets)
+        let position = StreamPositionRecord(position: written, packets: packets)
         let body = round.take(position: position)
         submitted = written
         return RoundTake(
@@ -346,7 +346,7 @@ public final class StreamWriter: @unchecked Sendable {
     func roundMadeDurable(_ record: StreamPositionRecord) {
         guard failure == nil, recording.isOpen else { return }
         recording.creationMadeDurable()
-        let position = StreamPosition(lastSequence: record.sequence, endSampleTime: record.sampleTime)
+        let position = record.position
         if position != durable, position.lastSequence >= durable.lastSequence {
             durable = position
             events.durable(position)

@@ -307,7 +307,7 @@ final class SharedStreamIndexTests: XCTestCase {
         // The first receiver dies (its log's lock goes with it), and its file system loses what no
         // checkpoint covered: the audio and its position record.
         first.shutDown()
-        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(position: .start, packets: 0))
         try CAFWriter.resume(path: path, keepingPackets: 0).close()
 
         let taken = try open(second, hello, mayCreate: false).get()

@@ -60,14 +60,14 @@ final class WriterPoolTests: XCTestCase {
         let reported = try XCTUnwrap(stream.events.waitForDurable(sequence: 10))
         XCTAssertEqual(reported, StreamPosition(lastSequence: 10, endSampleTime: 40))
         // A round syncs the commit log only: the file's position log still says where it began.
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(position: .start, packets: 0))
         let detached = expectation(description: "detached")
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
         pool.shutDown()
         // The file then loses everything no checkpoint covered, as in a power cut: its audio and its
         // position record.
-        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(position: .start, packets: 0))
         try CAFWriter.resume(path: path, keepingPackets: 0).close()
         XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), [])
 
@@ -75,7 +75,7 @@ final class WriterPoolTests: XCTestCase {
         let restarted = try makePool(threads: 1, policy: Self.noTimer)
         defer { restarted.shutDown() }
         XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), (1...10).flatMap { Array(Self.samples(stream: 1, sequence: $0)) })
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(sequence: 10, sampleTime: 40, packets: 40))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(position: StreamPosition(lastSequence: 10, endSampleTime: 40), packets: 40))
         let reopened = try openStream(restarted, hello: hello, mayCreate: false).get()
         XCTAssertEqual(reopened.writer.path, path)
         XCTAssertEqual(reopened.resume, StreamPosition(nextSequence: 11, nextSampleTime: 40))
@@ -112,14 +112,14 @@ final class WriterPoolTests: XCTestCase {
         let log = try logFolder()
         for attempt in 1...2 {
             // As if the file lost its audio and the replay before was cut off before its last step.
-            _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+            _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: .start, packets: 0))
             if attempt == 1 { try CAFWriter.resume(path: recorded.path, keepingPackets: 0).close() }
             let replay = LogReplay(outputDirectory: folder)
             try replay.replay(try CommitLogReader(directory: log))
             XCTAssertEqual(replay.summary.failures, [])
             XCTAssertEqual(replay.summary.files, 1)
             XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), recorded.audio, "replay \(attempt)")
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path), StreamPositionRecord(sequence: 6, sampleTime: 24, packets: 24))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path), StreamPositionRecord(position: StreamPosition(lastSequence: 6, endSampleTime: 24), packets: 24))
         }
     }
 
@@ -131,12 +131,12 @@ final class WriterPoolTests: XCTestCase {
         try writer.append(later, frameCount: 8)
         try writer.synchronize()
         writer.close()
-        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 6, sampleTime: 24, packets: 24))
+        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: StreamPosition(lastSequence: 6, endSampleTime: 24), packets: 24))
 
         let restarted = try makePool(threads: 1, policy: Self.noTimer)
         restarted.shutDown()
         XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), recorded.audio + later, "the log's rounds are in the file already: nothing replayed over it")
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path)?.sequence, 6)
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path)?.position.lastSequence, 6)
     }
 
     /// Migration: a recording the version before the commit log left behind after a crash (a
@@ -145,9 +145,9 @@ final class WriterPoolTests: XCTestCase {
     func testARecordingLeftByTheVersionBeforeTheCommitLogIsResumedAndFinished() throws {
         let recorded = try recordAndLetGo(name: "before-the-log", count: 8)
         try FileManager.default.removeItem(atPath: folder + "/.commit-log")
-        let positions = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        let positions = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: .start, packets: 0))
         for sequence in 1...6 {
-            try positions.append(StreamPositionRecord(sequence: UInt64(sequence), sampleTime: Int64(sequence * 4), packets: Int64(sequence * 4)))
+            try positions.append(StreamPositionRecord(position: StreamPosition(lastSequence: UInt64(sequence), endSampleTime: Int64(sequence * 4)), packets: Int64(sequence * 4)))
         }
         // Messages 7 and 8 are in the file but were never acknowledged: their sender sends them again.
         let pool = try makePool(threads: 1, policy: SyncPolicy(interval: .milliseconds(5)))
@@ -175,7 +175,7 @@ final class WriterPoolTests: XCTestCase {
         let log = try logFolder()
         // A checkpoint had made the first two messages durable (the log replays from its third round);
         // the file then lost them anyway: damage, which replay reports instead of writing a hole.
-        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: .start, packets: 0))
         try CAFWriter.resume(path: recorded.path, keepingPackets: 0).close()
         let replay = LogReplay(outputDirectory: folder)
         let reader = try CommitLogReader(directory: log)
@@ -221,7 +221,7 @@ final class WriterPoolTests: XCTestCase {
         }
         for stream in opened {
             XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "no position record per round")
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 0, "no position record per round")
         }
     }
 
@@ -239,7 +239,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertEqual(stream.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: 4))
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 }, "a checkpoint follows the round")
         XCTAssertEqual(observed.recordsAtEachSync, [0, 0, 1], "the new file, then the checkpoint's audio with no new record, then the record")
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 1, sampleTime: 4, packets: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 1, endSampleTime: 4), packets: 4))
         XCTAssertGreaterThan(pool.logCheckpoint.offset, 0, "replay begins after the round now")
     }
 
@@ -253,7 +253,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertEqual(stream.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: 4))
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 }, "checkpointed without another round")
         XCTAssertEqual(pool.roundCount, 1)
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 1, sampleTime: 4, packets: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 1, endSampleTime: 4), packets: 4))
     }
 
     func testOnFUSEACheckpointSyncsEachFileInsteadOfTheFileSystem() throws {
@@ -270,7 +270,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 })
         XCTAssertEqual(pool.fileSystemSyncCount, 0)
         for stream in opened {
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 1)
         }
     }
 
@@ -367,7 +367,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertTrue(waitUntil { pool.logCheckpoint != replayPoint }, "the checkpoint completes")
         let file = try CAFFile.read(path: stranded.writer.path)
         XCTAssertEqual(try file.readAudioData(), [UInt8](Self.samples(stream: 1, sequence: 1)) + [UInt8](second), "every acknowledged byte, in order")
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stranded.writer.path), StreamPositionRecord(sequence: 2, sampleTime: 3_604, packets: 3_604),
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stranded.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 2, endSampleTime: 3_604), packets: 3_604),
                        "and a resume continues after it")
         guard case .success(let claim) = index.claimExisting(strandedHello.streamID) else {
             return XCTFail("the stream is let go once its file holds its audio")
@@ -402,7 +402,7 @@ final class WriterPoolTests: XCTestCase {
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
         XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 5, endSampleTime: 20))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 5, sampleTime: 20, packets: 20))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 5, endSampleTime: 20), packets: 20))
 
         let reopened = try openStream(pool, hello: hello, mayCreate: false).get()
         XCTAssertTrue(reopened.resumed)
@@ -443,7 +443,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(pool.roundCount, 1)
         for stream in opened {
             XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 1)
         }
         pool.shutDown()
     }
@@ -457,7 +457,7 @@ final class WriterPoolTests: XCTestCase {
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
         XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 1)
         XCTAssertEqual(pool.roundCount, 0)
     }
 
@@ -470,7 +470,7 @@ final class WriterPoolTests: XCTestCase {
         }
         pool.shutDown()
         XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 100, endSampleTime: 400))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "the commit log holds the rounds, not the position log")
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 0, "the commit log holds the rounds, not the position log")
         // After shutdown an operation still completes (on the caller's thread).
         XCTAssertEqual(try finish(stream.writer).frames, 400)
     }
@@ -728,7 +728,7 @@ private final class SyncObserver: @unchecked Sendable {
     func sync() {
         lock.withLock {
             guard let path else { return }
-            records.append((try? StreamPositionLog.lastRecord(cafPath: path))??.sequence ?? 99)
+            records.append((try? StreamPositionLog.lastRecord(cafPath: path))??.position.lastSequence ?? 99)
         }
     }
 

@@ -151,7 +151,7 @@ final class SegmentingFileWriter {
 
     /// The stream position `position` in the current file's terms (its packets now).
     func record(at position: StreamPosition) -> StreamPositionRecord {
-        StreamPositionRecord(sequence: position.lastSequence, sampleTime: position.endSampleTime, packets: writer?.packetCount ?? packetsAtWritten)
+        StreamPositionRecord(position: position, packets: writer?.packetCount ?? packetsAtWritten)
     }
 
     // MARK: - Writing
@@ -298,7 +298,7 @@ final class SegmentingFileWriter {
         // log says so (the rounds since its last checkpoint are only in the commit log), so that a
         // crash before the entry names the next file resumes this one exactly there.
         do throws(DurableFileError) {
-            try positionLog?.append(StreamPositionRecord(sequence: written.lastSequence, sampleTime: written.endSampleTime, packets: packetsAtWritten))
+            try positionLog?.append(StreamPositionRecord(position: written, packets: packetsAtWritten))
         } catch {
             throw Failure(error: .writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description), file: finished)
         }
@@ -325,7 +325,7 @@ final class SegmentingFileWriter {
             // Resuming in the new file starts at the same stream position as now (nothing of the
             // message being cut counts as written), with its pre-roll kept.
             let log = try StreamPositionLog.create(
-                cafPath: next.path, initial: StreamPositionRecord(sequence: written.lastSequence, sampleTime: written.endSampleTime, packets: next.packetCount))
+                cafPath: next.path, initial: StreamPositionRecord(position: written, packets: next.packetCount))
             try DurableFile.synchronizeDirectory(DurableFile.folder(of: next.path))
             let owner = (try? claim.contents()).flatMap { StreamIndexEntry(text: $0) }?.owner
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: next.path)), owner: owner), synchronizing: true)
@@ -490,7 +490,7 @@ final class SegmentingFileWriter {
         do throws(DurableFileError) {
             try positionLog.write(position)
             if synchronizing { try positionLog.synchronize() }
-            recordedSequence = max(recordedSequence, position.sequence)
+            recordedSequence = max(recordedSequence, position.position.lastSequence)
         } catch {
             throw .writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description)
         }

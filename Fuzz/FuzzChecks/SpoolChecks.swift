@@ -34,11 +34,11 @@ public enum SpoolChecks {
             rest = rest.dropFirst(taken.count)
             return taken
         }
-        let acked: SpoolAcknowledgedPosition?
+        let acked: SpoolAckedRecord?
         switch flags & 3 {
         case 0: acked = nil
-        case 1: acked = SpoolAcknowledgedPosition.decode(take(8))
-        default: acked = SpoolAcknowledgedPosition.decode(take(16))
+        case 1: acked = SpoolAckedRecord.decode(take(8))
+        default: acked = SpoolAckedRecord.decode(take(16))
         }
         let opus = flags & 4 != 0
         var segments: [(first: UInt64, bytes: [UInt8])]

@@ -340,7 +340,7 @@ public final class PacketLog: @unchecked Sendable {
     private func carryOut(_ aftermath: Aftermath) {
         let effects = aftermath.effects
         if let acknowledgement = effects.spoolAcknowledgement, let spool {
-            spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, endingAt: acknowledgement.mainEnd, retiringThrough: acknowledgement.released) }
+            spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, retiringThrough: acknowledgement.released) }
         }
         for backup in effects.givenUp {
             aftermath.dropListeners.forEach { $0.call(backup.destination, backup.room) }

@@ -160,9 +160,8 @@ struct PacketLogState: Sendable {
     /// What the spool is told after an acknowledgement: the main receiver's position (what a
     /// restarted sender delivers from) and what every receiver still served holds (what it may retire).
     struct SpoolAcknowledgement: Sendable, Equatable {
-        var main: UInt64
-        /// The sample just past the main receiver's acknowledged audio.
-        var mainEnd: Int64
+        /// The main receiver's acknowledged sequence and the sample just past its audio.
+        var main: StreamPosition
         var released: UInt64
     }
 
@@ -600,7 +599,7 @@ struct PacketLogState: Sendable {
     /// What the spool must record now: nil without a spool.
     private func spoolAcknowledgement() -> SpoolAcknowledgement? {
         guard spool != .absent else { return nil }
-        return SpoolAcknowledgement(main: cursors[0].acknowledged, mainEnd: cursors[0].acknowledgedEnd, released: released)
+        return SpoolAcknowledgement(main: StreamPosition(lastSequence: cursors[0].acknowledged, endSampleTime: cursors[0].acknowledgedEnd), released: released)
     }
 
     /// Drops the payloads of spooled entries every destination still served was sent.

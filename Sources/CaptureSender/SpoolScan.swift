@@ -144,34 +144,45 @@ public struct SpoolDamageFill: Sendable {
     }
 }
 
-/// Where the main receiver stood, as a stream's `acked` file records it.
-public struct SpoolAcknowledgedPosition: Sendable, Equatable {
-    /// The highest sequence the receiver acknowledged.
-    public var sequence: UInt64
-    /// The sample just past it; nil in `acked` files of versions before this one (8 bytes).
-    public var endSampleTime: Int64?
+/// What a stream's `acked` file records: where the main receiver stood.
+public struct SpoolAckedRecord: Sendable, Equatable {
+    /// The highest sequence the receiver acknowledged and the sample just past it.
+    public var position: StreamPosition
+    /// False for an `acked` file of a version before this one (8 bytes: the sequence alone): then
+    /// `position.endSampleTime` is 0 and says nothing.
+    public var endSampleTimeIsKnown: Bool
 
-    public init(sequence: UInt64, endSampleTime: Int64?) {
-        self.sequence = sequence
-        self.endSampleTime = endSampleTime
+    /// The record of `position`, whose end sample time is known (what this version writes).
+    public init(position: StreamPosition) {
+        self.position = position
+        endSampleTimeIsKnown = true
     }
 
-    /// The position an `acked` file holds: 16 bytes (sequence, sample), or 8 (sequence) as older
+    /// The record of an older version's `acked` file: the sequence alone.
+    public init(sequenceOnly sequence: UInt64) {
+        position = StreamPosition(lastSequence: sequence, endSampleTime: 0)
+        endSampleTimeIsKnown = false
+    }
+
+    /// The sample just past the acknowledged audio, when the file records it.
+    public var knownEndSampleTime: Int64? { endSampleTimeIsKnown ? position.endSampleTime : nil }
+
+    /// The record an `acked` file holds: 16 bytes (sequence, sample), or 8 (sequence) as older
     /// versions wrote it; nil for anything else or a value no stream reaches (damage: the file is
     /// only an optimisation, and without it the receiver's own position is used).
-    public static func decode(_ bytes: [UInt8]) -> SpoolAcknowledgedPosition? {
+    public static func decode(_ bytes: [UInt8]) -> SpoolAckedRecord? {
         var reader = BinaryRecordReader(bytes[...])
         guard bytes.count == 8 || bytes.count == 16, let sequence = reader.readUInt64(), sequence <= SpoolRecord.maximumSequence else { return nil }
-        guard bytes.count == 16 else { return SpoolAcknowledgedPosition(sequence: sequence, endSampleTime: nil) }
+        guard bytes.count == 16 else { return SpoolAckedRecord(sequenceOnly: sequence) }
         guard let end = reader.readInt64(), end >= 0, end <= SpoolRecord.maximumSampleTime else { return nil }
-        return SpoolAcknowledgedPosition(sequence: sequence, endSampleTime: end)
+        return SpoolAckedRecord(position: StreamPosition(lastSequence: sequence, endSampleTime: end))
     }
 
     /// The 16 bytes of the `acked` file.
     public var encoded: [UInt8] {
         var writer = BinaryRecordWriter(reservingCapacity: 16)
-        writer.append(sequence)
-        writer.append(endSampleTime ?? 0)
+        writer.append(position.lastSequence)
+        writer.append(position.endSampleTime)
         return writer.bytes
     }
 }
@@ -375,9 +386,9 @@ public struct SpoolContents: Sendable {
 
     /// The contents a finished scan found, with the receiver's position from the `acked` file, and
     /// entries made with `fill` in place of damaged records the receiver does not have.
-    public init(scan: SpoolScanner, acknowledged position: SpoolAcknowledgedPosition?, fill: SpoolDamageFill) {
-        let acknowledged = position?.sequence ?? 0
-        let acknowledgedEnd = position?.endSampleTime
+    public init(scan: SpoolScanner, acknowledged record: SpoolAckedRecord?, fill: SpoolDamageFill) {
+        let acknowledged = record?.position.lastSequence ?? 0
+        let acknowledgedEnd = record?.knownEndSampleTime
         var entries: [Entry] = []
         var damage: [SpoolDamage] = []
         var sawAudio = false

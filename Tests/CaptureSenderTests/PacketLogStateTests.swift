@@ -299,7 +299,7 @@ final class PacketLogStateTests: XCTestCase {
             name: "with a spool, the main's acknowledgement is recorded though nothing is released",
             configuration: log(spool: true), destinations: 2, given: [.audio(0), .audio(1), .audio(2)], when: .acknowledge(2, .main),
             decision: .effectsOnly,
-            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: 2, mainEnd: 500, released: 0), wakesProducers: true),
+            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 2, endSampleTime: 500), released: 0), wakesProducers: true),
             figures: Figures(lastSequence: 3, heldBytes: 3_000, cursors: [
                 CursorFigures(acknowledged: 2, held: 1_000), CursorFigures(acknowledged: 0, held: 3_000),
             ])),
@@ -315,7 +315,7 @@ final class PacketLogStateTests: XCTestCase {
             configuration: log(spool: true), destinations: 2, given: [.audio(0), .audio(1), .audio(2), .acknowledge(3, .main)],
             when: .acknowledge(1, .backup(1)),
             decision: .effectsOnly,
-            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: 3, mainEnd: 750, released: 1), wakesProducers: true),
+            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 3, endSampleTime: 750), released: 1), wakesProducers: true),
             figures: Figures(lastSequence: 3, released: 1, heldBytes: 2_000, cursors: [
                 CursorFigures(acknowledged: 3, held: 0), CursorFigures(acknowledged: 1, held: 2_000),
             ])),
@@ -346,7 +346,7 @@ final class PacketLogStateTests: XCTestCase {
             configuration: log(spool: true), destinations: 2, given: [.audio(0), .audio(1), .audio(2), .acknowledge(2, .main)],
             when: .drop(.backup(1)),
             decision: .effectsOnly,
-            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: 2, mainEnd: 500, released: 2), wakesProducers: true),
+            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 2, endSampleTime: 500), released: 2), wakesProducers: true),
             figures: Figures(lastSequence: 3, released: 2, heldBytes: 1_000, cursors: [
                 CursorFigures(acknowledged: 2, held: 1_000), CursorFigures(acknowledged: 0, held: 0, service: .dropped),
             ])),
@@ -507,7 +507,7 @@ final class PacketLogStateTests: XCTestCase {
             given: [.audio(0), .audio(1), .audio(2), .acknowledge(3, .main), .spoolFailed], when: .roomForFastSource(limit: 10_000),
             decision: .room(.enough),
             effects: Effects(givenUp: [State.GivenUpBackup(destination: .backup(1), room: BackupRoom(bytes: 2_000, limit: .fastSource))],
-                             spoolAcknowledgement: State.SpoolAcknowledgement(main: 3, mainEnd: 750, released: 3), wakesProducers: true),
+                             spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 3, endSampleTime: 750), released: 3), wakesProducers: true),
             figures: Figures(lastSequence: 3, released: 3, heldBytes: 0, cursors: [
                 CursorFigures(acknowledged: 3, held: 0),
                 CursorFigures(acknowledged: 0, held: 0, service: .givenUp(room: BackupRoom(bytes: 2_000, limit: .fastSource))),

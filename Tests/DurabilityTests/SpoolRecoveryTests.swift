@@ -126,7 +126,7 @@ final class SpoolRecoveryTests: XCTestCase {
         try spoolStream(id, count: 6, acknowledged: 4)
         let acked = [UInt8](try Data(contentsOf: URL(fileURLWithPath: folder(id) + "/acked")))
         XCTAssertEqual(acked, [0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0x07, 0x80], "sequence 4, sample 1920, big-endian")
-        XCTAssertEqual(SpoolAcknowledgedPosition.decode(acked), SpoolAcknowledgedPosition(sequence: 4, endSampleTime: 1_920))
+        XCTAssertEqual(SpoolAckedRecord.decode(acked), SpoolAckedRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 1_920)))
     }
 
     func testDamageTheReceiverAlreadyHasCostsNothing() throws {

@@ -120,8 +120,9 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             guard next <= nextNewSequence else {
                 throw .resumeBeyondSent(requested: next, nextUnsent: nextNewSequence)
             }
-            nextSequenceToSend = next
-            acknowledgedSequence = next - 1
+            let resume = StreamPosition(nextSequence: next, nextSampleTime: accepted.nextSampleTime)
+            nextSequenceToSend = resume.nextSequence
+            acknowledgedSequence = resume.lastSequence
             phase = .streaming
             return .accepted(accepted)
         case (.awaitingHelloAccepted, .endAccepted(let accepted)):

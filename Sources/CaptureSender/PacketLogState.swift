@@ -302,7 +302,7 @@ struct PacketLogState: Sendable {
         cursors = [Cursor(acknowledged: released, heldBytes: heldBytes)]
         appended = StreamPosition(lastSequence: contents.entries.last?.sequence ?? released, endSampleTime: contents.endOfLastEntry)
         end = contents.end
-            ?? StreamEnd(lastSequence: appended.lastSequence, endSampleTime: appended.endSampleTime, remainderFrames: 0, reason: "sender-restarted")
+            ?? StreamEnd(position: appended, remainderFrames: 0, reason: "sender-restarted")
     }
 
     /// Where an entry read back from the spool is: in memory when it was made up in place of
@@ -418,7 +418,7 @@ struct PacketLogState: Sendable {
     mutating func finish(endSampleTime: Int64, remainderFrames: Int, reason: String, now: UInt64) -> Step<EndedOverflow?> {
         var effects = Effects()
         let endedOverflow = endOverflow(now: now, effects: &effects)
-        let streamEnd = StreamEnd(lastSequence: lastSequence, endSampleTime: endSampleTime, remainderFrames: remainderFrames, reason: reason)
+        let streamEnd = StreamEnd(position: StreamPosition(lastSequence: lastSequence, endSampleTime: endSampleTime), remainderFrames: remainderFrames, reason: reason)
         end = streamEnd
         effects.recordedEnd = streamEnd
         return Step(decision: endedOverflow, effects: effects)

@@ -453,7 +453,7 @@ public final class StreamSpool: Sendable {
     /// entry has nothing to deliver later: its end is not recorded and no folder appears.
     public func appendEnd(_ end: StreamEnd) throws(SpoolError) {
         guard exists else { return }
-        _ = try append(record: .end(end), sequence: end.lastSequence + 1)
+        _ = try append(record: .end(end), sequence: end.position.nextSequence)
     }
 
     private func append(record: SpoolRecord, sequence: UInt64) throws(SpoolError) -> SpoolLocation {

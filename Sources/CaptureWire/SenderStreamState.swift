@@ -89,7 +89,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             guard lastSequence == state.highestSentSequence else {
                 throw .sendOutOfOrder("EndOfStream names \(lastSequence) but \(state.highestSentSequence) was sent last")
             }
-            state.endSent = StreamEnd(lastSequence: lastSequence, endSampleTime: endSampleTime)
+            state.endSent = StreamEnd(position: StreamPosition(lastSequence: lastSequence, endSampleTime: endSampleTime))
             state.phase = .awaitingEndAccepted
         }
     }
@@ -131,7 +131,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
                 throw .unexpectedMessage(message.type, expecting: "HelloAccepted or Error: this stream has not ended")
             }
             try Self.check(accepted, confirms: end)
-            acknowledgedSequence = max(acknowledgedSequence, end.lastSequence)
+            acknowledgedSequence = max(acknowledgedSequence, end.position.lastSequence)
             phase = .ended
             return .endAccepted(accepted)
         case (.awaitingHelloAccepted, _):
@@ -163,7 +163,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
     private static func check(_ accepted: Capture_V1_EndAccepted, confirms end: StreamEnd) throws(WireError) {
         guard end.isConfirmed(by: accepted) else {
             throw .endAcceptedMismatch(
-                sent: end, confirmed: StreamEnd(lastSequence: accepted.lastSequence, endSampleTime: accepted.endSampleTime))
+                sent: end, confirmed: StreamEnd(position: StreamPosition(lastSequence: accepted.lastSequence, endSampleTime: accepted.endSampleTime)))
         }
     }
 }

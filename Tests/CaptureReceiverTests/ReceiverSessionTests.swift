@@ -106,7 +106,7 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15)]),
             (.durable(StreamPosition(lastSequence: 2, endSampleTime: 30)), [Self.ack(2, 30)]),
             (.messageReceived(.endOfStream(.with { $0.lastSequence = 2; $0.endSampleTime = 30; $0.reason = "stopped" })), [
-                .finishFile(StreamEnd(lastSequence: 2, endSampleTime: 30, reason: "stopped")),
+                .finishFile(StreamEnd(position: StreamPosition(lastSequence: 2, endSampleTime: 30), reason: "stopped")),
             ]),
             (.fileFinished(.success(Self.finished)), [
                 .streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 30, resumable: false)),
@@ -205,7 +205,7 @@ final class ReceiverSessionTests: XCTestCase {
     func testAFinishFailingAfterTheSenderLeftKeepsTheFileResumable() throws {
         var session = try streamingSession()
         run(&session, [
-            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnd(lastSequence: 0, endSampleTime: 0))]),
+            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnd(position: StreamPosition(lastSequence: 0, endSampleTime: 0)))]),
             (.connectionClosed, []),
             (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
             (.fileReleased(.success(nil)), [

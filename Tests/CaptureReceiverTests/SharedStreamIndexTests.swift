@@ -89,7 +89,7 @@ final class SharedStreamIndexTests: XCTestCase {
         let index = StreamIndex(outputDirectory: folder)
         XCTAssertEqual(index.streams(), [hello.streamID])
         let finished = expectation(description: "finished")
-        stream.writer.finish(StreamEnd(lastSequence: 7, endSampleTime: 960)) { _ in finished.fulfill() }
+        stream.writer.finish(StreamEnd(position: StreamPosition(lastSequence: 7, endSampleTime: 960))) { _ in finished.fulfill() }
         wait(for: [finished], timeout: 30)
         let name = (stream.writer.path as NSString).lastPathComponent
         let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, lastSequence: 7, endSampleTime: 960)

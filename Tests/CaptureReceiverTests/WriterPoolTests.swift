@@ -627,7 +627,7 @@ final class WriterPoolTests: XCTestCase {
     private func finish(_ writer: StreamWriter) throws -> FinishedFile {
         let finished = ResultBox<Result<FinishedFile, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        writer.finish(StreamEnd(lastSequence: 0, endSampleTime: 0)) {
+        writer.finish(StreamEnd(position: StreamPosition(lastSequence: 0, endSampleTime: 0))) {
             finished.value = $0
             done.signal()
         }

@@ -22,7 +22,7 @@ final class SenderSessionTests: XCTestCase {
     private func position(_ last: UInt64, endAt end: Int64? = nil) -> PacketLogPosition {
         PacketLogPosition(
             appended: StreamPosition(lastSequence: last, endSampleTime: end ?? Int64(last) * 100),
-            end: end.map { StreamEnd(lastSequence: last, endSampleTime: $0, remainderFrames: 0, reason: "duration") })
+            end: end.map { StreamEnd(position: StreamPosition(lastSequence: last, endSampleTime: $0), remainderFrames: 0, reason: "duration") })
     }
 
     private func accepted(next: UInt64, sampleTime: Int64 = 0) -> WireMessage {

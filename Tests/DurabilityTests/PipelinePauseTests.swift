@@ -132,7 +132,7 @@ final class PipelinePauseTests: XCTestCase {
         XCTAssertLessThanOrEqual(Double(length) / 48_000, run.pausedAtMost, "no longer than from pause() to the audio after it")
         guard case .audio(let after) = run.entries[5].content else { return XCTFail("no audio after the gap, at \(run.entries[5].firstSampleTime)") }
         XCTAssertEqual(after.firstSampleTime, start + length, "the audio after the pause starts where the gap ends")
-        XCTAssertEqual(run.end.endSampleTime, start + length + 2 * frames)
+        XCTAssertEqual(run.end.position.endSampleTime, start + length + 2 * frames)
         try assertReceiverAccepts(run.entries, end: run.end, pipeline: run.pipeline)
     }
 
@@ -179,7 +179,7 @@ final class PipelinePauseTests: XCTestCase {
         XCTAssertEqual(start, 3 * frames)
         XCTAssertGreaterThanOrEqual(length, 2_400, "at least the 50 ms the test held the pause")
         XCTAssertLessThanOrEqual(Double(length) / 48_000, run.pausedAtMost)
-        XCTAssertEqual(run.end.endSampleTime, start + length, "the stream ends when it was stopped")
+        XCTAssertEqual(run.end.position.endSampleTime, start + length, "the stream ends when it was stopped")
         try assertReceiverAccepts(run.entries, end: run.end, pipeline: run.pipeline)
     }
 
@@ -229,7 +229,7 @@ final class PipelinePauseTests: XCTestCase {
         }
         XCTAssertNoThrow(try receiver.receive(.endOfStream(.with {
             $0.lastSequence = entries.last?.sequence ?? 0
-            $0.endSampleTime = end.endSampleTime
+            $0.endSampleTime = end.position.endSampleTime
             $0.remainderFrames = UInt32(end.remainderFrames)
         })))
     }

@@ -86,7 +86,7 @@ final class SpoolRecoveryTests: XCTestCase {
             cost: .tail(from: 4_320, sequence: 10))])
         XCTAssertEqual(spool.damageReport?.state, "damaged: seconds from 0.090 to the end lost")
         let log = try PacketLog(recovering: spool)
-        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 4_320, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(position: StreamPosition(lastSequence: log.lastSequence, endSampleTime: 4_320), remainderFrames: 0, reason: "sender-restarted"))
         spool.release()
     }
 

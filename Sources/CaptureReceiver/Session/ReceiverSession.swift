@@ -315,7 +315,7 @@ public struct ReceiverSession: Sendable {
             guard case .streaming(let streaming) = state else { return }
             state = .finishing(FinishingState(file: streaming.file, endOfStream: end))
             if streaming.readingPaused { actions.append(.setReading(true)) }
-            actions.append(.finishFile(StreamEnd(lastSequence: end.lastSequence, endSampleTime: end.endSampleTime, remainderFrames: Int(end.remainderFrames), reason: end.reason)))
+            actions.append(.finishFile(StreamEnd(position: StreamPosition(lastSequence: end.lastSequence, endSampleTime: end.endSampleTime), remainderFrames: Int(end.remainderFrames), reason: end.reason)))
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
             if error.fatal { close(&actions) }

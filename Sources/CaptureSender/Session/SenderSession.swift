@@ -203,14 +203,14 @@ struct SenderSession {
         guard !endSent, let end = log.end else { return [] }
         let last = sent.lastSequence
         do {
-            try state.endOfStreamSent(lastSequence: last, endSampleTime: end.endSampleTime)
+            try state.endOfStreamSent(lastSequence: last, endSampleTime: end.position.endSampleTime)
         } catch {
             return fail(.protocolViolation(error.description), retry: false)
         }
         endSent = true
         return [.send(.endOfStream(.with {
             $0.lastSequence = last
-            $0.endSampleTime = end.endSampleTime
+            $0.endSampleTime = end.position.endSampleTime
             $0.remainderFrames = UInt32(end.remainderFrames)
             $0.reason = end.reason
         })), .flush]

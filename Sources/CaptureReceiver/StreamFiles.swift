@@ -208,13 +208,13 @@ struct StreamFiles: Sendable {
             return .failure(.notStreamOwner("it claims to continue stream \(continued), but \(refusal)"))
         }
         var fileEnd: Int64?
-        if case .finished(let record) = entry.stream { fileEnd = record.endSampleTime }
+        if case .finished(let record) = entry.stream { fileEnd = record.end.endSampleTime }
         guard case .finished(let record) = entry.stream, !record.complete,
-              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence > start.lastSequence,
-              (hello.message.startSampleTime...hello.timelineEnd).contains(record.endSampleTime)
+              record.end.lastSequence < WireProtocol.maximumSequence, record.end.lastSequence > start.lastSequence,
+              (hello.message.startSampleTime...hello.timelineEnd).contains(record.end.endSampleTime)
         else { return .success(StreamBeginning(resume: start, link: .linked(continued, fileEnd: fileEnd), hello: hello)) }
         return .success(StreamBeginning(
-            resume: StreamPosition(lastSequence: record.lastSequence, endSampleTime: record.endSampleTime), link: .linked(continued, fileEnd: fileEnd), hello: hello))
+            resume: record.end, link: .linked(continued, fileEnd: fileEnd), hello: hello))
     }
 
     /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.

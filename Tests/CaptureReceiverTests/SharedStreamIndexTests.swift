@@ -92,7 +92,7 @@ final class SharedStreamIndexTests: XCTestCase {
         stream.writer.finish(StreamEnd(position: StreamPosition(lastSequence: 7, endSampleTime: 960))) { _ in finished.fulfill() }
         wait(for: [finished], timeout: 30)
         let name = (stream.writer.path as NSString).lastPathComponent
-        let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, lastSequence: 7, endSampleTime: 960)
+        let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, end: StreamPosition(lastSequence: 7, endSampleTime: 960))
         let entry = try String(contentsOfFile: index.entryPath(hello.streamID), encoding: .utf8)
         XCTAssertTrue(entry.hasPrefix("finished\n\(name)\nframes=0 packets=0 last-sequence=7 end-sample=960\nowner secret="), entry)
         for (receiver, mayCreate) in [(pool, true), (pool, false), (other, true), (other, false)] {

@@ -376,7 +376,7 @@ final class SegmentingFileWriter {
         if let claim, let end, let entry, case .recording(let relativePath) = entry.stream, !relativePath.isEmpty {
             let record = FinishedStreamRecord(
                 relativePath: relativePath,
-                frames: writer.frameCount, packets: writer.packetCount, lastSequence: end.position.lastSequence, endSampleTime: end.position.endSampleTime)
+                frames: writer.frameCount, packets: writer.packetCount, end: end.position)
             do throws(DurableFileError) {
                 try claim.recordFinished(record, owner: entry.owner)
                 claim.release(removingEntry: false)

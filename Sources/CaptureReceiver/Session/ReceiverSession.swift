@@ -460,14 +460,14 @@ public struct ReceiverSession: Sendable {
             protocolState.reject()
             guard connection == .open else { return }
             actions.append(.log(.init(.notice, "stream already finished: sending its EndAccepted again", [
-                "file": record.relativePath, "last-sequence": "\(record.lastSequence)",
+                "file": record.relativePath, "last-sequence": "\(record.end.lastSequence)",
             ])))
             actions.append(.send(.endAccepted(.with {
                 $0.fileName = record.relativePath
                 $0.totalFrames = record.frames
                 $0.totalPackets = UInt64(clamping: record.packets)
-                $0.lastSequence = record.lastSequence
-                $0.endSampleTime = record.endSampleTime
+                $0.lastSequence = record.end.lastSequence
+                $0.endSampleTime = record.end.endSampleTime
             })))
             return close(&actions)
         default:

@@ -30,7 +30,7 @@ public enum FrameChecks {
                     let action = try state.receive(message, atUnixNanoseconds: 1_800_000_000_000_000_000)
                     precondition(!failed, "the state machine accepted a message after it failed")
                     if case .decideOnHello(let hello) = action {
-                        try? state.accept(resumingAt: .newStream(hello))
+                        try? state.accept(resumingAt: .beginning(of: hello))
                     }
                 } catch {
                     failed = true

@@ -58,7 +58,7 @@ public enum HelloChecks {
         precondition((0...WireProtocol.maximumStartSampleTime).contains(hello.startSampleTime))
         precondition(hello.resumeFromSequence <= WireProtocol.maximumSequence)
         precondition(validated.timelineEnd > hello.startSampleTime && validated.timelineEnd < 1 << 54, "the timeline ends far inside Int64")
-        let resume = ResumePoint.newStream(validated)
+        let resume = StreamPosition.beginning(of: validated)
         precondition(resume.nextSequence >= 1 && resume.nextSampleTime >= 0)
         precondition((try? ValidatedHello(hello)) == validated, "validation is not deterministic")
     }
@@ -90,7 +90,7 @@ public enum HelloChecks {
         // Its first file, named by the template, then a second of the same natural name.
         let start = hello.startTimeUnixNs > 0 ? Date(timeIntervalSince1970: Double(hello.startTimeUnixNs) / 1e9) : Date()
         let maker = RecordingFileMaker(hello: validated, start: start, peer: "127.0.0.1:1", configuration: configuration)
-        let resume = ResumePoint.newStream(validated)
+        let resume = StreamPosition.beginning(of: validated)
         let first = create(maker) { () throws(StorageError) in try maker.createFirstFile(at: resume) }
         let firstValid = resume.nextSampleTime + Int64(hello.primingFrames)
         precondition(first.naming == nil, "the first file of an empty folder has its natural name")

@@ -34,11 +34,11 @@ public enum SpoolChecks {
             rest = rest.dropFirst(taken.count)
             return taken
         }
-        let acked: SpoolAcknowledgedPosition?
+        let acked: SpoolAckedRecord?
         switch flags & 3 {
         case 0: acked = nil
-        case 1: acked = SpoolAcknowledgedPosition.decode(take(8))
-        default: acked = SpoolAcknowledgedPosition.decode(take(16))
+        case 1: acked = SpoolAckedRecord.decode(take(8))
+        default: acked = SpoolAckedRecord.decode(take(16))
         }
         let opus = flags & 4 != 0
         var segments: [(first: UInt64, bytes: [UInt8])]
@@ -143,6 +143,6 @@ public enum SpoolChecks {
             return Array(bytes[start..<(start + count)])
         }
         guard let record else { return }
-        precondition(record.packets >= 0 && record.sampleTime >= 0 && record.sequence <= 1 << 62, "a position record with impossible counts")
+        precondition(record.packets >= 0 && record.position.endSampleTime >= 0 && record.position.lastSequence <= 1 << 62, "a position record with impossible counts")
     }
 }

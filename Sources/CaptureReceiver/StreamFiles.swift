@@ -6,7 +6,7 @@ import Foundation
 /// A stream's file, open for writing, and where its sender continues.
 struct OpenedStream {
     var writer: StreamWriter
-    var resume: ResumePoint
+    var resume: StreamPosition
     /// The file was an earlier connection's (or another receiver's), continued.
     var resumed: Bool
     /// How a new file was named when its natural name was taken.
@@ -17,7 +17,7 @@ struct OpenedStream {
 
 /// Where a new stream begins and what it continues, once its `Hello.continues` was checked.
 struct StreamBeginning: Equatable {
-    var resume: ResumePoint
+    var resume: StreamPosition
     var link: ContinuationLink?
 
     /// The `info` entries of a stream that continues another: which stream, when proven, so the two
@@ -34,7 +34,7 @@ struct StreamBeginning: Equatable {
     /// What the sender reports lost before this stream: samples and seconds, and of which stream.
     var lostBefore: String?
 
-    init(resume: ResumePoint, link: ContinuationLink?, hello: ValidatedHello? = nil) {
+    init(resume: StreamPosition, link: ContinuationLink?, hello: ValidatedHello? = nil) {
         self.resume = resume
         self.link = link
         lostBefore = hello.flatMap(Self.lostBefore(_:))
@@ -185,7 +185,7 @@ struct StreamFiles: Sendable {
     /// continued stream (its record expired, or it was recorded on storage this receiver does not
     /// share) nothing can be proven: the stream is recorded as a new one that claims nothing.
     static func beginning(of hello: ValidatedHello, owner: StreamOwner, index: StreamIndex) -> Result<StreamBeginning, StorageError> {
-        let start = ResumePoint.newStream(hello)
+        let start = StreamPosition.beginning(of: hello)
         guard hello.message.hasContinues, let continued = UUID(wireBytes: hello.message.continues.streamID) else {
             return .success(StreamBeginning(resume: start, link: nil, hello: hello))
         }
@@ -208,13 +208,13 @@ struct StreamFiles: Sendable {
             return .failure(.notStreamOwner("it claims to continue stream \(continued), but \(refusal)"))
         }
         var fileEnd: Int64?
-        if case .finished(let record) = entry.stream { fileEnd = record.endSampleTime }
+        if case .finished(let record) = entry.stream { fileEnd = record.end.endSampleTime }
         guard case .finished(let record) = entry.stream, !record.complete,
-              record.lastSequence < WireProtocol.maximumSequence, record.lastSequence + 1 > start.nextSequence,
-              (hello.message.startSampleTime...hello.timelineEnd).contains(record.endSampleTime)
+              record.end.lastSequence < WireProtocol.maximumSequence, record.end.lastSequence > start.lastSequence,
+              (hello.message.startSampleTime...hello.timelineEnd).contains(record.end.endSampleTime)
         else { return .success(StreamBeginning(resume: start, link: .linked(continued, fileEnd: fileEnd), hello: hello)) }
         return .success(StreamBeginning(
-            resume: ResumePoint(nextSequence: record.lastSequence + 1, nextSampleTime: record.endSampleTime), link: .linked(continued, fileEnd: fileEnd), hello: hello))
+            resume: record.end, link: .linked(continued, fileEnd: fileEnd), hello: hello))
     }
 
     /// Creates a new stream's files under its fresh `claim`, and names the file in the claimed entry.
@@ -233,7 +233,7 @@ struct StreamFiles: Sendable {
         }
         let caf = created.writer
         let path = caf.path
-        let origin = StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0)
+        let origin = StreamPositionRecord(position: resume, packets: 0)
         do throws(DurableFileError) {
             // No fsync here: the stream's first round makes the new files and their folder entries
             // durable (one syncfs for every new stream) before anything written to them is
@@ -242,7 +242,7 @@ struct StreamFiles: Sendable {
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: path)), owner: owner))
             return .success((StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
-                start: DurablePosition(sequence: origin.sequence, sampleTime: origin.sampleTime), originSampleTime: resume.nextSampleTime,
+                start: resume, originSampleTime: resume.nextSampleTime,
                 segments: configuration.segmentLength.map { SegmentingFileWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics, entriesDurable: false
             ), created.naming))
@@ -283,19 +283,19 @@ struct StreamFiles: Sendable {
     /// failure the claim is released and the file left as it was.
     private func reopen(
         path: String, claim: StreamClaim, hello: ValidatedHello, start: Date, peer: String, events: StreamWriterEvents, lane: WriterLane
-    ) -> Result<(StreamWriter, ResumePoint), StorageError> {
+    ) -> Result<(StreamWriter, StreamPosition), StorageError> {
         let record: StreamPositionRecord
         do throws(DurableFileError) {
             record = try StreamPositionLog.lastRecord(cafPath: path)
-                ?? { let resume = ResumePoint.newStream(hello); return StreamPositionRecord(sequence: resume.nextSequence - 1, sampleTime: resume.nextSampleTime, packets: 0) }()
+                ?? { let beginning = StreamPosition.beginning(of: hello); return StreamPositionRecord(position: beginning, packets: 0) }()
         } catch {
             claim.release(removingEntry: false)
             return .failure(.cannotCreate("cannot read the position of \(path): \(error.description)"))
         }
         // The position log is a file: a record no stream of this Hello can reach is not resumed.
-        guard record.sequence < WireProtocol.maximumSequence, (hello.message.startSampleTime...hello.timelineEnd).contains(record.sampleTime) else {
+        guard record.position.lastSequence < WireProtocol.maximumSequence, (hello.message.startSampleTime...hello.timelineEnd).contains(record.position.endSampleTime) else {
             claim.release(removingEntry: false)
-            return .failure(.cannotCreate("cannot resume \(path): its position log records sequence \(record.sequence) at sample \(record.sampleTime), which stream \(hello.streamID) (starting at sample \(hello.message.startSampleTime)) cannot have reached; move the file and its .position file away to start the stream anew"))
+            return .failure(.cannotCreate("cannot resume \(path): its position log records sequence \(record.position.lastSequence) at sample \(record.position.endSampleTime), which stream \(hello.streamID) (starting at sample \(hello.message.startSampleTime)) cannot have reached; move the file and its .position file away to start the stream anew"))
         }
         let caf: CAFWriter
         do throws(CAFError) {
@@ -316,11 +316,11 @@ struct StreamFiles: Sendable {
             let maker = RecordingFileMaker(hello: hello, start: start, peer: peer, configuration: configuration)
             let writer = StreamWriter(
                 writer: caf, positionLog: positionLog, claim: claim, stream: hello.streamID,
-                start: DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime), originSampleTime: Self.firstSample(of: path, hello: hello),
+                start: record.position, originSampleTime: Self.firstSample(of: path, hello: hello),
                 segments: configuration.segmentLength.map { SegmentingFileWriter.Segments(length: $0, maker: maker) }, handOff: configuration.handOff,
                 lane: lane, pool: pool, events: events, metrics: pool.metrics
             )
-            return .success((writer, ResumePoint(nextSequence: record.sequence + 1, nextSampleTime: record.sampleTime)))
+            return .success((writer, record.position))
         } catch {
             caf.close()
             claim.release(removingEntry: false)

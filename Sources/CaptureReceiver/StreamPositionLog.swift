@@ -1,19 +1,18 @@
 import CaptureCore
+import CaptureWire
 
-/// What is durable of a stream, in both of its counts: the wire's (sequence, sample time) and the
-/// file's (packets). Sequences count AudioData and Gap messages, the CAF file counts packets; this
-/// record ties them together so a restarted receiver resumes exactly where it acknowledged.
+/// What is durable of a stream, in both of its counts: the wire's (a `StreamPosition`: sequence and
+/// sample time) and the file's (packets). Sequences count AudioData and Gap messages, the CAF file
+/// counts packets; this record ties them together so a restarted receiver resumes exactly where it
+/// acknowledged.
 public struct StreamPositionRecord: Sendable, Equatable {
-    /// The highest sequence durably written (0: none).
-    public var sequence: UInt64
-    /// The sample index just past the durable audio.
-    public var sampleTime: Int64
+    /// The highest sequence durably written (0: none) and the sample index just past the durable audio.
+    public var position: StreamPosition
     /// Packets in the CAF file at that point.
     public var packets: Int64
 
-    public init(sequence: UInt64, sampleTime: Int64, packets: Int64) {
-        self.sequence = sequence
-        self.sampleTime = sampleTime
+    public init(position: StreamPosition, packets: Int64) {
+        self.position = position
         self.packets = packets
     }
 }
@@ -123,8 +122,8 @@ public final class StreamPositionLog {
 
     static func encode(_ record: StreamPositionRecord) -> [UInt8] {
         var writer = BinaryRecordWriter(reservingCapacity: recordSize)
-        writer.append(record.sequence)
-        writer.append(record.sampleTime)
+        writer.append(record.position.lastSequence)
+        writer.append(record.position.endSampleTime)
         writer.append(record.packets)
         writer.append(RecordChecksum.of(writer.bytes))
         return writer.bytes
@@ -137,6 +136,6 @@ public final class StreamPositionLog {
             let checksum = reader.readUInt64(), checksum == RecordChecksum.of(bytes[0..<24]),
             sequence <= UInt64(maximumCount), sampleTime >= 0, sampleTime <= maximumCount, packets >= 0, packets <= maximumCount
         else { return nil }
-        return StreamPositionRecord(sequence: sequence, sampleTime: sampleTime, packets: packets)
+        return StreamPositionRecord(position: StreamPosition(lastSequence: sequence, endSampleTime: sampleTime), packets: packets)
     }
 }

@@ -83,10 +83,10 @@ public final class StreamWriter: @unchecked Sendable {
     /// checkpoint tries again, and none completes until the file is durable and its position
     /// recorded. Meanwhile the stream stays claimed, so no one resumes the file without it.
     private var stranded: StrandedFile?
-    private var written: DurablePosition
-    private var durable: DurablePosition
+    private var written: StreamPosition
+    private var durable: StreamPosition
     /// The position the last round took (committed, or being committed, to the log).
-    private var submitted: DurablePosition
+    private var submitted: StreamPosition
     private var awaitingRound = false
     private var failure: StorageError?
     /// A detach waiting for the sync round that makes everything written durable.
@@ -95,7 +95,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// A writer over an open CAF file and its position log, continuing at `start` (what is durable).
     /// `StreamFiles` creates both for a new stream, or reopens them to resume one.
     init(
-        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, stream: UUID, start: DurablePosition, originSampleTime: Int64 = 0,
+        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, stream: UUID, start: StreamPosition, originSampleTime: Int64 = 0,
         segments: SegmentingFileWriter.Segments? = nil, handOff: FinishedFileHandOff? = nil, lane: WriterLane, pool: WriterPool,
         events: StreamWriterEvents, metrics: (any ReceiverMetricsRecorder)?, entriesDurable: Bool = true
     ) {
@@ -119,7 +119,7 @@ public final class StreamWriter: @unchecked Sendable {
     public func write(sequence: UInt64, payload: Data, packetSizes: [UInt32], frameCount: Int, endSampleTime: Int64) {
         lane.submit { [self] in
             let audio = TimedAudio(first: endSampleTime - Int64(frameCount), payload: payload, packetSizes: packetSizes, frameCount: frameCount)
-            record(through: DurablePosition(sequence: sequence, sampleTime: endSampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+            record(through: StreamPosition(lastSequence: sequence, endSampleTime: endSampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
                 try recording.write(audio, after: after, round: &round)
             }
         }
@@ -128,7 +128,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// Records a gap of `length` frames at `sampleTime` for `sequence`.
     public func recordGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
         lane.submit { [self] in
-            record(through: DurablePosition(sequence: sequence, sampleTime: sampleTime + length)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+            record(through: StreamPosition(lastSequence: sequence, endSampleTime: sampleTime + length)) { recording, after, round throws(SegmentingFileWriter.Failure) in
                 try recording.writeGap(sampleTime: sampleTime, length: length, reason: reason, after: after, round: &round)
             }
         }
@@ -137,7 +137,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// Records a marker with `label` at `sampleTime` for `sequence` (it covers no frames).
     public func recordMarker(sequence: UInt64, sampleTime: Int64, label: String) {
         lane.submit { [self] in
-            record(through: DurablePosition(sequence: sequence, sampleTime: sampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+            record(through: StreamPosition(lastSequence: sequence, endSampleTime: sampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
                 try recording.writeMarker(sampleTime: sampleTime, label: label, round: &round)
             }
         }
@@ -148,7 +148,7 @@ public final class StreamWriter: @unchecked Sendable {
     /// message before it ended).
     public func recordFilledGap(sequence: UInt64, sampleTime: Int64, length: Int64, reason: String) {
         lane.submit { [self] in
-            record(through: DurablePosition(sequence: sequence, sampleTime: written.sampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
+            record(through: StreamPosition(lastSequence: sequence, endSampleTime: written.endSampleTime)) { recording, after, round throws(SegmentingFileWriter.Failure) in
                 try recording.writeFilledGap(sampleTime: sampleTime, length: length, reason: reason, round: &round)
             }
         }
@@ -159,8 +159,8 @@ public final class StreamWriter: @unchecked Sendable {
     /// a file at a segment cut meanwhile, that file holds, durably, everything written before the
     /// message (its position log says so), so that much is durable without a round.
     private func record(
-        through position: DurablePosition,
-        _ step: (SegmentingFileWriter, DurablePosition, inout PendingRound) throws(SegmentingFileWriter.Failure) -> Void
+        through position: StreamPosition,
+        _ step: (SegmentingFileWriter, StreamPosition, inout PendingRound) throws(SegmentingFileWriter.Failure) -> Void
     ) {
         guard failure == nil, recording.isOpen else { return }
         let filesFinished = recording.finishedFiles
@@ -250,7 +250,7 @@ public final class StreamWriter: @unchecked Sendable {
         // Only acknowledged audio the position log does not yet cover needs the file kept; a
         // stream that failed before anything past it was acknowledged lets go as it is (its
         // sender still holds the rest).
-        let keep = durable.sequence > recording.recordedSequence
+        let keep = durable.lastSequence > recording.recordedSequence
         if let file = recording.close(end: recording.record(at: written), synced: synced, keep: keep) {
             stranded = file
             pool.coverAtNextCheckpoint(self, path: file.path, position: file.end)
@@ -265,7 +265,7 @@ public final class StreamWriter: @unchecked Sendable {
     func takeRound() -> RoundTake? {
         awaitingRound = false
         guard failure == nil, let packets = recording.packetCount, written != submitted else { return nil }
-        let position = StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: packets)
+        let position = StreamPositionRecord(position: written, packets: packets)
         let body = round.take(position: position)
         submitted = written
         return RoundTake(
@@ -346,8 +346,8 @@ public final class StreamWriter: @unchecked Sendable {
     func roundMadeDurable(_ record: StreamPositionRecord) {
         guard failure == nil, recording.isOpen else { return }
         recording.creationMadeDurable()
-        let position = DurablePosition(sequence: record.sequence, sampleTime: record.sampleTime)
-        if position != durable, position.sequence >= durable.sequence {
+        let position = record.position
+        if position != durable, position.lastSequence >= durable.lastSequence {
             durable = position
             events.durable(position)
         }

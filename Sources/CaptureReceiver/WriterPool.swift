@@ -18,7 +18,7 @@ import Logging
 /// 2. a new stream's files and entries, created without a sync, are made durable (one `syncfs`, or
 ///    an fdatasync of each on FUSE);
 /// 3. the round is appended to the commit log and made durable with one `fdatasync`;
-/// 4. each stream reports its new `DurablePosition` (and the session acknowledges it).
+/// 4. each stream reports its new durable `StreamPosition` (and the session acknowledges it).
 /// The recordings are written without a sync per round. A checkpoint (every
 /// `SyncPolicy.checkpointInterval`, or once the log has grown `SyncPolicy.checkpointBytes`) makes
 /// them durable (`syncfs`, or an fdatasync of each file on FUSE), records each stream's position in

@@ -340,7 +340,7 @@ public final class PacketLog: @unchecked Sendable {
     private func carryOut(_ aftermath: Aftermath) {
         let effects = aftermath.effects
         if let acknowledgement = effects.spoolAcknowledgement, let spool {
-            spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, endingAt: acknowledgement.mainEnd, retiringThrough: acknowledgement.released) }
+            spoolQueue.async { spool.acknowledge(recording: acknowledgement.main, retiringThrough: acknowledgement.released) }
         }
         for backup in effects.givenUp {
             aftermath.dropListeners.forEach { $0.call(backup.destination, backup.room) }
@@ -581,6 +581,8 @@ public final class PacketLog: @unchecked Sendable {
 
     /// The highest sequence appended (0 before any).
     public var lastSequence: UInt64 { condition.withLock { state.lastSequence } }
+    /// Where the entries appended reach: the newest one and the sample just past the audio appended.
+    public var appended: StreamPosition { condition.withLock { state.appended } }
     /// Whether a source that is not real time is waiting in `append` now: for the main receiver
     /// to acknowledge, or for the disk to take what waits in memory.
     public var isProducerWaiting: Bool { condition.withLock { state.producersWaiting > 0 } }

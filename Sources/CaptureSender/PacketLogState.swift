@@ -160,9 +160,8 @@ struct PacketLogState: Sendable {
     /// What the spool is told after an acknowledgement: the main receiver's position (what a
     /// restarted sender delivers from) and what every receiver still served holds (what it may retire).
     struct SpoolAcknowledgement: Sendable, Equatable {
-        var main: UInt64
-        /// The sample just past the main receiver's acknowledged audio.
-        var mainEnd: Int64
+        /// The main receiver's acknowledged sequence and the sample just past its audio.
+        var main: StreamPosition
         var released: UInt64
     }
 
@@ -252,8 +251,9 @@ struct PacketLogState: Sendable {
     private(set) var slots: [Slot] = []
     /// Index in `slots` of the oldest kept entry.
     private(set) var head = 0
-    /// The sequence the next entry gets.
-    private(set) var nextSequence: UInt64 = 1
+    /// Where the entries appended reach: the newest one's sequence and the sample index just past
+    /// the audio appended (`.start` before any; after a restart, what the spool held).
+    private(set) var appended: StreamPosition = .start
     /// The highest sequence every destination still served acknowledged: entries up to it are released.
     private(set) var released: UInt64 = 0
     /// The highest sequence sent to every destination still served (`markSent`).
@@ -300,9 +300,9 @@ struct PacketLogState: Sendable {
         heldBytes = contents.entries.reduce(0) { $0 + $1.bytes }
         released = (contents.entries.first?.sequence ?? (contents.acknowledged + 1)) - 1
         cursors = [Cursor(acknowledged: released, heldBytes: heldBytes)]
-        nextSequence = (contents.entries.last?.sequence ?? released) + 1
+        appended = StreamPosition(lastSequence: contents.entries.last?.sequence ?? released, endSampleTime: contents.endOfLastEntry)
         end = contents.end
-            ?? StreamEnd(lastSequence: nextSequence - 1, endSampleTime: contents.endOfLastEntry, remainderFrames: 0, reason: "sender-restarted")
+            ?? StreamEnd(position: appended, remainderFrames: 0, reason: "sender-restarted")
     }
 
     /// Where an entry read back from the spool is: in memory when it was made up in place of
@@ -418,7 +418,7 @@ struct PacketLogState: Sendable {
     mutating func finish(endSampleTime: Int64, remainderFrames: Int, reason: String, now: UInt64) -> Step<EndedOverflow?> {
         var effects = Effects()
         let endedOverflow = endOverflow(now: now, effects: &effects)
-        let streamEnd = StreamEnd(lastSequence: nextSequence - 1, endSampleTime: endSampleTime, remainderFrames: remainderFrames, reason: reason)
+        let streamEnd = StreamEnd(position: StreamPosition(lastSequence: lastSequence, endSampleTime: endSampleTime), remainderFrames: remainderFrames, reason: reason)
         end = streamEnd
         effects.recordedEnd = streamEnd
         return Step(decision: endedOverflow, effects: effects)
@@ -431,9 +431,9 @@ struct PacketLogState: Sendable {
     }
 
     private mutating func appendEntry(_ content: LoggedPacket.Content, bytes: Int, levels: AudioLevels? = nil, now: UInt64, effects: inout Effects) -> UInt64 {
-        let sequence = nextSequence
-        nextSequence += 1
+        let sequence = appended.nextSequence
         let entry = LoggedPacket(sequence: sequence, content: content, levels: levels)
+        appended = appended.appendingEntry(endingAt: max(appended.endSampleTime, entry.endSampleTime))
         slots.append(Slot(sequence: sequence, storage: .memory(entry), bytes: bytes, endSample: entry.endSampleTime, appendedAt: now))
         heldBytes += bytes
         for index in cursors.indices where cursors[index].isServed { cursors[index].heldBytes += bytes }
@@ -562,7 +562,7 @@ struct PacketLogState: Sendable {
         cursors[index].lastAcknowledgedAt = now
         let cursor = cursors[index]
         guard cursor.isServed, sequence > cursor.acknowledged else { return effects }
-        let through = min(sequence, nextSequence - 1)
+        let through = min(sequence, lastSequence)
         if let from = slotIndex(cursor.acknowledged + 1), let to = slotIndex(through), from <= to {
             for slot in slots[from...to] {
                 cursors[index].heldBytes -= slot.bytes
@@ -600,7 +600,7 @@ struct PacketLogState: Sendable {
     /// What the spool must record now: nil without a spool.
     private func spoolAcknowledgement() -> SpoolAcknowledgement? {
         guard spool != .absent else { return nil }
-        return SpoolAcknowledgement(main: cursors[0].acknowledged, mainEnd: cursors[0].acknowledgedEnd, released: released)
+        return SpoolAcknowledgement(main: StreamPosition(lastSequence: cursors[0].acknowledged, endSampleTime: cursors[0].acknowledgedEnd), released: released)
     }
 
     /// Drops the payloads of spooled entries every destination still served was sent.
@@ -609,7 +609,7 @@ struct PacketLogState: Sendable {
         guard sentToEveryone > sentToAll else { return }
         let from = slotIndex(sentToAll + 1) ?? head
         sentToAll = sentToEveryone
-        guard let through = slotIndex(min(sentToEveryone, nextSequence - 1)), from <= through else { return }
+        guard let through = slotIndex(min(sentToEveryone, lastSequence)), from <= through else { return }
         for index in from...through {
             guard case .memoryAndSpool(_, let location) = slots[index].storage else { continue }
             slots[index].storage = .spool(location: location)
@@ -622,7 +622,7 @@ struct PacketLogState: Sendable {
     private mutating func releaseAcknowledged(effects: inout Effects) -> Bool {
         let heldByAll = lowestServed(\.acknowledged)
         guard heldByAll > released else { return false }
-        released = min(heldByAll, nextSequence - 1)
+        released = min(heldByAll, lastSequence)
         while head < slots.count, slots[head].sequence <= released {
             releasedEnd = max(releasedEnd, slots[head].endSample)
             heldBytes -= slots[head].bytes
@@ -646,7 +646,7 @@ struct PacketLogState: Sendable {
     /// The lowest `position` among the destinations still served (the last sequence when none
     /// is). No allocation.
     private func lowestServed(_ position: KeyPath<Cursor, UInt64>) -> UInt64 {
-        var lowest = nextSequence - 1
+        var lowest = lastSequence
         for cursor in cursors where cursor.isServed { lowest = min(lowest, cursor[keyPath: position]) }
         return lowest
     }
@@ -669,7 +669,7 @@ struct PacketLogState: Sendable {
     }
 
     /// The highest sequence appended (0 before any).
-    var lastSequence: UInt64 { nextSequence - 1 }
+    var lastSequence: UInt64 { appended.lastSequence }
 
     /// Whether the stream ended and every destination still served acknowledged every entry.
     var isComplete: Bool { end != nil && released == lastSequence }

@@ -92,8 +92,8 @@ final class SenderSessionHandler: ChannelInboundHandler {
         session = SenderSession(hello: hello, windowBytes: windowBytes, oldestHeld: log.oldestKeptSequence, log: Self.position(of: log), pacing: pacing)
     }
 
-    private static func position(of log: PacketLog) -> LogPosition {
-        LogPosition(lastSequence: log.lastSequence, end: log.streamEnd)
+    private static func position(of log: PacketLog) -> PacketLogPosition {
+        PacketLogPosition(appended: log.appended, end: log.streamEnd)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -232,9 +232,11 @@ final class SenderSessionHandler: ChannelInboundHandler {
             log.markSent(through: sequence, for: destination)
         case .accepted(let accepted):
             onAccepted(accepted)
+            let resume = StreamPosition(nextSequence: accepted.nextSequence, nextSampleTime: accepted.nextSampleTime)
+            let appended = log.lastSequence
             logger.info("streaming", metadata: [
                 "file": "\(accepted.fileName)", "resumed": "\(accepted.resumed)", "next-sequence": "\(accepted.nextSequence)",
-                "backlog-sequences": "\(log.lastSequence + 1 - min(accepted.nextSequence, log.lastSequence + 1))",
+                "backlog-sequences": "\(appended - min(resume.lastSequence, appended))",
             ])
         case .warn(let code, let message):
             logger.warning("the receiver reported a problem", metadata: ["code": "\(code)", "message": "\(message)"])

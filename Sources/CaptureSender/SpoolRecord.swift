@@ -77,8 +77,8 @@ enum SpoolRecord: Equatable {
             }
         case .end(let end):
             body.append(Self.endType)
-            body.append(end.lastSequence)
-            body.append(end.endSampleTime)
+            body.append(end.position.lastSequence)
+            body.append(end.position.endSampleTime)
             body.append(UInt32(end.remainderFrames))
             body.append(contentsOf: end.reason.utf8)
         }
@@ -228,7 +228,7 @@ enum SpoolRecord: Equatable {
             }
             return Summary(kind: kind, position: entry.sequence, firstSampleTime: entry.firstSampleTime, endSampleTime: entry.endSampleTime, payloadBytes: 0)
         case .end(let end)?:
-            return Summary(kind: .end, position: end.lastSequence + 1, firstSampleTime: end.endSampleTime, endSampleTime: end.endSampleTime, payloadBytes: 0, streamEnd: end)
+            return Summary(kind: .end, position: end.position.nextSequence, firstSampleTime: end.position.endSampleTime, endSampleTime: end.position.endSampleTime, payloadBytes: 0, streamEnd: end)
         case nil:
             return nil
         }
@@ -266,7 +266,7 @@ enum SpoolRecord: Equatable {
                 endTime >= 0, endTime <= maximumSampleTime
             else { return nil }
             let reason = String(decoding: reader.readRest(), as: UTF8.self)
-            return .end(StreamEnd(lastSequence: sequence, endSampleTime: endTime, remainderFrames: Int(remainder), reason: reason))
+            return .end(StreamEnd(position: StreamPosition(lastSequence: sequence, endSampleTime: endTime), remainderFrames: Int(remainder), reason: reason))
         default:
             return nil
         }

@@ -144,34 +144,45 @@ public struct SpoolDamageFill: Sendable {
     }
 }
 
-/// Where the main receiver stood, as a stream's `acked` file records it.
-public struct SpoolAcknowledgedPosition: Sendable, Equatable {
-    /// The highest sequence the receiver acknowledged.
-    public var sequence: UInt64
-    /// The sample just past it; nil in `acked` files of versions before this one (8 bytes).
-    public var endSampleTime: Int64?
+/// What a stream's `acked` file records: where the main receiver stood.
+public struct SpoolAckedRecord: Sendable, Equatable {
+    /// The highest sequence the receiver acknowledged and the sample just past it.
+    public var position: StreamPosition
+    /// False for an `acked` file of a version before this one (8 bytes: the sequence alone): then
+    /// `position.endSampleTime` is 0 and says nothing.
+    public var endSampleTimeIsKnown: Bool
 
-    public init(sequence: UInt64, endSampleTime: Int64?) {
-        self.sequence = sequence
-        self.endSampleTime = endSampleTime
+    /// The record of `position`, whose end sample time is known (what this version writes).
+    public init(position: StreamPosition) {
+        self.position = position
+        endSampleTimeIsKnown = true
     }
 
-    /// The position an `acked` file holds: 16 bytes (sequence, sample), or 8 (sequence) as older
+    /// The record of an older version's `acked` file: the sequence alone.
+    public init(sequenceOnly sequence: UInt64) {
+        position = StreamPosition(lastSequence: sequence, endSampleTime: 0)
+        endSampleTimeIsKnown = false
+    }
+
+    /// The sample just past the acknowledged audio, when the file records it.
+    public var knownEndSampleTime: Int64? { endSampleTimeIsKnown ? position.endSampleTime : nil }
+
+    /// The record an `acked` file holds: 16 bytes (sequence, sample), or 8 (sequence) as older
     /// versions wrote it; nil for anything else or a value no stream reaches (damage: the file is
     /// only an optimisation, and without it the receiver's own position is used).
-    public static func decode(_ bytes: [UInt8]) -> SpoolAcknowledgedPosition? {
+    public static func decode(_ bytes: [UInt8]) -> SpoolAckedRecord? {
         var reader = BinaryRecordReader(bytes[...])
         guard bytes.count == 8 || bytes.count == 16, let sequence = reader.readUInt64(), sequence <= SpoolRecord.maximumSequence else { return nil }
-        guard bytes.count == 16 else { return SpoolAcknowledgedPosition(sequence: sequence, endSampleTime: nil) }
+        guard bytes.count == 16 else { return SpoolAckedRecord(sequenceOnly: sequence) }
         guard let end = reader.readInt64(), end >= 0, end <= SpoolRecord.maximumSampleTime else { return nil }
-        return SpoolAcknowledgedPosition(sequence: sequence, endSampleTime: end)
+        return SpoolAckedRecord(position: StreamPosition(lastSequence: sequence, endSampleTime: end))
     }
 
     /// The 16 bytes of the `acked` file.
     public var encoded: [UInt8] {
         var writer = BinaryRecordWriter(reservingCapacity: 16)
-        writer.append(sequence)
-        writer.append(endSampleTime ?? 0)
+        writer.append(position.lastSequence)
+        writer.append(position.endSampleTime)
         return writer.bytes
     }
 }
@@ -196,8 +207,10 @@ public struct SpoolScanner {
         /// A record that reads back: an entry at `location`, or the stream's end.
         case entry(Entry)
         /// Damage: `regions`, then entries missing from `fromSequence` (which began at `fromSample`
-        /// when known) up to the record found after it (`resumes`: its position and first sample),
-        /// or to the end of the spool (`resumes` nil; `endRecord`: what is there looks like the end record).
+        /// when known) up to the record found after it (`resumes`: where the stream stands just
+        /// before that record, whose sequence and first sample are its `nextSequence` and
+        /// `nextSampleTime`), or to the end of the spool (`resumes` nil; `endRecord`: what is there
+        /// looks like the end record).
         case damage(Break)
     }
 
@@ -216,14 +229,8 @@ public struct SpoolScanner {
         public var regions: [SpoolDamage.Region]
         public var fromSequence: UInt64
         public var fromSample: Int64?
-        public var resumes: (sequence: UInt64, sampleTime: Int64)?
+        public var resumes: StreamPosition?
         public var endRecord: Bool
-
-        public static func == (left: Break, right: Break) -> Bool {
-            left.regions == right.regions && left.fromSequence == right.fromSequence && left.fromSample == right.fromSample
-                && left.resumes?.sequence == right.resumes?.sequence && left.resumes?.sampleTime == right.resumes?.sampleTime
-                && left.endRecord == right.endRecord
-        }
     }
 
     /// Everything found, in order.
@@ -304,7 +311,7 @@ public struct SpoolScanner {
         let follows = lastEnd.map { $0 == record.firstSampleTime } ?? true
         if record.position > next || !pending.isEmpty || !follows {
             items.append(.damage(Break(
-                regions: pending, fromSequence: next, fromSample: lastEnd, resumes: (record.position, record.firstSampleTime), endRecord: false)))
+                regions: pending, fromSequence: next, fromSample: lastEnd, resumes: StreamPosition(nextSequence: record.position, nextSampleTime: record.firstSampleTime), endRecord: false)))
             pending = []
         }
         switch record.kind {
@@ -375,9 +382,10 @@ public struct SpoolContents: Sendable {
 
     /// The contents a finished scan found, with the receiver's position from the `acked` file, and
     /// entries made with `fill` in place of damaged records the receiver does not have.
-    public init(scan: SpoolScanner, acknowledged position: SpoolAcknowledgedPosition?, fill: SpoolDamageFill) {
-        let acknowledged = position?.sequence ?? 0
-        let acknowledgedEnd = position?.endSampleTime
+    public init(scan: SpoolScanner, acknowledged record: SpoolAckedRecord?, fill: SpoolDamageFill) {
+        let acknowledgedPosition = record?.position ?? .start
+        let acknowledged = acknowledgedPosition.lastSequence
+        let acknowledgedEnd = record?.knownEndSampleTime
         var entries: [Entry] = []
         var damage: [SpoolDamage] = []
         var sawAudio = false
@@ -394,7 +402,7 @@ public struct SpoolContents: Sendable {
                                          endSampleTime: entry.endSampleTime, replacement: nil))
                 }
             case .damage(let found):
-                let cost = Self.cost(of: found, acknowledged: acknowledged, acknowledgedEnd: acknowledgedEnd, fill: fill)
+                let cost = Self.cost(of: found, acknowledged: acknowledgedPosition, acknowledgedEnd: acknowledgedEnd, fill: fill)
                 damage.append(SpoolDamage(regions: found.regions, cost: cost))
                 switch cost {
                 case .frames(let frames, let sequences):
@@ -425,45 +433,46 @@ public struct SpoolContents: Sendable {
         self.undeliverable = undeliverable
     }
 
-    /// What a damaged stretch costs, given what the receiver acknowledged (see `SpoolDamage.Cost`).
+    /// What a damaged stretch costs, given what the receiver acknowledged (see `SpoolDamage.Cost`;
+    /// `acknowledgedEnd`: where its audio ends, when the `acked` file records it).
     private static func cost(
-        of found: SpoolScanner.Break, acknowledged: UInt64, acknowledgedEnd: Int64?, fill: SpoolDamageFill
+        of found: SpoolScanner.Break, acknowledged: StreamPosition, acknowledgedEnd: Int64?, fill: SpoolDamageFill
     ) -> SpoolDamage.Cost {
         guard let resumes = found.resumes else {
             if found.endRecord { return .endRecord }
-            if found.fromSequence > acknowledged { return .tail(from: found.fromSample, sequence: found.fromSequence) }
-            return .tail(from: acknowledgedEnd, sequence: acknowledged + 1)
+            if found.fromSequence > acknowledged.lastSequence { return .tail(from: found.fromSample, sequence: found.fromSequence) }
+            return .tail(from: acknowledgedEnd, sequence: acknowledged.nextSequence)
         }
         // The receiver has everything up to `acknowledged`: only what lies beyond is lost.
-        let first = max(found.fromSequence, acknowledged + 1)
-        guard first < resumes.sequence else {
-            if resumes.sequence > acknowledged, let from = found.fromSample, from != resumes.sampleTime {
-                return .unplaceable(sequences: nil, until: resumes.sampleTime, why: "its records do not follow each other on the stream's timeline")
+        let first = max(found.fromSequence, acknowledged.nextSequence)
+        guard first <= resumes.lastSequence else {
+            if resumes.nextSequence > acknowledged.lastSequence, let from = found.fromSample, from != resumes.nextSampleTime {
+                return .unplaceable(sequences: nil, until: resumes.nextSampleTime, why: "its records do not follow each other on the stream's timeline")
             }
             return .nothing
         }
-        let sequences = first...(resumes.sequence - 1)
+        let sequences = first...resumes.lastSequence
         let start: Int64?
         if first == found.fromSequence, let from = found.fromSample {
             start = from
         } else {
             // The lost stretch starts where the receiver's acknowledged audio ends.
-            start = first == acknowledged + 1 ? acknowledgedEnd : nil
+            start = first == acknowledged.nextSequence ? acknowledgedEnd : nil
         }
         guard let start else {
-            return .unplaceable(sequences: sequences, until: resumes.sampleTime,
+            return .unplaceable(sequences: sequences, until: resumes.nextSampleTime,
                                 why: "the spool does not record where the damaged records began: its acked file is from an older version")
         }
         let count = sequences.upperBound - sequences.lowerBound + 1
         let bytes = found.regions.reduce(0) { $0 + $1.length }
         guard count <= UInt64(bytes / SpoolRecord.minimumSize + 1) else {
-            return .unplaceable(sequences: sequences, until: resumes.sampleTime,
+            return .unplaceable(sequences: sequences, until: resumes.nextSampleTime,
                                 why: "more records are missing than the damaged bytes could have held (a segment file is missing)")
         }
-        let frames = resumes.sampleTime - start
+        let frames = resumes.nextSampleTime - start
         if let problem = fill.problem(frames: frames, entries: count) {
-            return .unplaceable(sequences: sequences, until: resumes.sampleTime, why: problem)
+            return .unplaceable(sequences: sequences, until: resumes.nextSampleTime, why: problem)
         }
-        return .frames(start..<resumes.sampleTime, sequences: sequences)
+        return .frames(start..<resumes.nextSampleTime, sequences: sequences)
     }
 }

@@ -249,7 +249,7 @@ public final class StreamSender: Sendable {
                 // Every packet and the end were acknowledged; the receiver already finished the
                 // file and only its confirmation was lost.
                 logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal)"])
-                return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.endSampleTime ?? 0, totalPackets: 0))
+                return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.position.endSampleTime ?? 0, totalPackets: 0))
             case .continueAsNewStream(let refusal, let receiverHoldsUntil):
                 guard let continuation = await continueAsNewStreamOffLoop(receiverHoldsUntil: receiverHoldsUntil) else {
                     // Nothing held to continue with: everything was acknowledged.

@@ -453,7 +453,7 @@ public final class StreamSpool: Sendable {
     /// entry has nothing to deliver later: its end is not recorded and no folder appears.
     public func appendEnd(_ end: StreamEnd) throws(SpoolError) {
         guard exists else { return }
-        _ = try append(record: .end(end), sequence: end.lastSequence + 1)
+        _ = try append(record: .end(end), sequence: end.position.nextSequence)
     }
 
     private func append(record: SpoolRecord, sequence: UInt64) throws(SpoolError) -> SpoolLocation {
@@ -549,20 +549,20 @@ public final class StreamSpool: Sendable {
         state.withLock { state in state.segments.reduce(0) { $0 + $1.length - $1.synced } }
     }
 
-    /// The main receiver holds everything through `recorded`, whose audio ends at `recordedEnd`:
+    /// The main receiver holds everything through `recorded` (its sequence and where its audio ends):
     /// written to the `acked` file, so that a restarted sender delivers to it from there (the spool
     /// is bound to the main receiver) and knows where damaged entries after it began. Every
     /// receiver still served holds everything through `retiringThrough`: each segment whose entries
     /// are all at or below it is retired (never the segment being written), one kept as the spare.
     /// With one receiver both are the same.
-    public func acknowledge(recording recorded: UInt64, endingAt recordedEnd: Int64, retiringThrough sequence: UInt64) {
+    public func acknowledge(recording recorded: StreamPosition, retiringThrough sequence: UInt64) {
         state.withLock { state in
             guard state.lockFile != nil else { return }
-            if recorded > state.recordedAcknowledgement {
-                state.recordedAcknowledgement = recorded
-                let position = SpoolAcknowledgedPosition(sequence: recorded, endSampleTime: recordedEnd)
+            if recorded.lastSequence > state.recordedAcknowledgement {
+                state.recordedAcknowledgement = recorded.lastSequence
+                let record = SpoolAckedRecord(position: recorded)
                 if state.ackedFile == nil { state.ackedFile = try? DurableFile.open(path: (directory as NSString).appendingPathComponent("acked"), create: true) }
-                try? state.ackedFile?.write(position.encoded, at: 0)
+                try? state.ackedFile?.write(record.encoded, at: 0)
             }
             while state.segments.count > 1, state.segments[1].first <= sequence + 1 {
                 let gone = state.segments.removeFirst()
@@ -584,13 +584,13 @@ public final class StreamSpool: Sendable {
     public func contents() throws(SpoolError) -> SpoolContents {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
             .filter { $0.hasPrefix("seg-") && $0.hasSuffix(".spool") }.sorted()
-        var acknowledged: SpoolAcknowledgedPosition?
+        var acknowledged: SpoolAckedRecord?
         var scanner = SpoolScanner()
         return try state.withLock { state throws(SpoolError) -> SpoolContents in
             do throws(DurableFileError) {
                 if let acked = try DurableFile.openForReading(path: (directory as NSString).appendingPathComponent("acked")) {
                     defer { acked.close() }
-                    acknowledged = SpoolAcknowledgedPosition.decode(try acked.read(count: 16, at: 0))
+                    acknowledged = SpoolAckedRecord.decode(try acked.read(count: 16, at: 0))
                 }
                 for name in names {
                     guard let first = UInt64(name.dropFirst(4).dropLast(6)) else { continue }

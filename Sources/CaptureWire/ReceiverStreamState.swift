@@ -24,10 +24,12 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
     public private(set) var phase: Phase = .awaitingPreamble
     /// The sender's Hello, once validated.
     public private(set) var hello: ValidatedHello?
+    /// Where the stream stands: what was received, or already durable before this connection.
+    public private(set) var received: StreamPosition = .start
     /// The sequence expected next.
-    public private(set) var nextSequence: UInt64 = WireProtocol.firstSequence
+    public var nextSequence: UInt64 { received.nextSequence }
     /// The sample index expected next.
-    public private(set) var nextSampleTime: Int64 = 0
+    public var nextSampleTime: Int64 { received.nextSampleTime }
     /// Limits applied to the Hello.
     public let limits: ValidatedHello.Limits
 
@@ -35,7 +37,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
     var failure: WireError?
 
     /// The highest sequence received (or already durable before this connection); 0 when none.
-    public var highestReceivedSequence: UInt64 { nextSequence - 1 }
+    public var highestReceivedSequence: UInt64 { received.lastSequence }
 
     public init(limits: ValidatedHello.Limits = ValidatedHello.Limits()) {
         self.limits = limits
@@ -56,20 +58,16 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
 
     /// Accepts the Hello and fixes where the stream resumes. Throws `cannotResume` when the sender
     /// no longer holds the audio from `resume.nextSequence` on.
-    public mutating func accept(resumingAt resume: ResumePoint) throws(WireError) {
+    public mutating func accept(resumingAt resume: StreamPosition) throws(WireError) {
         try run { (state: inout Self) throws(WireError) in
             guard state.phase == .awaitingDecision, let hello = state.hello else {
                 throw .sendOutOfOrder("accept(resumingAt:) needs a Hello awaiting a decision")
-            }
-            guard resume.nextSequence >= WireProtocol.firstSequence else {
-                throw .sendOutOfOrder("resume sequence must be at least \(WireProtocol.firstSequence)")
             }
             let oldestHeld = hello.message.resumeFromSequence
             if oldestHeld > 0, resume.nextSequence < oldestHeld {
                 throw .cannotResume(requested: resume.nextSequence, oldestHeld: oldestHeld, heldUntilSampleTime: resume.nextSampleTime)
             }
-            state.nextSequence = resume.nextSequence
-            state.nextSampleTime = resume.nextSampleTime
+            state.received = resume
             state.phase = .streaming
         }
     }
@@ -179,8 +177,8 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         guard frames == UInt64(audio.frameCount) else {
             throw .frameCountMismatch(sequence: sequence, expected: frames, received: audio.frameCount)
         }
-        nextSampleTime = try advance(nextSampleTime, by: frames, type: .audioData, field: "frame_count")
-        nextSequence += 1
+        let end = try advance(nextSampleTime, by: frames, type: .audioData, field: "frame_count")
+        received = received.appendingEntry(endingAt: end)
         return .writeAudio(audio)
     }
 
@@ -196,8 +194,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         if let now, let hello {
             try Self.checkGapWithinElapsedTime(lengthFrames: gap.lengthFrames, endingAt: end, hello: hello, now: now, message: .gap)
         }
-        nextSampleTime = end
-        nextSequence += 1
+        received = received.appendingEntry(endingAt: end)
         return .recordGap(gap)
     }
 
@@ -217,7 +214,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
         guard !marker.label.utf8.contains(0) else {
             throw .invalidField(message: .marker, field: "label", reason: "sequence \(marker.sequence)'s label contains a NUL character")
         }
-        nextSequence += 1
+        received = received.appendingEntry(endingAt: nextSampleTime)
         return .recordMarker(marker)
     }
 
@@ -245,7 +242,7 @@ public struct ReceiverStreamState: Sendable, FinalErrorLatch {
             try Self.checkGapWithinElapsedTime(
                 lengthFrames: gap.lengthFrames, endingAt: end, hello: hello, now: now, message: .filledGap)
         }
-        nextSequence += 1
+        received = received.appendingEntry(endingAt: nextSampleTime)
         return .recordFilledGap(gap)
     }
 

@@ -89,7 +89,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             guard lastSequence == state.highestSentSequence else {
                 throw .sendOutOfOrder("EndOfStream names \(lastSequence) but \(state.highestSentSequence) was sent last")
             }
-            state.endSent = StreamEnd(lastSequence: lastSequence, endSampleTime: endSampleTime)
+            state.endSent = StreamEnd(position: StreamPosition(lastSequence: lastSequence, endSampleTime: endSampleTime))
             state.phase = .awaitingEndAccepted
         }
     }
@@ -120,8 +120,9 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
             guard next <= nextNewSequence else {
                 throw .resumeBeyondSent(requested: next, nextUnsent: nextNewSequence)
             }
-            nextSequenceToSend = next
-            acknowledgedSequence = next - 1
+            let resume = StreamPosition(nextSequence: next, nextSampleTime: accepted.nextSampleTime)
+            nextSequenceToSend = resume.nextSequence
+            acknowledgedSequence = resume.lastSequence
             phase = .streaming
             return .accepted(accepted)
         case (.awaitingHelloAccepted, .endAccepted(let accepted)):
@@ -130,7 +131,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
                 throw .unexpectedMessage(message.type, expecting: "HelloAccepted or Error: this stream has not ended")
             }
             try Self.check(accepted, confirms: end)
-            acknowledgedSequence = max(acknowledgedSequence, end.lastSequence)
+            acknowledgedSequence = max(acknowledgedSequence, end.position.lastSequence)
             phase = .ended
             return .endAccepted(accepted)
         case (.awaitingHelloAccepted, _):
@@ -162,7 +163,7 @@ public struct SenderStreamState: Sendable, FinalErrorLatch {
     private static func check(_ accepted: Capture_V1_EndAccepted, confirms end: StreamEnd) throws(WireError) {
         guard end.isConfirmed(by: accepted) else {
             throw .endAcceptedMismatch(
-                sent: end, confirmed: StreamEnd(lastSequence: accepted.lastSequence, endSampleTime: accepted.endSampleTime))
+                sent: end, confirmed: StreamEnd(position: StreamPosition(lastSequence: accepted.lastSequence, endSampleTime: accepted.endSampleTime)))
         }
     }
 }

@@ -196,8 +196,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the receiver asks to resume at sequence \(requested) but the sender has produced only up to"
                 + " \(nextUnsent - 1); is another sender using the same stream id?"
         case .endAcceptedMismatch(let sent, let confirmed):
-            return "the receiver confirmed a stream ending at sequence \(confirmed.lastSequence), sample \(confirmed.endSampleTime),"
-                + " but this stream ends at sequence \(sent.lastSequence), sample \(sent.endSampleTime); the confirmation does not count"
+            return "the receiver confirmed a stream ending at sequence \(confirmed.position.lastSequence), sample \(confirmed.position.endSampleTime),"
+                + " but this stream ends at sequence \(sent.position.lastSequence), sample \(sent.position.endSampleTime); the confirmation does not count"
                 + " and the sender keeps the audio"
         case .sendOutOfOrder(let what):
             return "internal error: \(what)"

@@ -3,6 +3,7 @@ import CAF
 import CaptureCore
 @testable import CaptureReceiver
 import CaptureSecurity
+import CaptureWire
 import Foundation
 import TestSupport
 import XCTest
@@ -65,7 +66,7 @@ final class RecordingRoutesTests: XCTestCase {
     private func indexRecord(_ id: UUID, relative: String, frames: Int64, complete: Bool) throws {
         let folder = (out as NSString).appendingPathComponent(StreamIndex.folderName)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let record = FinishedStreamRecord(relativePath: relative, frames: frames, packets: frames, lastSequence: 9, endSampleTime: frames, complete: complete)
+        let record = FinishedStreamRecord(relativePath: relative, frames: frames, packets: frames, end: StreamPosition(lastSequence: 9, endSampleTime: frames), complete: complete)
         try StreamIndexEntry(stream: .finished(record), owner: nil).text.write(
             toFile: (folder as NSString).appendingPathComponent(id.uuidString.lowercased()), atomically: true, encoding: .utf8)
     }

@@ -1,5 +1,6 @@
 import CaptureCommitLog
 import CaptureCore
+import CaptureWire
 @testable import CaptureReceiver
 import Foundation
 import XCTest
@@ -12,9 +13,9 @@ final class ReceiverLogRecordTests: XCTestCase {
     func testEachKindComesBackExactly() {
         let records: [(String, ReceiverLogRecord)] = [
             ("file", .file(LoggedFile(stream: Self.stream, relativePath: "studio/take_20260101T000000Z.caf"))),
-            ("empty round (a position only)", .round(LoggedRound(packetsBefore: 7, position: StreamPositionRecord(sequence: 9, sampleTime: 480, packets: 7), operations: []))),
+            ("empty round (a position only)", .round(LoggedRound(packetsBefore: 7, position: StreamPositionRecord(position: StreamPosition(lastSequence: 9, endSampleTime: 480), packets: 7), operations: []))),
             ("PCM audio, silence and a marker", .round(LoggedRound(
-                packetsBefore: 0, position: StreamPositionRecord(sequence: 3, sampleTime: 1_004, packets: 1_004),
+                packetsBefore: 0, position: StreamPositionRecord(position: StreamPosition(lastSequence: 3, endSampleTime: 1_004), packets: 1_004),
                 operations: [
                     .audio(payload: [1, 2, 3, 4], packetSizes: [], frameCount: 2),
                     .marker(framePosition: 2, name: "gap: 1000 frames not captured (overrun, é)"),
@@ -22,7 +23,7 @@ final class ReceiverLogRecordTests: XCTestCase {
                     .audio(payload: [5, 6, 7, 8], packetSizes: [], frameCount: 2),
                 ]))),
             ("Opus packets", .round(LoggedRound(
-                packetsBefore: 12, position: StreamPositionRecord(sequence: 40, sampleTime: 96_000, packets: 15),
+                packetsBefore: 12, position: StreamPositionRecord(position: StreamPosition(lastSequence: 40, endSampleTime: 96_000), packets: 15),
                 operations: [.audio(payload: Array(repeating: 0xA5, count: 300), packetSizes: [100, 120, 80], frameCount: 2_880)]))),
         ]
         for (name, record) in records {
@@ -34,7 +35,7 @@ final class ReceiverLogRecordTests: XCTestCase {
 
     func testTheRoundBodyIsLaidOutAsDocumented() {
         let round = ReceiverLogRecord.round(LoggedRound(
-            packetsBefore: 1, position: StreamPositionRecord(sequence: 2, sampleTime: 3, packets: 4),
+            packetsBefore: 1, position: StreamPositionRecord(position: StreamPosition(lastSequence: 2, endSampleTime: 3), packets: 4),
             operations: [.audio(payload: [0xAA, 0xBB], packetSizes: [2], frameCount: 960), .silence(frames: 5), .marker(framePosition: 6, name: "m")]))
         let encoded = round.encoded(subject: 1)
         XCTAssertEqual(encoded.kind, 2)
@@ -57,7 +58,7 @@ final class ReceiverLogRecordTests: XCTestCase {
         round.audio(TimedAudio(first: 0, payload: Data([1, 2, 3]), packetSizes: [1, 2], frameCount: 1_920))
         round.silence(frames: 480)
         XCTAssertEqual(round.bytes, 4, "three audio bytes, and one for the silence")
-        let first = StreamPositionRecord(sequence: 3, sampleTime: 2_400, packets: 12)
+        let first = StreamPositionRecord(position: StreamPosition(lastSequence: 3, endSampleTime: 2_400), packets: 12)
         XCTAssertEqual(
             ReceiverLogRecord(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: 9, body: round.take(position: first))),
             .round(LoggedRound(packetsBefore: 10, position: first, operations: [
@@ -69,7 +70,7 @@ final class ReceiverLogRecordTests: XCTestCase {
         round.restart(packetsBefore: 2)
         XCTAssertEqual(round.bytes, 0, "a cut made it durable: it starts no round")
         round.marker(framePosition: 0, name: "m")
-        let second = StreamPositionRecord(sequence: 4, sampleTime: 3_360, packets: 2)
+        let second = StreamPositionRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 3_360), packets: 2)
         XCTAssertEqual(
             ReceiverLogRecord(CommitLogRecord(kind: ReceiverLogRecord.roundKind, subject: 9, body: round.take(position: second))),
             .round(LoggedRound(packetsBefore: 2, position: second, operations: [.marker(framePosition: 0, name: "m")])),
@@ -85,7 +86,7 @@ final class ReceiverLogRecordTests: XCTestCase {
         [UInt8](repeating: 7, count: 5).withUnsafeBytes { body.appendAudio($0, packetSizes: [2, 3], frameCount: 1_920) }
         body.appendMarker(framePosition: 1_920, name: "gap: 960 frames not captured (overrun)")
         XCTAssertFalse(body.isEmpty)
-        let firstPosition = StreamPositionRecord(sequence: 4, sampleTime: 2_880, packets: 2)
+        let firstPosition = StreamPositionRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 2_880), packets: 2)
         let first = body.take(packetsBefore: 0, position: firstPosition)
         XCTAssertTrue(body.isEmpty)
         XCTAssertEqual(
@@ -100,7 +101,7 @@ final class ReceiverLogRecordTests: XCTestCase {
         XCTAssertTrue(body.isEmpty)
         [UInt8]([1, 2]).withUnsafeBytes { body.appendAudio($0, packetSizes: [], frameCount: 1) }
         body.appendSilence(frames: 10)
-        let secondPosition = StreamPositionRecord(sequence: 6, sampleTime: 2_891, packets: 2_891)
+        let secondPosition = StreamPositionRecord(position: StreamPosition(lastSequence: 6, endSampleTime: 2_891), packets: 2_891)
         let second = body.take(packetsBefore: 2_880, position: secondPosition)
         let expected = ReceiverLogRecord.round(LoggedRound(
             packetsBefore: 2_880, position: secondPosition,
@@ -114,7 +115,7 @@ final class ReceiverLogRecordTests: XCTestCase {
 
     func testBodiesThatAreNotTheReceiversAreRefused() {
         let good = ReceiverLogRecord.round(LoggedRound(
-            packetsBefore: 0, position: StreamPositionRecord(sequence: 1, sampleTime: 2, packets: 2),
+            packetsBefore: 0, position: StreamPositionRecord(position: StreamPosition(lastSequence: 1, endSampleTime: 2), packets: 2),
             operations: [.audio(payload: [1, 2, 3, 4], packetSizes: [], frameCount: 2)])).encoded(subject: 1)
         let cases: [(String, CommitLogRecord)] = [
             ("unknown kind", CommitLogRecord(kind: 9, subject: 1, body: good.body)),

@@ -64,7 +64,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         }
 
         /// Completes the last open with a scripted file at `path` (an unfinished one continued when `resumed`).
-        func completeOpen(path: String, resume: ResumePoint, resumed: Bool = false) -> ScriptedFile? {
+        func completeOpen(path: String, resume: StreamPosition, resumed: Bool = false) -> ScriptedFile? {
             guard let request = requests.last else { return nil }
             let file = ScriptedFile(path: path, events: request.events)
             request.completion(.success(OpenedStreamFile(file: file, resume: resume, resumed: resumed)))
@@ -154,7 +154,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
     /// Opens a stream through HelloAccepted.
     private func streaming(_ channel: EmbeddedChannel) throws -> ScriptedFile {
         try send(channel, try hello())
-        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)))
+        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0)))
         channel.embeddedEventLoop.run()
         XCTAssertEqual(types(try sent(channel)), [.helloAccepted])
         return file
@@ -169,7 +169,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         XCTAssertEqual(registry.activeStreamCount, 1, "reserved while its file opens")
         try channel.close().wait()
         channel.embeddedEventLoop.run()
-        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)))
+        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0)))
         channel.embeddedEventLoop.run()
         let detach = try XCTUnwrap(file.pendingDetach, "the opened file is let go of at once")
         XCTAssertFalse(detach.finalizing)
@@ -221,7 +221,7 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         let refusal = try sent(channel)
         guard case .error(let error)? = refusal.first else { return XCTFail("an Error frame: \(refusal)") }
         XCTAssertEqual(error.code, .shuttingDown)
-        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: ResumePoint(nextSequence: 9, nextSampleTime: 99), resumed: true))
+        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: StreamPosition(nextSequence: 9, nextSampleTime: 99), resumed: true))
         channel.embeddedEventLoop.run()
         let detach = try XCTUnwrap(file.pendingDetach)
         XCTAssertTrue(detach.finalizing, "finalized for readers while the receiver is down")
@@ -256,10 +256,10 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         channel.read()
         channel.read()
         XCTAssertEqual(readCounter.reads, readsBefore + 1, "over 8 MiB not durable: reads are held back")
-        file.events.durable(DurablePosition(sequence: 3, sampleTime: 3 * 262_144))
+        file.events.durable(StreamPosition(lastSequence: 3, endSampleTime: 3 * 262_144))
         channel.embeddedEventLoop.run()
         XCTAssertEqual(readCounter.reads, readsBefore + 1, "6 MiB still not durable")
-        file.events.durable(DurablePosition(sequence: 9, sampleTime: 9 * 262_144))
+        file.events.durable(StreamPosition(lastSequence: 9, endSampleTime: 9 * 262_144))
         channel.embeddedEventLoop.run()
         XCTAssertEqual(readCounter.reads, readsBefore + 2, "all durable: the held read goes on")
         XCTAssertEqual(try sent(channel).map(\.type), [.ack, .ack])

@@ -70,7 +70,7 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
         _ = session.handle(.helloDecided(.accepted))
-        _ = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false))
+        _ = session.handle(.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false))
         XCTAssertEqual(session.state.readingPausedWhileStreaming, false)
         return session
     }
@@ -88,7 +88,7 @@ final class ReceiverSessionTests: XCTestCase {
             (.preambleReceived(version: 1), []),
             (.messageReceived(.hello(Self.helloMessage)), [.decide(hello)]),
             (.helloDecided(.accepted), [.openFile(hello, mayCreate: true)]),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [
+            (.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false), [
                 .cancelHandshakeTimeout,
                 .send(.helloAccepted(.with {
                     $0.nextSequence = 1
@@ -104,9 +104,9 @@ final class ReceiverSessionTests: XCTestCase {
             ]),
             (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
             (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15)]),
-            (.durable(DurablePosition(sequence: 2, sampleTime: 30)), [Self.ack(2, 30)]),
+            (.durable(StreamPosition(lastSequence: 2, endSampleTime: 30)), [Self.ack(2, 30)]),
             (.messageReceived(.endOfStream(.with { $0.lastSequence = 2; $0.endSampleTime = 30; $0.reason = "stopped" })), [
-                .finishFile(StreamEnd(lastSequence: 2, endSampleTime: 30, reason: "stopped")),
+                .finishFile(StreamEnd(position: StreamPosition(lastSequence: 2, endSampleTime: 30), reason: "stopped")),
             ]),
             (.fileFinished(.success(Self.finished)), [
                 .streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 30, resumable: false)),
@@ -133,8 +133,8 @@ final class ReceiverSessionTests: XCTestCase {
                 .log(.init(.info, "marker in stream", ["sample": "15", "label": "goal"], repeatable: true)),
                 .recordMarker(marker),
             ]),
-            (.durable(DurablePosition(sequence: 1, sampleTime: 15)), [Self.ack(1, 15)]),
-            (.durable(DurablePosition(sequence: 2, sampleTime: 15)), [Self.ack(2, 15)]),
+            (.durable(StreamPosition(lastSequence: 1, endSampleTime: 15)), [Self.ack(1, 15)]),
+            (.durable(StreamPosition(lastSequence: 2, endSampleTime: 15)), [Self.ack(2, 15)]),
             (.messageReceived(.marker(marker)), [Self.ack(2, 15)]),
             (.messageReceived(.audioData(Self.audio(3, first: 15))), [Self.write(3, first: 15)]),
         ])
@@ -146,11 +146,11 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.preambleReceived(version: 1))
         XCTAssertEqual(session.handle(.messageReceived(.hello(Self.helloMessage))), [.decide(hello)])
         XCTAssertEqual(session.handle(.helloDecided(.accepted)), [.openFile(hello, mayCreate: true)])
-        let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 41, nextSampleTime: 600), resumed: true))
+        let actions = session.handle(.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 41, nextSampleTime: 600), resumed: true))
         guard case .send(.helloAccepted(let accepted)) = actions[1] else { return XCTFail("HelloAccepted expected: \(actions)") }
         XCTAssertEqual([accepted.nextSequence, UInt64(accepted.nextSampleTime)], [41, 600])
         XCTAssertTrue(accepted.resumed)
-        XCTAssertEqual(session.lastDurable, DurablePosition(sequence: 40, sampleTime: 600))
+        XCTAssertEqual(session.lastDurable, StreamPosition(lastSequence: 40, endSampleTime: 600))
         XCTAssertEqual(session.handle(.messageReceived(.audioData(Self.audio(40, first: 585)))), [Self.ack(40, 600)], "a resend of what is durable is acknowledged again")
         XCTAssertEqual(session.handle(.messageReceived(.audioData(Self.audio(41, first: 600)))), [Self.write(41, first: 600)])
     }
@@ -164,7 +164,7 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.helloDecided(.accepted))
         run(&session, [
             (.connectionClosed, []),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [.releaseFile(.keepResumable)]),
+            (.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false), [.releaseFile(.keepResumable)]),
             (.fileReleased(.success(nil)), [Self.keptResumableLog, .forgetStream(Self.stream)]),
         ])
         XCTAssertTrue(session.isFinished)
@@ -177,7 +177,7 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.helloDecided(.accepted))
         run(&session, [
             (.connectionClosed, []),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [
+            (.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false), [
                 .log(.init(.warning, "connection lost before end of stream; finalizing the file with what arrived", ["file": Self.path])),
                 .releaseFile(.finalizeIncomplete),
             ]),
@@ -194,7 +194,7 @@ final class ReceiverSessionTests: XCTestCase {
         run(&session, [
             (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
             (.connectionClosed, [.releaseFile(.keepResumable)]),
-            (.durable(DurablePosition(sequence: 1, sampleTime: 15)), []),
+            (.durable(StreamPosition(lastSequence: 1, endSampleTime: 15)), []),
             (.fileReleased(.success(nil)), [
                 Self.keptResumableLog, .streamReleased(StreamReleased(streamID: Self.stream, durableSampleTime: 15, resumable: true)), .forgetStream(Self.stream),
             ]),
@@ -205,7 +205,7 @@ final class ReceiverSessionTests: XCTestCase {
     func testAFinishFailingAfterTheSenderLeftKeepsTheFileResumable() throws {
         var session = try streamingSession()
         run(&session, [
-            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnd(lastSequence: 0, endSampleTime: 0))]),
+            (.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 })), [.finishFile(StreamEnd(position: StreamPosition(lastSequence: 0, endSampleTime: 0)))]),
             (.connectionClosed, []),
             (.fileFinished(.failure(.writeFailed("no space left on device"))), [.releaseFile(.keepResumable)]),
             (.fileReleased(.success(nil)), [
@@ -252,7 +252,7 @@ final class ReceiverSessionTests: XCTestCase {
                 Self.error(.shuttingDown, message),
                 .close,
             ]),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 5, nextSampleTime: 60), resumed: true), [.releaseFile(.finalizeResumable)]),
+            (.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 5, nextSampleTime: 60), resumed: true), [.releaseFile(.finalizeResumable)]),
             (.connectionClosed, []),
             (.fileReleased(.success(nil)), [
                 .log(.init(.notice, "shutting down: file finalized; its sender can resume it in the same file after a restart", [
@@ -392,7 +392,7 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
         _ = session.handle(.helloDecided(.accepted))
         let naming = FileNaming(intended: "studio-a_20260101T000000Z.caf", used: "studio-a_20260101T000000Z-2.caf", carriesStreamID: false)
-        let actions = session.handle(.fileOpened(path: "/srv/rec/" + naming.used, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, naming: naming))
+        let actions = session.handle(.fileOpened(path: "/srv/rec/" + naming.used, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false, naming: naming))
         XCTAssertEqual(actions.last, .log(.init(.notice, "the file name is taken; the file is recorded under the next free number", [
             "intended": "studio-a_20260101T000000Z.caf", "file": "studio-a_20260101T000000Z-2.caf",
         ])))
@@ -410,7 +410,7 @@ final class ReceiverSessionTests: XCTestCase {
             _ = session.handle(.preambleReceived(version: 1))
             _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
             _ = session.handle(.helloDecided(.accepted))
-            let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
+            let actions = session.handle(.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
             let opened = actions.compactMap { if case .log(let line) = $0, line.message == "stream opened" { return line } else { return nil } }.first
             XCTAssertEqual(opened?.metadata["continues"], expected["continues"], "\(link)")
             let warning = actions.compactMap { if case .log(let line) = $0, line.level == .warning { return line } else { return nil } }
@@ -437,7 +437,7 @@ final class ReceiverSessionTests: XCTestCase {
             _ = session.handle(.preambleReceived(version: 1))
             _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
             _ = session.handle(.helloDecided(.accepted))
-            let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
+            let actions = session.handle(.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false, continuation: link))
             let accepted = actions.compactMap { if case .send(.helloAccepted(let accepted)) = $0 { return accepted } else { return nil } }.first
             XCTAssertEqual(accepted?.hasContinuedFileEndSampleTime, expected != nil, "\(String(describing: link))")
             if let expected { XCTAssertEqual(accepted?.continuedFileEndSampleTime, expected) }
@@ -476,7 +476,7 @@ final class ReceiverSessionTests: XCTestCase {
                 .send(.error(.with { $0.code = .timeout; $0.message = message; $0.fatal = true })),
                 .close,
             ]),
-            (.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false), [.releaseFile(.keepResumable)]),
+            (.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false), [.releaseFile(.keepResumable)]),
         ])
     }
 
@@ -513,8 +513,8 @@ final class ReceiverSessionTests: XCTestCase {
             (.messageReceived(.audioData(Self.audio(1, first: 0))), [Self.write(1, first: 0)]),
             (.messageReceived(.audioData(Self.audio(2, first: 15))), [Self.write(2, first: 15), .setReading(false)]),
             (.messageReceived(.audioData(Self.audio(3, first: 30))), [Self.write(3, first: 30)]),
-            (.durable(DurablePosition(sequence: 1, sampleTime: 15)), [Self.ack(1, 15)]),
-            (.durable(DurablePosition(sequence: 3, sampleTime: 45)), [Self.ack(3, 45), .setReading(true)]),
+            (.durable(StreamPosition(lastSequence: 1, endSampleTime: 15)), [Self.ack(1, 15)]),
+            (.durable(StreamPosition(lastSequence: 3, endSampleTime: 45)), [Self.ack(3, 45), .setReading(true)]),
         ])
         XCTAssertEqual(session.state.readingPausedWhileStreaming, false)
         XCTAssertEqual(session.bytesNotDurable, 0)
@@ -538,14 +538,14 @@ final class ReceiverSessionTests: XCTestCase {
         var hasHello = false
         var streamID: UUID?
         var filePath: String?
-        var lastDurable = DurablePosition(sequence: 0, sampleTime: 0)
+        var lastDurable = StreamPosition(lastSequence: 0, endSampleTime: 0)
         var bytesNotDurable = 0
         var leftResumable = false
         var isFinished = false
 
         init(
             _ state: String, hasHello: Bool = false, streamID: UUID? = nil, filePath: String? = nil,
-            lastDurable: DurablePosition = DurablePosition(sequence: 0, sampleTime: 0), bytesNotDurable: Int = 0,
+            lastDurable: StreamPosition = StreamPosition(lastSequence: 0, endSampleTime: 0), bytesNotDurable: Int = 0,
             leftResumable: Bool = false, isFinished: Bool = false
         ) {
             self.state = state
@@ -573,12 +573,12 @@ final class ReceiverSessionTests: XCTestCase {
         let marker = Capture_V1_Marker.with { $0.sequence = 6; $0.sampleTime = 75; $0.label = "cue" }
         let stream = Self.stream
         let path = Self.path
-        func durable(_ sequence: UInt64, _ sampleTime: Int64) -> DurablePosition { DurablePosition(sequence: sequence, sampleTime: sampleTime) }
+        func durable(_ sequence: UInt64, _ sampleTime: Int64) -> StreamPosition { StreamPosition(lastSequence: sequence, endSampleTime: sampleTime) }
         let rows: [(ReceiverSessionEvent, Observed)] = [
             (.preambleReceived(version: 1), Observed("handshaking")),
             (.messageReceived(.hello(Self.helloMessage)), Observed("deciding", hasHello: true)),
             (.helloDecided(.accepted), Observed("opening", hasHello: true, streamID: stream)),
-            (.fileOpened(path: path, resume: ResumePoint(nextSequence: 5, nextSampleTime: 60), resumed: true),
+            (.fileOpened(path: path, resume: StreamPosition(nextSequence: 5, nextSampleTime: 60), resumed: true),
              Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(4, 60))),
             (.messageReceived(.audioData(Self.audio(5, first: 60))),
              Observed("streaming", hasHello: true, streamID: stream, filePath: path, lastDurable: durable(4, 60), bytesNotDurable: 60)),
@@ -612,10 +612,10 @@ final class ReceiverSessionTests: XCTestCase {
         let hello = try Self.hello
         let openedRecord = ReceiverSession.StreamFileRecord(
             hello: hello, filePath: Self.path, currentFilePath: Self.path, resumed: false,
-            durability: ReceiverSession.DurabilityAccount(lastDurable: DurablePosition(sequence: 0, sampleTime: 0)))
+            durability: ReceiverSession.DurabilityAccount(lastDurable: StreamPosition(lastSequence: 0, endSampleTime: 0)))
         let handshake: [ReceiverSessionEvent] = [.preambleReceived(version: 1), .messageReceived(.hello(Self.helloMessage))]
         let opened: [ReceiverSessionEvent] = handshake + [
-            .helloDecided(.accepted), .fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0), resumed: false),
+            .helloDecided(.accepted), .fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0), resumed: false),
         ]
         let endOfStream = ReceiverSessionEvent.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 }))
         let rows: [(name: String, settings: ReceiverSession.Settings, events: [ReceiverSessionEvent], outcome: ReceiverSession.Outcome, streamID: UUID?, leftResumable: Bool)] = [
@@ -667,12 +667,12 @@ final class ReceiverSessionTests: XCTestCase {
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(message)))
         _ = session.handle(.helloDecided(.accepted))
-        let actions = session.handle(.fileOpened(path: Self.path, resume: ResumePoint(nextSequence: 30, nextSampleTime: 450), resumed: true))
+        let actions = session.handle(.fileOpened(path: Self.path, resume: StreamPosition(nextSequence: 30, nextSampleTime: 450), resumed: true))
         XCTAssertEqual(Array(actions.suffix(2)), [.close, .releaseFile(.keepResumable)])
         XCTAssertFalse(actions.contains { if case .streamAccepted = $0 { true } else { false } }, "\(actions)")
         let record = ReceiverSession.StreamFileRecord(
             hello: hello, filePath: Self.path, currentFilePath: Self.path, resumed: true,
-            durability: ReceiverSession.DurabilityAccount(lastDurable: DurablePosition(sequence: 29, sampleTime: 450)))
+            durability: ReceiverSession.DurabilityAccount(lastDurable: StreamPosition(lastSequence: 29, endSampleTime: 450)))
         XCTAssertEqual(session.state, .releasing(ReceiverSession.ReleasingState(file: record, mode: .keepResumable, announcedAcceptance: false)))
         XCTAssertEqual(session.handle(.fileReleased(.success(nil))), [Self.keptResumableLog, .forgetStream(Self.stream)])
         XCTAssertEqual(session.state, .done(.resumable(record)))

@@ -47,7 +47,7 @@ final class SessionDirectoryTapTests: XCTestCase {
             $0.format = Capture_V1_StreamFormat(StreamFormat.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16))
             $0.startTimeUnixNs = 1_767_225_600_000_000_000
         }), preamble: true)
-        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: ResumePoint(nextSequence: 1, nextSampleTime: 0)))
+        let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0)))
         channel.embeddedEventLoop.run()
         return file
     }
@@ -89,7 +89,7 @@ final class SessionDirectoryTapTests: XCTestCase {
             $0.reason = "overrun"
         }))
         try send(channel, audio(3, at: 7_200))
-        file.events.durable(DurablePosition(sequence: 2, sampleTime: 7_200))
+        file.events.durable(StreamPosition(lastSequence: 2, endSampleTime: 7_200))
         channel.embeddedEventLoop.run()
         row = try XCTUnwrap(directory.snapshot(of: Self.stream))
         XCTAssertEqual(file.writes.count, 2)

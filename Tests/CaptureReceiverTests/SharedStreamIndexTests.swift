@@ -72,7 +72,7 @@ final class SharedStreamIndexTests: XCTestCase {
         let taken = try open(second, hello, mayCreate: false).get()
         XCTAssertTrue(taken.resumed, "the second receiver continues the stream")
         XCTAssertEqual(taken.writer.path, stream.writer.path, "in the same file")
-        XCTAssertEqual(taken.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4), "where the first made it durable")
+        XCTAssertEqual(taken.resume, StreamPosition(nextSequence: 2, nextSampleTime: 4), "where the first made it durable")
         guard case .failure(.streamBusy) = try open(first, hello) else { return XCTFail("now held by the second") }
         first.shutDown()
         second.shutDown()
@@ -89,10 +89,10 @@ final class SharedStreamIndexTests: XCTestCase {
         let index = StreamIndex(outputDirectory: folder)
         XCTAssertEqual(index.streams(), [hello.streamID])
         let finished = expectation(description: "finished")
-        stream.writer.finish(StreamEnd(lastSequence: 7, endSampleTime: 960)) { _ in finished.fulfill() }
+        stream.writer.finish(StreamEnd(position: StreamPosition(lastSequence: 7, endSampleTime: 960))) { _ in finished.fulfill() }
         wait(for: [finished], timeout: 30)
         let name = (stream.writer.path as NSString).lastPathComponent
-        let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, lastSequence: 7, endSampleTime: 960)
+        let expected = FinishedStreamRecord(relativePath: name, frames: 0, packets: 0, end: StreamPosition(lastSequence: 7, endSampleTime: 960))
         let entry = try String(contentsOfFile: index.entryPath(hello.streamID), encoding: .utf8)
         XCTAssertTrue(entry.hasPrefix("finished\n\(name)\nframes=0 packets=0 last-sequence=7 end-sample=960\nowner secret="), entry)
         for (receiver, mayCreate) in [(pool, true), (pool, false), (other, true), (other, false)] {
@@ -214,14 +214,14 @@ final class SharedStreamIndexTests: XCTestCase {
         let continued = try open(pool, real, identity: "token:unit-a").get()
         guard case .linked(let linked, _)? = continued.continuation else { return XCTFail("linked: \(String(describing: continued.continuation))") }
         XCTAssertEqual(linked, victim.streamID)
-        XCTAssertEqual(continued.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4), "right after where the continued file ends")
+        XCTAssertEqual(continued.resume, StreamPosition(nextSequence: 2, nextSampleTime: 4), "right after where the continued file ends")
         XCTAssertEqual(try CAFFile.read(path: continued.writer.path).info.first { $0.key == "continues stream id" }?.value, victim.streamID.uuidString.lowercased())
         continued.writer.detach {}
 
         let unknown = UUID()
         let stranger = try open(pool, try Self.continuation(of: unknown, secret: Data(repeating: 7, count: 32))).get()
         XCTAssertEqual(stranger.continuation, .unverified(unknown))
-        XCTAssertEqual(stranger.resume, ResumePoint(nextSequence: 1, nextSampleTime: 0))
+        XCTAssertEqual(stranger.resume, StreamPosition(nextSequence: 1, nextSampleTime: 0))
         XCTAssertNil(try CAFFile.read(path: stranger.writer.path).info.first { $0.key == "continues stream id" }, "it claims to continue nothing")
         stranger.writer.detach {}
     }
@@ -280,7 +280,7 @@ final class SharedStreamIndexTests: XCTestCase {
         XCTAssertEqual(waiting.map(\.path), [stream.writer.path])
         let resumed = try open(pool, hello, mayCreate: false).get()
         XCTAssertTrue(resumed.resumed)
-        XCTAssertEqual(resumed.resume, ResumePoint(nextSequence: 2, nextSampleTime: 4))
+        XCTAssertEqual(resumed.resume, StreamPosition(nextSequence: 2, nextSampleTime: 4))
         resumed.writer.detach {}
         pool.shutDown()
     }
@@ -307,12 +307,12 @@ final class SharedStreamIndexTests: XCTestCase {
         // The first receiver dies (its log's lock goes with it), and its file system loses what no
         // checkpoint covered: the audio and its position record.
         first.shutDown()
-        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(position: .start, packets: 0))
         try CAFWriter.resume(path: path, keepingPackets: 0).close()
 
         let taken = try open(second, hello, mayCreate: false).get()
         XCTAssertEqual(taken.writer.path, path)
-        XCTAssertEqual(taken.resume, ResumePoint(nextSequence: 6, nextSampleTime: 20), "after everything the dead receiver acknowledged")
+        XCTAssertEqual(taken.resume, StreamPosition(nextSequence: 6, nextSampleTime: 20), "after everything the dead receiver acknowledged")
         XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), audio)
         taken.writer.detach {}
     }
@@ -400,7 +400,7 @@ private final class DurableEvents: @unchecked Sendable {
     private var sequence: UInt64 = 0
 
     var events: StreamWriterEvents {
-        StreamWriterEvents(durable: { position in self.condition.withLock { self.sequence = position.sequence; self.condition.broadcast() } }, failed: { _, _ in })
+        StreamWriterEvents(durable: { position in self.condition.withLock { self.sequence = position.lastSequence; self.condition.broadcast() } }, failed: { _, _ in })
     }
 
     /// Waits (at most 30 s) for a durable position at `target` or beyond; the last reported.

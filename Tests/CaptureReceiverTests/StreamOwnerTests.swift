@@ -1,4 +1,5 @@
 @testable import CaptureReceiver
+import CaptureWire
 import Foundation
 import XCTest
 
@@ -32,7 +33,7 @@ final class StreamOwnerTests: XCTestCase {
 
     func testIndexEntriesKeepTheirOwnerThroughTheirText() throws {
         let owner = StreamOwner(secret: secret, identity: StreamOwner.identity(token: "t"))
-        let record = FinishedStreamRecord(relativePath: "a/b.caf", frames: 9, packets: 3, lastSequence: 4, endSampleTime: 9)
+        let record = FinishedStreamRecord(relativePath: "a/b.caf", frames: 9, packets: 3, end: StreamPosition(lastSequence: 4, endSampleTime: 9))
         for entry in [
             StreamIndexEntry(stream: .recording(relativePath: "a/b.caf"), owner: owner),
             StreamIndexEntry(stream: .recording(relativePath: "a/b.caf"), owner: nil),

@@ -42,7 +42,7 @@ final class WriterPoolTests: XCTestCase {
             XCTAssertEqual(file.frames, Int64(writes * 4))
             let expected = (1...writes).flatMap { Array(Self.samples(stream: index, sequence: $0)) }
             XCTAssertEqual(try CAFFile.read(path: stream.writer.path).readAudioData(), expected, "stream \(index) in order")
-            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: UInt64(writes), sampleTime: Int64(writes * 4)))
+            XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: UInt64(writes), endSampleTime: Int64(writes * 4)))
             XCTAssertNil(stream.events.failure)
         }
         pool.shutDown()
@@ -58,16 +58,16 @@ final class WriterPoolTests: XCTestCase {
                                 packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
         }
         let reported = try XCTUnwrap(stream.events.waitForDurable(sequence: 10))
-        XCTAssertEqual(reported, DurablePosition(sequence: 10, sampleTime: 40))
+        XCTAssertEqual(reported, StreamPosition(lastSequence: 10, endSampleTime: 40))
         // A round syncs the commit log only: the file's position log still says where it began.
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(position: .start, packets: 0))
         let detached = expectation(description: "detached")
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
         pool.shutDown()
         // The file then loses everything no checkpoint covered, as in a power cut: its audio and its
         // position record.
-        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        _ = try StreamPositionLog.create(cafPath: path, initial: StreamPositionRecord(position: .start, packets: 0))
         try CAFWriter.resume(path: path, keepingPackets: 0).close()
         XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), [])
 
@@ -75,10 +75,10 @@ final class WriterPoolTests: XCTestCase {
         let restarted = try makePool(threads: 1, policy: Self.noTimer)
         defer { restarted.shutDown() }
         XCTAssertEqual(try CAFFile.read(path: path).readAudioData(), (1...10).flatMap { Array(Self.samples(stream: 1, sequence: $0)) })
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(sequence: 10, sampleTime: 40, packets: 40))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: path), StreamPositionRecord(position: StreamPosition(lastSequence: 10, endSampleTime: 40), packets: 40))
         let reopened = try openStream(restarted, hello: hello, mayCreate: false).get()
         XCTAssertEqual(reopened.writer.path, path)
-        XCTAssertEqual(reopened.resume, ResumePoint(nextSequence: 11, nextSampleTime: 40))
+        XCTAssertEqual(reopened.resume, StreamPosition(nextSequence: 11, nextSampleTime: 40))
     }
 
     /// Records `count` rounds of one stream, lets it go, shuts the pool down (its log unlocked, as a
@@ -90,7 +90,7 @@ final class WriterPoolTests: XCTestCase {
         for sequence in 1...count {
             stream.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 12, sequence: sequence), packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
             // One round each: every round a record of its own in the log.
-            XCTAssertEqual(stream.events.waitForDurable(sequence: UInt64(sequence))?.sequence, UInt64(sequence))
+            XCTAssertEqual(stream.events.waitForDurable(sequence: UInt64(sequence))?.lastSequence, UInt64(sequence))
         }
         let detached = expectation(description: "detached")
         stream.writer.detach { detached.fulfill() }
@@ -112,14 +112,14 @@ final class WriterPoolTests: XCTestCase {
         let log = try logFolder()
         for attempt in 1...2 {
             // As if the file lost its audio and the replay before was cut off before its last step.
-            _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+            _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: .start, packets: 0))
             if attempt == 1 { try CAFWriter.resume(path: recorded.path, keepingPackets: 0).close() }
             let replay = LogReplay(outputDirectory: folder)
             try replay.replay(try CommitLogReader(directory: log))
             XCTAssertEqual(replay.summary.failures, [])
             XCTAssertEqual(replay.summary.files, 1)
             XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), recorded.audio, "replay \(attempt)")
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path), StreamPositionRecord(sequence: 6, sampleTime: 24, packets: 24))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path), StreamPositionRecord(position: StreamPosition(lastSequence: 6, endSampleTime: 24), packets: 24))
         }
     }
 
@@ -131,12 +131,12 @@ final class WriterPoolTests: XCTestCase {
         try writer.append(later, frameCount: 8)
         try writer.synchronize()
         writer.close()
-        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 6, sampleTime: 24, packets: 24))
+        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: StreamPosition(lastSequence: 6, endSampleTime: 24), packets: 24))
 
         let restarted = try makePool(threads: 1, policy: Self.noTimer)
         restarted.shutDown()
         XCTAssertEqual(try CAFFile.read(path: recorded.path).readAudioData(), recorded.audio + later, "the log's rounds are in the file already: nothing replayed over it")
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path)?.sequence, 6)
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: recorded.path)?.position.lastSequence, 6)
     }
 
     /// Migration: a recording the version before the commit log left behind after a crash (a
@@ -145,9 +145,9 @@ final class WriterPoolTests: XCTestCase {
     func testARecordingLeftByTheVersionBeforeTheCommitLogIsResumedAndFinished() throws {
         let recorded = try recordAndLetGo(name: "before-the-log", count: 8)
         try FileManager.default.removeItem(atPath: folder + "/.commit-log")
-        let positions = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        let positions = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: .start, packets: 0))
         for sequence in 1...6 {
-            try positions.append(StreamPositionRecord(sequence: UInt64(sequence), sampleTime: Int64(sequence * 4), packets: Int64(sequence * 4)))
+            try positions.append(StreamPositionRecord(position: StreamPosition(lastSequence: UInt64(sequence), endSampleTime: Int64(sequence * 4)), packets: Int64(sequence * 4)))
         }
         // Messages 7 and 8 are in the file but were never acknowledged: their sender sends them again.
         let pool = try makePool(threads: 1, policy: SyncPolicy(interval: .milliseconds(5)))
@@ -156,11 +156,11 @@ final class WriterPoolTests: XCTestCase {
         let reopened = try openStream(pool, hello: recorded.hello, mayCreate: false, events: events).get()
         XCTAssertTrue(reopened.resumed)
         XCTAssertEqual(reopened.writer.path, recorded.path)
-        XCTAssertEqual(reopened.resume, ResumePoint(nextSequence: 7, nextSampleTime: 24))
+        XCTAssertEqual(reopened.resume, StreamPosition(nextSequence: 7, nextSampleTime: 24))
         for sequence in 7...10 {
             reopened.writer.write(sequence: UInt64(sequence), payload: Self.samples(stream: 14, sequence: sequence), packetSizes: [], frameCount: 4, endSampleTime: Int64(sequence * 4))
         }
-        XCTAssertEqual(events.waitForDurable(sequence: 10)?.sequence, 10)
+        XCTAssertEqual(events.waitForDurable(sequence: 10)?.lastSequence, 10)
         let finished = try finish(reopened.writer)
         XCTAssertEqual(finished.frames, 40)
         let expected = Array(recorded.audio.prefix(6 * 8)) + (7...10).flatMap { Array(Self.samples(stream: 14, sequence: $0)) }
@@ -175,7 +175,7 @@ final class WriterPoolTests: XCTestCase {
         let log = try logFolder()
         // A checkpoint had made the first two messages durable (the log replays from its third round);
         // the file then lost them anyway: damage, which replay reports instead of writing a hole.
-        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
+        _ = try StreamPositionLog.create(cafPath: recorded.path, initial: StreamPositionRecord(position: .start, packets: 0))
         try CAFWriter.resume(path: recorded.path, keepingPackets: 0).close()
         let replay = LogReplay(outputDirectory: folder)
         let reader = try CommitLogReader(directory: log)
@@ -220,8 +220,8 @@ final class WriterPoolTests: XCTestCase {
             XCTAssertTrue(lines.contains(line), "missing \(line) in \(metrics.exposition())")
         }
         for stream in opened {
-            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "no position record per round")
+            XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 0, "no position record per round")
         }
     }
 
@@ -236,10 +236,10 @@ final class WriterPoolTests: XCTestCase {
         let stream = try open(pool, name: "ordered")
         observed.watch(stream.writer.path)
         stream.writer.write(sequence: 1, payload: Self.samples(stream: 7, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
-        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: 4))
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 }, "a checkpoint follows the round")
         XCTAssertEqual(observed.recordsAtEachSync, [0, 0, 1], "the new file, then the checkpoint's audio with no new record, then the record")
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 1, sampleTime: 4, packets: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 1, endSampleTime: 4), packets: 4))
         XCTAssertGreaterThan(pool.logCheckpoint.offset, 0, "replay begins after the round now")
     }
 
@@ -250,10 +250,10 @@ final class WriterPoolTests: XCTestCase {
         defer { pool.shutDown() }
         let stream = try open(pool, name: "quiet")
         stream.writer.write(sequence: 1, payload: Self.samples(stream: 9, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
-        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: 4))
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 }, "checkpointed without another round")
         XCTAssertEqual(pool.roundCount, 1)
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 1, sampleTime: 4, packets: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 1, endSampleTime: 4), packets: 4))
     }
 
     func testOnFUSEACheckpointSyncsEachFileInsteadOfTheFileSystem() throws {
@@ -266,11 +266,11 @@ final class WriterPoolTests: XCTestCase {
         for stream in opened {
             stream.writer.write(sequence: 1, payload: Self.samples(stream: 11, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
         }
-        for stream in opened { XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4)) }
+        for stream in opened { XCTAssertEqual(stream.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: 4)) }
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 })
         XCTAssertEqual(pool.fileSystemSyncCount, 0)
         for stream in opened {
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 1)
         }
     }
 
@@ -284,7 +284,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertEqual(pool.fileSystemSyncCount, 1)
         for stream in opened {
             XCTAssertNil(stream.events.failure, "each file synced alone")
-            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
+            XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
         }
     }
 
@@ -293,7 +293,7 @@ final class WriterPoolTests: XCTestCase {
         let stream = try open(pool, name: "early")
         let frames = 2_048
         stream.writer.write(sequence: 1, payload: Data(count: frames * 2), packetSizes: [], frameCount: frames, endSampleTime: Int64(frames))
-        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: Int64(frames)))
+        XCTAssertEqual(stream.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: Int64(frames)))
         XCTAssertEqual(pool.roundCount, 1)
         pool.shutDown()
     }
@@ -314,7 +314,7 @@ final class WriterPoolTests: XCTestCase {
         let failure = try XCTUnwrap(full.events.waitForFailure())
         guard case .writeFailed(let message) = failure else { return XCTFail("expected a write failure, got \(failure)") }
         XCTAssertTrue(message.hasPrefix("the disk is full: free space in \(small)"), message)
-        XCTAssertEqual(healthy.events.waitForDurable(sequence: 8), DurablePosition(sequence: 8, sampleTime: 32))
+        XCTAssertEqual(healthy.events.waitForDurable(sequence: 8), StreamPosition(lastSequence: 8, endSampleTime: 32))
         XCTAssertNil(healthy.events.failure)
         XCTAssertEqual(try finish(healthy.writer).frames, 32)
         pool.shutDown()
@@ -332,7 +332,7 @@ final class WriterPoolTests: XCTestCase {
         let stranded = try open(pool, name: "stranded", folder: small, hello: strandedHello)
         let healthy = try open(pool, name: "healthy")
         stranded.writer.write(sequence: 1, payload: Self.samples(stream: 1, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
-        XCTAssertEqual(stranded.events.waitForDurable(sequence: 1), DurablePosition(sequence: 1, sampleTime: 4))
+        XCTAssertEqual(stranded.events.waitForDurable(sequence: 1), StreamPosition(lastSequence: 1, endSampleTime: 4))
         XCTAssertTrue(waitUntil { pool.checkpointCount >= 1 })
         let replayPoint = pool.logCheckpoint
         // The disk fills; 7,200 bytes (under the 8 KiB gathered before writing) need a new page.
@@ -343,7 +343,7 @@ final class WriterPoolTests: XCTestCase {
         try? fill.close()
         let second = Data((0..<7_200).map { UInt8(truncatingIfNeeded: $0 * 7) })
         stranded.writer.write(sequence: 2, payload: second, packetSizes: [], frameCount: 3_600, endSampleTime: 3_604)
-        XCTAssertEqual(stranded.events.waitForDurable(sequence: 2), DurablePosition(sequence: 2, sampleTime: 3_604), "acknowledged from the log")
+        XCTAssertEqual(stranded.events.waitForDurable(sequence: 2), StreamPosition(lastSequence: 2, endSampleTime: 3_604), "acknowledged from the log")
         XCTAssertNotNil(stranded.events.waitForFailure(), "the checkpoint could not write it to the file")
         let detached = DispatchSemaphore(value: 0)
         stranded.writer.detach { detached.signal() }
@@ -367,7 +367,7 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertTrue(waitUntil { pool.logCheckpoint != replayPoint }, "the checkpoint completes")
         let file = try CAFFile.read(path: stranded.writer.path)
         XCTAssertEqual(try file.readAudioData(), [UInt8](Self.samples(stream: 1, sequence: 1)) + [UInt8](second), "every acknowledged byte, in order")
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stranded.writer.path), StreamPositionRecord(sequence: 2, sampleTime: 3_604, packets: 3_604),
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stranded.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 2, endSampleTime: 3_604), packets: 3_604),
                        "and a resume continues after it")
         guard case .success(let claim) = index.claimExisting(strandedHello.streamID) else {
             return XCTFail("the stream is let go once its file holds its audio")
@@ -384,7 +384,7 @@ final class WriterPoolTests: XCTestCase {
         }
         let file = try finish(stream.writer)
         XCTAssertEqual(file.frames, 80)
-        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 20, sampleTime: 80))
+        XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 20, endSampleTime: 80))
         XCTAssertTrue(try CAFFile.read(path: file.path).isFinalized)
         XCTAssertFalse(FileManager.default.fileExists(atPath: StreamPositionLog.path(for: file.path)), "a finished file keeps no position log")
         pool.shutDown()
@@ -401,13 +401,13 @@ final class WriterPoolTests: XCTestCase {
         let detached = expectation(description: "detached")
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
-        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 5, sampleTime: 20))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(sequence: 5, sampleTime: 20, packets: 20))
+        XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 5, endSampleTime: 20))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path), StreamPositionRecord(position: StreamPosition(lastSequence: 5, endSampleTime: 20), packets: 20))
 
         let reopened = try openStream(pool, hello: hello, mayCreate: false).get()
         XCTAssertTrue(reopened.resumed)
         XCTAssertEqual(reopened.writer.path, stream.writer.path, "the same file continues")
-        XCTAssertEqual(reopened.resume, ResumePoint(nextSequence: 6, nextSampleTime: 20))
+        XCTAssertEqual(reopened.resume, StreamPosition(nextSequence: 6, nextSampleTime: 20))
         pool.shutDown()
     }
 
@@ -442,8 +442,8 @@ final class WriterPoolTests: XCTestCase {
         XCTAssertLessThanOrEqual(pool.roundCount, 2, "the detaches share rounds instead of syncing one by one")
         XCTAssertGreaterThanOrEqual(pool.roundCount, 1)
         for stream in opened {
-            XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+            XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 1)
         }
         pool.shutDown()
     }
@@ -456,8 +456,8 @@ final class WriterPoolTests: XCTestCase {
         let detached = expectation(description: "detached")
         stream.writer.detach { detached.fulfill() }
         wait(for: [detached], timeout: 30)
-        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 1, sampleTime: 4))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 1)
+        XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 1, endSampleTime: 4))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 1)
         XCTAssertEqual(pool.roundCount, 0)
     }
 
@@ -469,8 +469,8 @@ final class WriterPoolTests: XCTestCase {
                                 frameCount: 4, endSampleTime: Int64(sequence * 4))
         }
         pool.shutDown()
-        XCTAssertEqual(stream.events.lastDurable, DurablePosition(sequence: 100, sampleTime: 400))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.sequence, 0, "the commit log holds the rounds, not the position log")
+        XCTAssertEqual(stream.events.lastDurable, StreamPosition(lastSequence: 100, endSampleTime: 400))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: stream.writer.path)?.position.lastSequence, 0, "the commit log holds the rounds, not the position log")
         // After shutdown an operation still completes (on the caller's thread).
         XCTAssertEqual(try finish(stream.writer).frames, 400)
     }
@@ -540,7 +540,7 @@ final class WriterPoolTests: XCTestCase {
         message.sourceHost = "\u{0}\u{0}\u{6DB}io-a"
         message.application = "capture-send\u{0}\u{301}"
         let maker = RecordingFileMaker(hello: try ValidatedHello(message), start: Date(), peer: "127.0.0.1:1", configuration: configuration())
-        let created = try maker.createFirstFile(at: ResumePoint(nextSequence: 1, nextSampleTime: 0))
+        let created = try maker.createFirstFile(at: StreamPosition(nextSequence: 1, nextSampleTime: 0))
         created.writer.close()
         let info = Dictionary(try CAFFile.read(path: created.writer.path).info.map { ($0.key, $0.value) }) { a, _ in a }
         XCTAssertEqual(info["title"], "studio\u{6DB}")
@@ -627,7 +627,7 @@ final class WriterPoolTests: XCTestCase {
     private func finish(_ writer: StreamWriter) throws -> FinishedFile {
         let finished = ResultBox<Result<FinishedFile, StorageError>>()
         let done = DispatchSemaphore(value: 0)
-        writer.finish(StreamEnd(lastSequence: 0, endSampleTime: 0)) {
+        writer.finish(StreamEnd(position: StreamPosition(lastSequence: 0, endSampleTime: 0))) {
             finished.value = $0
             done.signal()
         }
@@ -678,7 +678,7 @@ final class WriterPoolTests: XCTestCase {
 /// What a stream's writer reported, gathered from the pool's threads.
 private final class EventLog: @unchecked Sendable {
     private let condition = NSCondition()
-    private var durable: [DurablePosition] = []
+    private var durable: [StreamPosition] = []
     private var failed: StorageError?
     private var failedOn: String?
     private var segments: [(path: String, naming: FileNaming?)] = []
@@ -691,7 +691,7 @@ private final class EventLog: @unchecked Sendable {
         )
     }
 
-    var lastDurable: DurablePosition? { condition.withLock { durable.last } }
+    var lastDurable: StreamPosition? { condition.withLock { durable.last } }
     var failure: StorageError? { condition.withLock { failed } }
     /// The file the failure was on.
     var failedFile: String? { condition.withLock { failedOn } }
@@ -699,10 +699,10 @@ private final class EventLog: @unchecked Sendable {
     var segmentsStarted: [(path: String, naming: FileNaming?)] { condition.withLock { segments } }
 
     /// Waits (at most 30 s) until a durable position at `sequence` or beyond is reported.
-    func waitForDurable(sequence: UInt64) -> DurablePosition? {
+    func waitForDurable(sequence: UInt64) -> StreamPosition? {
         let deadline = Date().addingTimeInterval(30)
         return condition.withLock {
-            while (durable.last?.sequence ?? 0) < sequence, condition.wait(until: deadline) {}
+            while (durable.last?.lastSequence ?? 0) < sequence, condition.wait(until: deadline) {}
             return durable.last
         }
     }
@@ -728,7 +728,7 @@ private final class SyncObserver: @unchecked Sendable {
     func sync() {
         lock.withLock {
             guard let path else { return }
-            records.append((try? StreamPositionLog.lastRecord(cafPath: path))??.sequence ?? 99)
+            records.append((try? StreamPositionLog.lastRecord(cafPath: path))??.position.lastSequence ?? 99)
         }
     }
 

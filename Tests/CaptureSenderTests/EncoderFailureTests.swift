@@ -19,8 +19,8 @@ final class EncoderFailureTests: XCTestCase {
         XCTAssertEqual(reason, "the test encoder fails on buffer 3")
         let end = try XCTUnwrap(log.streamEnd)
         XCTAssertEqual(end.reason, "encoder-failed")
-        XCTAssertEqual(end.lastSequence, 2, "the two buffers encoded before the failure")
-        XCTAssertEqual(end.endSampleTime, 2 * 4_800, "the stream ends where the encoder stopped")
+        XCTAssertEqual(end.position.lastSequence, 2, "the two buffers encoded before the failure")
+        XCTAssertEqual(end.position.endSampleTime, 2 * 4_800, "the stream ends where the encoder stopped")
     }
 }
 

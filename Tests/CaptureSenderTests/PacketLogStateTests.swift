@@ -299,7 +299,7 @@ final class PacketLogStateTests: XCTestCase {
             name: "with a spool, the main's acknowledgement is recorded though nothing is released",
             configuration: log(spool: true), destinations: 2, given: [.audio(0), .audio(1), .audio(2)], when: .acknowledge(2, .main),
             decision: .effectsOnly,
-            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: 2, mainEnd: 500, released: 0), wakesProducers: true),
+            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 2, endSampleTime: 500), released: 0), wakesProducers: true),
             figures: Figures(lastSequence: 3, heldBytes: 3_000, cursors: [
                 CursorFigures(acknowledged: 2, held: 1_000), CursorFigures(acknowledged: 0, held: 3_000),
             ])),
@@ -315,7 +315,7 @@ final class PacketLogStateTests: XCTestCase {
             configuration: log(spool: true), destinations: 2, given: [.audio(0), .audio(1), .audio(2), .acknowledge(3, .main)],
             when: .acknowledge(1, .backup(1)),
             decision: .effectsOnly,
-            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: 3, mainEnd: 750, released: 1), wakesProducers: true),
+            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 3, endSampleTime: 750), released: 1), wakesProducers: true),
             figures: Figures(lastSequence: 3, released: 1, heldBytes: 2_000, cursors: [
                 CursorFigures(acknowledged: 3, held: 0), CursorFigures(acknowledged: 1, held: 2_000),
             ])),
@@ -346,7 +346,7 @@ final class PacketLogStateTests: XCTestCase {
             configuration: log(spool: true), destinations: 2, given: [.audio(0), .audio(1), .audio(2), .acknowledge(2, .main)],
             when: .drop(.backup(1)),
             decision: .effectsOnly,
-            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: 2, mainEnd: 500, released: 2), wakesProducers: true),
+            effects: Effects(spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 2, endSampleTime: 500), released: 2), wakesProducers: true),
             figures: Figures(lastSequence: 3, released: 2, heldBytes: 1_000, cursors: [
                 CursorFigures(acknowledged: 2, held: 1_000), CursorFigures(acknowledged: 0, held: 0, service: .dropped),
             ])),
@@ -379,37 +379,37 @@ final class PacketLogStateTests: XCTestCase {
         Row(
             name: "the end of the stream is recorded after the last entry",
             given: [.audio(0), .audio(1), .audio(2)], when: .finish(endSampleTime: 750),
-            decision: .ended(nil), effects: Effects(recordedEnd: StreamEnd(lastSequence: 3, endSampleTime: 750, reason: "duration")),
+            decision: .ended(nil), effects: Effects(recordedEnd: StreamEnd(position: StreamPosition(lastSequence: 3, endSampleTime: 750), reason: "duration")),
             figures: Figures(lastSequence: 3, heldBytes: 3_000, cursors: [CursorFigures(acknowledged: 0, held: 3_000)],
-                             end: StreamEnd(lastSequence: 3, endSampleTime: 750, reason: "duration"))),
+                             end: StreamEnd(position: StreamPosition(lastSequence: 3, endSampleTime: 750), reason: "duration"))),
         Row(
             name: "the end during an overflow episode: the episode's Gap comes first",
             configuration: log(overflowFolder: false), given: tenChunks + [.audio(10)], when: .finish(endSampleTime: 2_750),
             decision: .ended(State.EndedOverflow(path: nil, frames: 250)),
             effects: Effects(
                 appended: [LoggedPacket(sequence: 11, content: .gap(sampleTime: 2_500, length: 250, reason: "spool-full: 250 frames lost at the sender (no overflow file)"))],
-                recordedEnd: StreamEnd(lastSequence: 11, endSampleTime: 2_750, reason: "duration")),
+                recordedEnd: StreamEnd(position: StreamPosition(lastSequence: 11, endSampleTime: 2_750), reason: "duration")),
             figures: Figures(lastSequence: 11, heldBytes: 10_000, cursors: [CursorFigures(acknowledged: 0, held: 10_000)],
-                             end: StreamEnd(lastSequence: 11, endSampleTime: 2_750, reason: "duration"))),
+                             end: StreamEnd(position: StreamPosition(lastSequence: 11, endSampleTime: 2_750), reason: "duration"))),
         Row(
             name: "complete once every entry of an ended stream is acknowledged",
             given: [.audio(0), .audio(1), .finish(endSampleTime: 500)], when: .acknowledge(2, .main),
             decision: .effectsOnly, effects: Effects(wakesProducers: true),
             figures: Figures(lastSequence: 2, released: 2, heldBytes: 0, cursors: [CursorFigures(acknowledged: 2, held: 0)],
-                             end: StreamEnd(lastSequence: 2, endSampleTime: 500, reason: "duration"), isComplete: true)),
+                             end: StreamEnd(position: StreamPosition(lastSequence: 2, endSampleTime: 500), reason: "duration"), isComplete: true)),
         Row(
             name: "complete for every destination still served: a dropped backup does not hold it up",
             destinations: 2, given: [.audio(0), .finish(endSampleTime: 250), .acknowledge(1, .main)], when: .drop(.backup(1)),
             decision: .effectsOnly, effects: Effects(wakesProducers: true),
             figures: Figures(lastSequence: 1, released: 1, heldBytes: 0, cursors: [
                 CursorFigures(acknowledged: 1, held: 0), CursorFigures(acknowledged: 0, held: 0, service: .dropped),
-            ], end: StreamEnd(lastSequence: 1, endSampleTime: 250, reason: "duration"), isComplete: true)),
+            ], end: StreamEnd(position: StreamPosition(lastSequence: 1, endSampleTime: 250), reason: "duration"), isComplete: true)),
         Row(
             name: "a marker after the end is refused",
             given: [.audio(0), .finish(endSampleTime: 250)], when: .marker("late"),
             decision: .sequence(0),
             figures: Figures(lastSequence: 1, heldBytes: 1_000, cursors: [CursorFigures(acknowledged: 0, held: 1_000)],
-                             end: StreamEnd(lastSequence: 1, endSampleTime: 250, reason: "duration"))),
+                             end: StreamEnd(position: StreamPosition(lastSequence: 1, endSampleTime: 250), reason: "duration"))),
         Row(
             name: "a marker once the log is closed is refused",
             given: [.audio(0), .close], when: .marker("late"),
@@ -507,7 +507,7 @@ final class PacketLogStateTests: XCTestCase {
             given: [.audio(0), .audio(1), .audio(2), .acknowledge(3, .main), .spoolFailed], when: .roomForFastSource(limit: 10_000),
             decision: .room(.enough),
             effects: Effects(givenUp: [State.GivenUpBackup(destination: .backup(1), room: BackupRoom(bytes: 2_000, limit: .fastSource))],
-                             spoolAcknowledgement: State.SpoolAcknowledgement(main: 3, mainEnd: 750, released: 3), wakesProducers: true),
+                             spoolAcknowledgement: State.SpoolAcknowledgement(main: StreamPosition(lastSequence: 3, endSampleTime: 750), released: 3), wakesProducers: true),
             figures: Figures(lastSequence: 3, released: 3, heldBytes: 0, cursors: [
                 CursorFigures(acknowledged: 3, held: 0),
                 CursorFigures(acknowledged: 0, held: 0, service: .givenUp(room: BackupRoom(bytes: 2_000, limit: .fastSource))),

@@ -18,8 +18,11 @@ final class SenderSessionTests: XCTestCase {
             firstSampleTime: Int64(sequence - 1) * Int64(frames), frameCount: frames)))
     }
 
-    private func position(_ last: UInt64, endAt end: Int64? = nil) -> LogPosition {
-        LogPosition(lastSequence: last, end: end.map { StreamEnd(lastSequence: last, endSampleTime: $0, remainderFrames: 0, reason: "duration") })
+    /// The log through entry `last` (of 100 frames each, as `entry` makes them), ended at `end` when given.
+    private func position(_ last: UInt64, endAt end: Int64? = nil) -> PacketLogPosition {
+        PacketLogPosition(
+            appended: StreamPosition(lastSequence: last, endSampleTime: end ?? Int64(last) * 100),
+            end: end.map { StreamEnd(position: StreamPosition(lastSequence: last, endSampleTime: $0), remainderFrames: 0, reason: "duration") })
     }
 
     private func accepted(next: UInt64, sampleTime: Int64 = 0) -> WireMessage {

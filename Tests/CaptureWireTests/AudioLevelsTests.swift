@@ -114,7 +114,7 @@ final class AudioLevelsTests: XCTestCase {
         var state = ReceiverStreamState()
         try state.receivePreamble(version: 1)
         _ = try state.receive(.hello(WireFixtures.hello()))
-        try state.accept(resumingAt: ResumePoint(nextSequence: 1, nextSampleTime: 0))
+        try state.accept(resumingAt: StreamPosition(nextSequence: 1, nextSampleTime: 0))
         _ = try decoder.decode(WirePreamble.bytes())
         let messages = try decoder.decode(try WireVectorCatalog.load(vector))
         guard case .writeAudio(let audio)? = try messages.first.map({ try state.receive($0) }) else { return XCTFail("audio refused") }

@@ -23,7 +23,7 @@ final class ProtocolExampleTests: XCTestCase {
         XCTAssertEqual(messages.map(\.type), [.hello, .audioData, .endOfStream])
         guard case .decideOnHello(let hello) = try state.receive(messages[0]) else { return XCTFail("no Hello") }
         XCTAssertEqual(hello.message, WireFixtures.hello())
-        try state.accept(resumingAt: .newStream(hello))
+        try state.accept(resumingAt: .beginning(of: hello))
         XCTAssertEqual(try state.receive(messages[1]), .writeAudio(WireFixtures.pcmAudioWithLevels()))
         guard case .audioData(let audio) = messages[1], case .valid(let levels) = AudioLevels.check(audio, channelCount: 2) else {
             return XCTFail("the example's AudioData carries valid levels")

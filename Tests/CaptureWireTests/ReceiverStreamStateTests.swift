@@ -6,14 +6,14 @@ import XCTest
 /// The receiver's protocol rules: handshake order, Hello checks, sequences, sample times, sizes, end.
 final class ReceiverStreamStateTests: XCTestCase {
     private func streaming(
-        format: StreamFormat = WireFixtures.pcmFormat, resume: ResumePoint? = nil, resumeFrom: UInt64 = 0
+        format: StreamFormat = WireFixtures.pcmFormat, resume: StreamPosition? = nil, resumeFrom: UInt64 = 0
     ) throws -> ReceiverStreamState {
         var state = ReceiverStreamState()
         try state.receivePreamble(version: 1)
         guard case .decideOnHello(let hello) = try state.receive(.hello(WireFixtures.hello(format: format, resumeFrom: resumeFrom))) else {
             throw UnexpectedAction(description: "the fixture Hello was not accepted")
         }
-        try state.accept(resumingAt: resume ?? .newStream(hello))
+        try state.accept(resumingAt: resume ?? .beginning(of: hello))
         return state
     }
 
@@ -38,7 +38,7 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertEqual(hello.streamID, WireFixtures.streamID)
         XCTAssertEqual(hello.format, WireFixtures.pcmFormat)
         XCTAssertEqual(state.phase, .awaitingDecision)
-        try state.accept(resumingAt: .newStream(hello))
+        try state.accept(resumingAt: .beginning(of: hello))
         XCTAssertEqual(state.phase, .streaming)
         XCTAssertEqual(state.nextSequence, 1)
         XCTAssertEqual(state.nextSampleTime, 0)
@@ -120,7 +120,7 @@ final class ReceiverStreamStateTests: XCTestCase {
         continuing.resumeFromSequence = 501
         continuing.startSampleTime = 96_000
         continuing.continues = .with { $0.streamID = other; $0.firstSequence = 501 }
-        XCTAssertEqual(ResumePoint.newStream(try ValidatedHello(continuing)), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
+        XCTAssertEqual(StreamPosition.beginning(of: try ValidatedHello(continuing)), StreamPosition(nextSequence: 501, nextSampleTime: 96_000))
 
         // The audio a continuation reports lost lies before its first frame (PROTOCOL.md §8.2).
         for (lostFrom, valid) in [(Int64(0), true), (95_999, true), (96_000, false), (-1, false), (Int64.max, false), (Int64.min, false)] {
@@ -324,12 +324,12 @@ final class ReceiverStreamStateTests: XCTestCase {
         try state.receivePreamble(version: 1)
         _ = try state.receive(.hello(WireFixtures.hello(resumeFrom: 42)))
         assertError(.cannotResume(requested: 40, oldestHeld: 42, heldUntilSampleTime: 156)) {
-            try state.accept(resumingAt: ResumePoint(nextSequence: 40, nextSampleTime: 156))
+            try state.accept(resumingAt: StreamPosition(nextSequence: 40, nextSampleTime: 156))
         }
     }
 
     func testResumeContinuesAtTheReceiversPoint() throws {
-        var state = try streaming(resume: ResumePoint(nextSequence: 45, nextSampleTime: 176), resumeFrom: 42)
+        var state = try streaming(resume: StreamPosition(nextSequence: 45, nextSampleTime: 176), resumeFrom: 42)
         // 42..44 are resent: duplicates, ignored (and acked again by the caller).
         for sequence: UInt64 in 42...44 {
             XCTAssertEqual(
@@ -454,7 +454,7 @@ final class ReceiverStreamStateTests: XCTestCase {
     }
 
     func testVBRPacketSizesCountAndSum() throws {
-        let resume = ResumePoint(nextSequence: 7, nextSampleTime: 17_280)
+        let resume = StreamPosition(nextSequence: 7, nextSampleTime: 17_280)
         var state = try streaming(format: WireFixtures.opusFormat, resume: resume)
         let valid = WireFixtures.vbrAudio()
         XCTAssertEqual(try state.receive(.audioData(valid)), .writeAudio(valid))
@@ -507,7 +507,7 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertThrowsError(try pcm.receive(.endOfStream(end))) { error in
             XCTAssertEqual((error as? WireError)?.code, .invalidMessage)
         }
-        var opus = try streaming(format: WireFixtures.opusFormat, resume: ResumePoint(nextSequence: 7, nextSampleTime: 17_280))
+        var opus = try streaming(format: WireFixtures.opusFormat, resume: StreamPosition(nextSequence: 7, nextSampleTime: 17_280))
         _ = try opus.receive(.audioData(WireFixtures.vbrAudio()))
         var opusEnd = WireFixtures.endOfStream(last: 7, endSampleTime: 17_280 + 2_880)
         opusEnd.remainderFrames = 312
@@ -546,7 +546,7 @@ final class ReceiverStreamStateTests: XCTestCase {
         XCTAssertNoThrow(try ValidatedHello(good), "5.1 with its mapping")
 
         // AudioData: an empty packet.
-        var empty = try streaming(format: WireFixtures.opusFormat, resume: ResumePoint(nextSequence: 7, nextSampleTime: 17_280))
+        var empty = try streaming(format: WireFixtures.opusFormat, resume: StreamPosition(nextSequence: 7, nextSampleTime: 17_280))
         var audio = WireFixtures.vbrAudio()
         audio.packetSizes = [0, audio.packetSizes[0] + audio.packetSizes[1], audio.packetSizes[2]]
         XCTAssertThrowsError(try empty.receive(.audioData(audio))) { error in

@@ -139,13 +139,13 @@ final class SenderStreamStateTests: XCTestCase {
     /// receiver finished it; the confirmation was lost with the connection). It counts only for a
     /// stream that has ended, and only when it names that end.
     func testEndAcceptedAnswersTheHelloOfAStreamThatEnded() throws {
-        var ended = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4, endedBefore: .init(lastSequence: 3, endSampleTime: 488))
+        var ended = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4, endedBefore: StreamEnd(position: StreamPosition(lastSequence: 3, endSampleTime: 488)))
         try ended.helloSent()
         XCTAssertEqual(try ended.receive(.endAccepted(WireFixtures.endAccepted())), .endAccepted(WireFixtures.endAccepted()))
         XCTAssertEqual(ended.phase, .ended)
         XCTAssertEqual(ended.acknowledgedSequence, 3)
 
-        var other = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4, endedBefore: .init(lastSequence: 3, endSampleTime: 500))
+        var other = SenderStreamState(oldestHeldSequence: 1, nextNewSequence: 4, endedBefore: StreamEnd(position: StreamPosition(lastSequence: 3, endSampleTime: 500)))
         try other.helloSent()
         XCTAssertThrowsError(try other.receive(.endAccepted(WireFixtures.endAccepted()))) { error in
             XCTAssertEqual((error as? WireError)?.code, .invalidMessage)

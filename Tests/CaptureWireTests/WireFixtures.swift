@@ -106,7 +106,7 @@ enum WireFixtures {
         guard case .decideOnHello(let hello) = try state.receive(.hello(hello())) else {
             throw UnexpectedAction(description: "the fixture Hello was not accepted")
         }
-        try state.accept(resumingAt: .newStream(hello))
+        try state.accept(resumingAt: .beginning(of: hello))
         _ = try state.receive(.audioData(pcmAudio()))
         return state
     }

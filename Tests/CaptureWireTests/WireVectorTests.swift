@@ -63,7 +63,7 @@ final class WireVectorTests: XCTestCase {
         var decoder = FrameDecoder(role: .sender)
         guard case .hello(let hello)? = try decoder.decode(WireVectorCatalog.load(vector)).first else { return XCTFail("not a Hello") }
         let validated = try ValidatedHello(hello)
-        XCTAssertEqual(ResumePoint.newStream(validated), ResumePoint(nextSequence: 501, nextSampleTime: 96_000))
+        XCTAssertEqual(StreamPosition.beginning(of: validated), StreamPosition(nextSequence: 501, nextSampleTime: 96_000))
         XCTAssertEqual(UUID(wireBytes: hello.continues.streamID), WireFixtures.streamID)
         XCTAssertEqual(hello.resumeSecret.count, 32)
     }

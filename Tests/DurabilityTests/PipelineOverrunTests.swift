@@ -95,7 +95,7 @@ final class PipelineOverrunTests: XCTestCase {
                 }
                 XCTAssertEqual(sent.audioFrames, Int64(captured), "\(label): every captured frame is sent once")
                 XCTAssertEqual(
-                    sent.end.endSampleTime, Self.timelineLength(script.steps),
+                    sent.end.position.endSampleTime, Self.timelineLength(script.steps),
                     "\(label): audio and gaps make up the capture timeline")
             }
         }
@@ -241,7 +241,7 @@ final class PipelineOverrunTests: XCTestCase {
             $0.startSampleTime = 0
             $0.primingFrames = UInt32(sent.primingFrames)
         }))
-        try receiver.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
+        try receiver.accept(resumingAt: StreamPosition(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
         for entry in sent.entries {
             do {
                 _ = try receiver.receive(entry.wireMessage)
@@ -252,7 +252,7 @@ final class PipelineOverrunTests: XCTestCase {
         do {
             _ = try receiver.receive(.endOfStream(.with {
                 $0.lastSequence = sent.entries.last?.sequence ?? 0
-                $0.endSampleTime = sent.end.endSampleTime
+                $0.endSampleTime = sent.end.position.endSampleTime
                 $0.remainderFrames = UInt32(sent.end.remainderFrames)
                 $0.reason = sent.end.reason
             }))

@@ -132,7 +132,7 @@ final class PipelinePauseTests: XCTestCase {
         XCTAssertLessThanOrEqual(Double(length) / 48_000, run.pausedAtMost, "no longer than from pause() to the audio after it")
         guard case .audio(let after) = run.entries[5].content else { return XCTFail("no audio after the gap, at \(run.entries[5].firstSampleTime)") }
         XCTAssertEqual(after.firstSampleTime, start + length, "the audio after the pause starts where the gap ends")
-        XCTAssertEqual(run.end.endSampleTime, start + length + 2 * frames)
+        XCTAssertEqual(run.end.position.endSampleTime, start + length + 2 * frames)
         try assertReceiverAccepts(run.entries, end: run.end, pipeline: run.pipeline)
     }
 
@@ -179,7 +179,7 @@ final class PipelinePauseTests: XCTestCase {
         XCTAssertEqual(start, 3 * frames)
         XCTAssertGreaterThanOrEqual(length, 2_400, "at least the 50 ms the test held the pause")
         XCTAssertLessThanOrEqual(Double(length) / 48_000, run.pausedAtMost)
-        XCTAssertEqual(run.end.endSampleTime, start + length, "the stream ends when it was stopped")
+        XCTAssertEqual(run.end.position.endSampleTime, start + length, "the stream ends when it was stopped")
         try assertReceiverAccepts(run.entries, end: run.end, pipeline: run.pipeline)
     }
 
@@ -223,13 +223,13 @@ final class PipelinePauseTests: XCTestCase {
             $0.magicCookie = Data(pipeline.magicCookie)
             $0.primingFrames = UInt32(pipeline.primingFrames)
         }))
-        try receiver.accept(resumingAt: ResumePoint(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
+        try receiver.accept(resumingAt: StreamPosition(nextSequence: WireProtocol.firstSequence, nextSampleTime: 0))
         for entry in entries {
             XCTAssertNoThrow(try receiver.receive(entry.wireMessage), "sequence \(entry.sequence) at \(entry.firstSampleTime)")
         }
         XCTAssertNoThrow(try receiver.receive(.endOfStream(.with {
             $0.lastSequence = entries.last?.sequence ?? 0
-            $0.endSampleTime = end.endSampleTime
+            $0.endSampleTime = end.position.endSampleTime
             $0.remainderFrames = UInt32(end.remainderFrames)
         })))
     }

@@ -73,7 +73,7 @@ final class PipelineStopTests: XCTestCase {
         XCTAssertEqual(entries.count, 1, "the delivered buffer only: \(entries)")
         guard case .audio(let packets)? = entries.first?.content else { return XCTFail("audio first") }
         XCTAssertEqual(packets.frameCount, 24_000)
-        XCTAssertEqual(log.streamEnd?.endSampleTime, 24_000, "the stream ends after the last buffer delivered")
+        XCTAssertEqual(log.streamEnd?.position.endSampleTime, 24_000, "the stream ends after the last buffer delivered")
         XCTAssertEqual(pipeline.queue.statistics.overruns, 0)
         pipeline.queue.dispose()
     }

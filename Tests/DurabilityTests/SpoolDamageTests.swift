@@ -91,7 +91,7 @@ final class SpoolDamageTests: XCTestCase {
         XCTAssertEqual(log.oldestKeptSequence, 1)
         XCTAssertEqual(log.lastSequence, 10)
         XCTAssertEqual(try log.entries(from: 1, maxCount: 20), [damagedGap(1, at: 0, length: 480, id: id)] + Array(written[1...]))
-        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 4_800, remainderFrames: 0, reason: "end-of-file"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(position: StreamPosition(lastSequence: log.lastSequence, endSampleTime: 4_800), remainderFrames: 0, reason: "end-of-file"))
     }
 
     func testABitFlippedInTheMiddleCostsOnlyItsRecordAndTheRecordsAfterItAreFoundAgain() throws {
@@ -105,7 +105,7 @@ final class SpoolDamageTests: XCTestCase {
         XCTAssertEqual(try log.entries(from: 1, maxCount: 20),
                        Array(written[0..<4]) + [damagedGap(5, at: 1_920, length: 480, id: id)] + Array(written[5..<7])
                        + [damagedGap(8, at: 3_360, length: 480, id: id)] + Array(written[8...]))
-        XCTAssertEqual(log.streamEnd?.endSampleTime, 4_800)
+        XCTAssertEqual(log.streamEnd?.position.endSampleTime, 4_800)
     }
 
     func testADamagedLastRecordBeforeTheEndIsAGapUpToTheEnd() throws {
@@ -114,7 +114,7 @@ final class SpoolDamageTests: XCTestCase {
         try flip(record: 5, at: 12 + 1, of: id)  // its sequence number
         let log = try recovered(id)
         XCTAssertEqual(try log.entries(from: 1, maxCount: 20), Array(written[0..<5]) + [damagedGap(6, at: 2_400, length: 480, id: id)])
-        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 2_880, remainderFrames: 0, reason: "end-of-file"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(position: StreamPosition(lastSequence: log.lastSequence, endSampleTime: 2_880), remainderFrames: 0, reason: "end-of-file"))
     }
 
     func testSeveralRecordsLostTogetherShareTheirSpanOneGapEach() throws {

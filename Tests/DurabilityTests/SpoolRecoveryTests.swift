@@ -86,7 +86,7 @@ final class SpoolRecoveryTests: XCTestCase {
             cost: .tail(from: 4_320, sequence: 10))])
         XCTAssertEqual(spool.damageReport?.state, "damaged: seconds from 0.090 to the end lost")
         let log = try PacketLog(recovering: spool)
-        XCTAssertEqual(log.streamEnd, StreamEnd(lastSequence: log.lastSequence, endSampleTime: 4_320, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(log.streamEnd, StreamEnd(position: StreamPosition(lastSequence: log.lastSequence, endSampleTime: 4_320), remainderFrames: 0, reason: "sender-restarted"))
         spool.release()
     }
 
@@ -126,7 +126,7 @@ final class SpoolRecoveryTests: XCTestCase {
         try spoolStream(id, count: 6, acknowledged: 4)
         let acked = [UInt8](try Data(contentsOf: URL(fileURLWithPath: folder(id) + "/acked")))
         XCTAssertEqual(acked, [0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0x07, 0x80], "sequence 4, sample 1920, big-endian")
-        XCTAssertEqual(SpoolAcknowledgedPosition.decode(acked), SpoolAcknowledgedPosition(sequence: 4, endSampleTime: 1_920))
+        XCTAssertEqual(SpoolAckedRecord.decode(acked), SpoolAckedRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 1_920)))
     }
 
     func testDamageTheReceiverAlreadyHasCostsNothing() throws {

@@ -48,7 +48,7 @@ final class SpoolTests: XCTestCase {
         let entries = try recovered.entries(from: 4, maxCount: 100)
         XCTAssertEqual(Array(entries.prefix(7)), Array(written[3...]))
         XCTAssertEqual(entries.last, LoggedPacket(sequence: 11, content: .gap(sampleTime: 4_800, length: 100, reason: "overrun")))
-        XCTAssertEqual(recovered.streamEnd, StreamEnd(lastSequence: recovered.lastSequence, endSampleTime: 4_900, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(recovered.streamEnd, StreamEnd(position: StreamPosition(lastSequence: recovered.lastSequence, endSampleTime: 4_900), remainderFrames: 0, reason: "sender-restarted"))
     }
 
     /// Markers take their sequence in the log where the timeline stands when they are dropped (just
@@ -80,7 +80,7 @@ final class SpoolTests: XCTestCase {
             .audio(packets(first: 580, frames: 480)),
         ])
         XCTAssertEqual(entries.map(\.sequence), Array(1...6))
-        XCTAssertEqual(recovered.streamEnd?.endSampleTime, 1_060)
+        XCTAssertEqual(recovered.streamEnd?.position.endSampleTime, 1_060)
     }
 
     /// Filled gaps take their sequence where the timeline stands (not before the packets reach their
@@ -111,7 +111,7 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(entries.map(\.sequence), Array(1...4))
         XCTAssertEqual(entries[1].firstSampleTime, 480, "a filled gap stands on the timeline where it was logged")
         XCTAssertEqual(entries[1].endSampleTime, 480)
-        XCTAssertEqual(recovered.streamEnd?.endSampleTime, 960)
+        XCTAssertEqual(recovered.streamEnd?.position.endSampleTime, 960)
     }
 
     /// FNV-1a's constants over little-endian 64-bit words, then the last 0-7 bytes one by one, written
@@ -207,7 +207,7 @@ final class SpoolTests: XCTestCase {
         spool.release()
         let recovered = try PacketLog(recovering: try XCTUnwrap(try Self.claimed(directory)))
         XCTAssertEqual(recovered.lastSequence, 3)
-        XCTAssertEqual(recovered.streamEnd?.endSampleTime, 1_440)
+        XCTAssertEqual(recovered.streamEnd?.position.endSampleTime, 1_440)
     }
 
     func testEntriesBeyondTheMemoryLimitAreReadBackFromTheSpool() throws {
@@ -267,12 +267,12 @@ final class SpoolTests: XCTestCase {
         try spool.synchronize()
         XCTAssertEqual(spool.unsyncedBytes, 0, "a sync after rollovers covers the segments before the current one too")
         try append(8...12)
-        spool.acknowledge(recording: 9, endingAt: 9_000, retiringThrough: 9)
+        spool.acknowledge(recording: StreamPosition(lastSequence: 9, endSampleTime: 9_000), retiringThrough: 9)
         try spool.synchronize()
         XCTAssertEqual(spool.unsyncedBytes, 0)
         try append(13...18)
         XCTAssertEqual(spool.unsyncedBytes, 6 * entry, "six entries written since the last sync")
-        spool.acknowledge(recording: 17, endingAt: 17_000, retiringThrough: 17)
+        spool.acknowledge(recording: StreamPosition(lastSequence: 17, endSampleTime: 17_000), retiringThrough: 17)
         XCTAssertEqual(spool.unsyncedBytes, 3 * entry, "the segment of 13-15, acknowledged whole, retired without a sync")
         try spool.synchronize()
         XCTAssertEqual(spool.unsyncedBytes, 0)
@@ -330,7 +330,7 @@ final class SpoolTests: XCTestCase {
         XCTAssertEqual(recovered.oldestKeptSequence, 4)
         XCTAssertEqual(recovered.lastSequence, 7)
         XCTAssertEqual(try recovered.entries(from: 4, maxCount: 10), Array(appended[3...]))
-        XCTAssertEqual(recovered.streamEnd, StreamEnd(lastSequence: recovered.lastSequence, endSampleTime: 7_000, remainderFrames: 0, reason: "sender-restarted"))
+        XCTAssertEqual(recovered.streamEnd, StreamEnd(position: StreamPosition(lastSequence: recovered.lastSequence, endSampleTime: 7_000), remainderFrames: 0, reason: "sender-restarted"))
 
         // An end recorded in the reused segment (behind record 7, over the older record 2) reads back too.
         recovered.finish(endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source")
@@ -338,7 +338,7 @@ final class SpoolTests: XCTestCase {
         recovered.spool?.release()
         let again = try XCTUnwrap(try Self.claimed(directory)).contents()
         XCTAssertEqual(again.entries.map(\.sequence), [4, 5, 6, 7])
-        XCTAssertEqual(again.end, StreamEnd(lastSequence: 7, endSampleTime: 7_000, remainderFrames: 12, reason: "end-of-source"))
+        XCTAssertEqual(again.end, StreamEnd(position: StreamPosition(lastSequence: 7, endSampleTime: 7_000), remainderFrames: 12, reason: "end-of-source"))
     }
 
     func testAFullLogOverflowsToALocalFileAndTheStreamGetsAGapNamingIt() throws {

@@ -1,4 +1,5 @@
 import CaptureReceiver
+import CaptureWire
 import Foundation
 import XCTest
 
@@ -17,30 +18,30 @@ final class StreamPositionLogTests: XCTestCase {
     }
 
     func testLastRecordIsTheLastAppended() throws {
-        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
-        try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
-        try log.append(StreamPositionRecord(sequence: 9, sampleTime: 200_000, packets: 199_000))
+        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(position: .start, packets: 0))
+        try log.append(StreamPositionRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 96_000), packets: 96_000))
+        try log.append(StreamPositionRecord(position: StreamPosition(lastSequence: 9, endSampleTime: 200_000), packets: 199_000))
 
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 9, sampleTime: 200_000, packets: 199_000))
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(position: StreamPosition(lastSequence: 9, endSampleTime: 200_000), packets: 199_000))
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: caf))).count, 8 + 3 * 32)
     }
 
     func testATornOrDamagedLastRecordFallsBackToThePreviousOne() throws {
-        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
-        try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
+        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(position: .start, packets: 0))
+        try log.append(StreamPositionRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 96_000), packets: 96_000))
 
         let path = StreamPositionLog.path(for: caf)
         let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
         handle.seekToEndOfFile()
         handle.write(Data([0, 0, 0, 0, 0, 0, 0, 12, 0, 0]))  // a record cut off by a crash
         try handle.close()
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf)?.sequence, 4, "a partial record is ignored")
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf)?.position.lastSequence, 4, "a partial record is ignored")
 
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         bytes.removeLast(10)
         bytes[8 + 32 + 3] ^= 0xFF  // flip a bit in the last whole record
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0),
+        XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(position: .start, packets: 0),
                        "a record that fails its checksum is not trusted")
     }
 
@@ -48,18 +49,18 @@ final class StreamPositionLogTests: XCTestCase {
     /// checksum missed) used to be taken, and the resume point after it (sequence + 1) trapped
     /// the receiver; it is not trusted now: the record before it is used (issue 27).
     func testARecordBeyondTheProtocolsCountsIsNotTrusted() throws {
-        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
-        try log.append(StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000))
+        let log = try StreamPositionLog.create(cafPath: caf, initial: StreamPositionRecord(position: .start, packets: 0))
+        try log.append(StreamPositionRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 96_000), packets: 96_000))
         for impossible in [
-            StreamPositionRecord(sequence: .max, sampleTime: 1, packets: 1),
-            StreamPositionRecord(sequence: 5, sampleTime: -1, packets: 1),
-            StreamPositionRecord(sequence: 5, sampleTime: .max, packets: 1),
-            StreamPositionRecord(sequence: 5, sampleTime: 1, packets: .max),
+            StreamPositionRecord(position: StreamPosition(lastSequence: .max, endSampleTime: 1), packets: 1),
+            StreamPositionRecord(position: StreamPosition(lastSequence: 5, endSampleTime: -1), packets: 1),
+            StreamPositionRecord(position: StreamPosition(lastSequence: 5, endSampleTime: .max), packets: 1),
+            StreamPositionRecord(position: StreamPosition(lastSequence: 5, endSampleTime: 1), packets: .max),
         ] {
             try log.append(impossible)
-            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(sequence: 4, sampleTime: 96_000, packets: 96_000), "\(impossible)")
+            XCTAssertEqual(try StreamPositionLog.lastRecord(cafPath: caf), StreamPositionRecord(position: StreamPosition(lastSequence: 4, endSampleTime: 96_000), packets: 96_000), "\(impossible)")
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: caf))))
-            XCTAssertEqual(StreamPositionLog.lastRecord(length: Int64(bytes.count)) { count, offset in Array(bytes[Int(offset)..<(Int(offset) + count)]) }?.sequence, 4,
+            XCTAssertEqual(StreamPositionLog.lastRecord(length: Int64(bytes.count)) { count, offset in Array(bytes[Int(offset)..<(Int(offset) + count)]) }?.position.lastSequence, 4,
                            "the in-memory step reads the same")
         }
     }

@@ -119,8 +119,8 @@ final class FuzzCorpusTests: XCTestCase {
         // for two segments where they split and the second one's name, then the segments as our
         // writer made them: whole, with a flipped bit, cut in two, PCM and Opus.
         let cafPath = scratch.appendingPathComponent("positions.caf").path
-        let positions = try StreamPositionLog.createForNewFile(cafPath: cafPath, initial: StreamPositionRecord(sequence: 0, sampleTime: 0, packets: 0))
-        for sequence in 1...5 { try positions.append(StreamPositionRecord(sequence: UInt64(sequence), sampleTime: Int64(sequence * 960), packets: Int64(sequence * 960))) }
+        let positions = try StreamPositionLog.createForNewFile(cafPath: cafPath, initial: StreamPositionRecord(position: .start, packets: 0))
+        for sequence in 1...5 { try positions.append(StreamPositionRecord(position: StreamPosition(lastSequence: UInt64(sequence), endSampleTime: Int64(sequence * 960)), packets: Int64(sequence * 960))) }
         let logBytes = Array(try Data(contentsOf: URL(fileURLWithPath: StreamPositionLog.path(for: cafPath))))
         func be<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
         func spoolInput(_ spool: [UInt8], log: [UInt8]) -> [UInt8] {

@@ -112,12 +112,12 @@ final class LogReplay {
     }
 
     private static func covered(_ path: String) -> UInt64? {
-        (try? StreamPositionLog.lastRecord(cafPath: path))?.sequence
+        (try? StreamPositionLog.lastRecord(cafPath: path))?.position.lastSequence
     }
 
     private func apply(_ round: LoggedRound, to state: ReplayedFile) {
         guard !state.skipped else { return }
-        if let covered = state.coveredSequence, round.position.sequence <= covered, state.writer == nil {
+        if let covered = state.coveredSequence, round.position.position.lastSequence <= covered, state.writer == nil {
             summary.skippedRounds += 1
             return
         }
@@ -125,7 +125,7 @@ final class LogReplay {
             guard claim(state) else { return }
             // Claimed: the position log may have moved on meanwhile.
             state.coveredSequence = Self.covered(state.path)
-            if let covered = state.coveredSequence, round.position.sequence <= covered {
+            if let covered = state.coveredSequence, round.position.position.lastSequence <= covered {
                 summary.skippedRounds += 1
                 return
             }
@@ -203,7 +203,7 @@ final class LogReplay {
 
     private func give(up state: ReplayedFile, _ reason: String) {
         state.skipped = true
-        let position = state.last.map { " (replayed up to sequence \($0.sequence), sample \($0.sampleTime))" } ?? ""
+        let position = state.last.map { " (replayed up to sequence \($0.position.lastSequence), sample \($0.position.endSampleTime))" } ?? ""
         summary.failures.append("cannot replay the commit log into \(state.path)\(position): \(reason); the audio its later rounds acknowledged is not in the file")
         close(state, keeping: state.last)
     }

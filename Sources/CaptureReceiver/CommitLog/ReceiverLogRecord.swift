@@ -113,7 +113,7 @@ enum ReceiverLogRecord: Equatable, Sendable {
             }
             guard reader.readRest().isEmpty else { return nil }
             self = .round(LoggedRound(
-                packetsBefore: before, position: StreamPositionRecord(sequence: sequence, sampleTime: sampleTime, packets: packets), operations: operations))
+                packetsBefore: before, position: StreamPositionRecord(position: StreamPosition(lastSequence: sequence, endSampleTime: sampleTime), packets: packets), operations: operations))
         default:
             return nil
         }

@@ -71,8 +71,8 @@ struct RoundRecordBody {
         var body = writer ?? Self.emptyBody(reserving: Self.headerSize)
         writer = nil
         body.put(UInt64(bitPattern: packetsBefore), at: 0)
-        body.put(position.sequence, at: 8)
-        body.put(UInt64(bitPattern: position.sampleTime), at: 16)
+        body.put(position.position.lastSequence, at: 8)
+        body.put(UInt64(bitPattern: position.position.endSampleTime), at: 16)
         body.put(UInt64(bitPattern: position.packets), at: 24)
         body.put(operationCount, at: 32)
         operationCount = 0

@@ -23,7 +23,7 @@ final class SessionDirectoryTap {
         case .write(let audio):
             recorder?.audioReceived(endSampleTime: audio.endSampleTime, levels: audio.levels)
         case .send(.ack(let ack)):
-            recorder?.positionsChanged(durableSampleTime: session.lastDurable.sampleTime, acknowledgedSampleTime: ack.durableSampleTime)
+            recorder?.positionsChanged(durableSampleTime: session.lastDurable.endSampleTime, acknowledgedSampleTime: ack.durableSampleTime)
         case .recordGap(let gap):
             recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .recordFilledGap(let gap):

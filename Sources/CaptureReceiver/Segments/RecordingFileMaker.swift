@@ -94,7 +94,7 @@ public struct RecordingFileMaker: Sendable {
     /// Creates the stream's first file, beginning at `resume` (a new stream's start, or for a stream
     /// that continues another, where it continues): its first valid sample follows the codec's
     /// priming (a continuation keeps the stream's priming too).
-    public func createFirstFile(at resume: ResumePoint, extraInfo: [(key: String, value: String)] = []) throws(StorageError) -> RecordingFile {
+    public func createFirstFile(at resume: StreamPosition, extraInfo: [(key: String, value: String)] = []) throws(StorageError) -> RecordingFile {
         try create(firstFrame: resume.nextSampleTime, firstValid: resume.nextSampleTime + Int64(hello.message.primingFrames), extraInfo: extraInfo)
     }
 

@@ -98,7 +98,7 @@ final class SegmentingFileWriter {
 
     /// A writer over an open CAF file and its position log, whose position log records `start`.
     init(
-        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: DurablePosition, originSampleTime: Int64,
+        writer: CAFWriter, positionLog: StreamPositionLog, claim: StreamClaim?, start: StreamPosition, originSampleTime: Int64,
         segments: Segments?, handOff: FinishedFileHandOff?, outputDirectory: String, events: StreamWriterEvents, metrics: (any ReceiverMetricsRecorder)?,
         entriesDurable: Bool
     ) {
@@ -113,13 +113,13 @@ final class SegmentingFileWriter {
         self.originSampleTime = originSampleTime
         self.entriesDurable = entriesDurable
         currentPath = writer.path
-        recordedSequence = start.sequence
+        recordedSequence = start.lastSequence
         packetsAtWritten = writer.packetCount
         // Right after a segment cut the file holds pre-roll and audio past the durable position.
         // A resumed file's counts come from the file: added without overflow.
         let fileFrames = originSampleTime.addingReportingOverflow(writer.frameCount)
         let fileStart = originSampleTime.addingReportingOverflow(Int64(clamping: writer.primingFrames))
-        fileEnd = max(start.sampleTime, fileFrames.overflow ? .max : fileFrames.partialValue)
+        fileEnd = max(start.endSampleTime, fileFrames.overflow ? .max : fileFrames.partialValue)
         if let segments {
             let clock = segments.maker.segmentClock(length: segments.length)
             segmenting = SegmentState(
@@ -150,8 +150,8 @@ final class SegmentingFileWriter {
     }
 
     /// The stream position `position` in the current file's terms (its packets now).
-    func record(at position: DurablePosition) -> StreamPositionRecord {
-        StreamPositionRecord(sequence: position.sequence, sampleTime: position.sampleTime, packets: writer?.packetCount ?? packetsAtWritten)
+    func record(at position: StreamPosition) -> StreamPositionRecord {
+        StreamPositionRecord(position: position, packets: writer?.packetCount ?? packetsAtWritten)
     }
 
     // MARK: - Writing
@@ -159,7 +159,7 @@ final class SegmentingFileWriter {
     /// Writes `audio` where the timeline puts it, cutting files at segment boundaries; `written` is
     /// the stream position before it (what a file finished at a cut records). What is written goes
     /// into `round`.
-    func write(_ audio: TimedAudio, after written: DurablePosition, round: inout PendingRound) throws(Failure) {
+    func write(_ audio: TimedAudio, after written: StreamPosition, round: inout PendingRound) throws(Failure) {
         guard writer != nil else { return }
         if var rest = audio.dropping(before: fileEnd, format: format) {
             while let boundary = segmenting?.boundary, rest.end > boundary {
@@ -181,7 +181,7 @@ final class SegmentingFileWriter {
     /// Records a gap of `length` frames at `sampleTime`: a marker in the file where it begins, and
     /// linear PCM silence over it (cut at segment boundaries like audio); `written` is the stream
     /// position before it.
-    func writeGap(sampleTime: Int64, length: Int64, reason: String, after written: DurablePosition, round: inout PendingRound) throws(Failure) {
+    func writeGap(sampleTime: Int64, length: Int64, reason: String, after written: StreamPosition, round: inout PendingRound) throws(Failure) {
         guard let writer else { return }
         let end = sampleTime + length
         if end > fileEnd || (length == 0 && sampleTime >= fileEnd) {
@@ -254,7 +254,7 @@ final class SegmentingFileWriter {
 
     /// Moves the file past a gap: linear PCM as silence (a hole, no disk blocks: see appendSilence),
     /// cut at segment boundaries like audio; VBR by its timeline only.
-    private func fillGap(from start: Int64, to end: Int64, written: DurablePosition, round: inout PendingRound) throws(Failure) {
+    private func fillGap(from start: Int64, to end: Int64, written: StreamPosition, round: inout PendingRound) throws(Failure) {
         var position = start
         while position < end {
             var stop = end
@@ -285,7 +285,7 @@ final class SegmentingFileWriter {
     /// its position log durable; then names it in the stream's index entry, durably, and removes the
     /// old file's position log. `round` restarts in the new file: what it held is durable in the
     /// finished one. A failure fails the stream: its sender resumes where the durable state says.
-    private func cut(remainder: Int, nextAudioStart: Int64, firstValid: Int64, written: DurablePosition, round: inout PendingRound) throws(Failure) {
+    private func cut(remainder: Int, nextAudioStart: Int64, firstValid: Int64, written: StreamPosition, round: inout PendingRound) throws(Failure) {
         guard let writer, let claim, var state = segmenting else { throw Failure(error: .writeFailed("\(currentPath) was already closed")) }
         let finished = currentPath
         do throws(CAFError) {
@@ -298,7 +298,7 @@ final class SegmentingFileWriter {
         // log says so (the rounds since its last checkpoint are only in the commit log), so that a
         // crash before the entry names the next file resumes this one exactly there.
         do throws(DurableFileError) {
-            try positionLog?.append(StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: packetsAtWritten))
+            try positionLog?.append(StreamPositionRecord(position: written, packets: packetsAtWritten))
         } catch {
             throw Failure(error: .writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description), file: finished)
         }
@@ -325,12 +325,12 @@ final class SegmentingFileWriter {
             // Resuming in the new file starts at the same stream position as now (nothing of the
             // message being cut counts as written), with its pre-roll kept.
             let log = try StreamPositionLog.create(
-                cafPath: next.path, initial: StreamPositionRecord(sequence: written.sequence, sampleTime: written.sampleTime, packets: next.packetCount))
+                cafPath: next.path, initial: StreamPositionRecord(position: written, packets: next.packetCount))
             try DurableFile.synchronizeDirectory(DurableFile.folder(of: next.path))
             let owner = (try? claim.contents()).flatMap { StreamIndexEntry(text: $0) }?.owner
             try claim.record(StreamIndexEntry(stream: .recording(relativePath: index.relativePath(of: next.path)), owner: owner), synchronizing: true)
             positionLog = log
-            recordedSequence = written.sequence
+            recordedSequence = written.lastSequence
         } catch {
             next.close()
             throw Failure(error: .writeFailed("cannot begin the next segment file \(next.path): \(error)"), file: next.path)
@@ -376,7 +376,7 @@ final class SegmentingFileWriter {
         if let claim, let end, let entry, case .recording(let relativePath) = entry.stream, !relativePath.isEmpty {
             let record = FinishedStreamRecord(
                 relativePath: relativePath,
-                frames: writer.frameCount, packets: writer.packetCount, lastSequence: end.lastSequence, endSampleTime: end.endSampleTime)
+                frames: writer.frameCount, packets: writer.packetCount, end: end.position)
             do throws(DurableFileError) {
                 try claim.recordFinished(record, owner: entry.owner)
                 claim.release(removingEntry: false)
@@ -490,7 +490,7 @@ final class SegmentingFileWriter {
         do throws(DurableFileError) {
             try positionLog.write(position)
             if synchronizing { try positionLog.synchronize() }
-            recordedSequence = max(recordedSequence, position.sequence)
+            recordedSequence = max(recordedSequence, position.position.lastSequence)
         } catch {
             throw .writeFailed(CAFError.io(operation: "recording the stream position in", path: error.path, errno: error.code).description)
         }

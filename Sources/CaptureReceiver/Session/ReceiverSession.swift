@@ -131,8 +131,8 @@ public struct ReceiverSession: Sendable {
     public var currentFilePath: String? { openedFile?.currentFilePath }
 
     /// The last durable position (what the last Ack said); zero until a file is open.
-    public var lastDurable: DurablePosition {
-        openedFile?.durability.lastDurable ?? DurablePosition(sequence: 0, sampleTime: 0)
+    public var lastDurable: StreamPosition {
+        openedFile?.durability.lastDurable ?? .start
     }
 
     /// Audio handed to the file and not yet durable, in bytes.
@@ -315,7 +315,7 @@ public struct ReceiverSession: Sendable {
             guard case .streaming(let streaming) = state else { return }
             state = .finishing(FinishingState(file: streaming.file, endOfStream: end))
             if streaming.readingPaused { actions.append(.setReading(true)) }
-            actions.append(.finishFile(StreamEnd(lastSequence: end.lastSequence, endSampleTime: end.endSampleTime, remainderFrames: Int(end.remainderFrames), reason: end.reason)))
+            actions.append(.finishFile(StreamEnd(position: StreamPosition(lastSequence: end.lastSequence, endSampleTime: end.endSampleTime), remainderFrames: Int(end.remainderFrames), reason: end.reason)))
         case .peerError(let error):
             actions.append(.log(.init(.warning, "sender reported an error", ["code": "\(error.code)", "message": error.message])))
             if error.fatal { close(&actions) }
@@ -366,21 +366,20 @@ public struct ReceiverSession: Sendable {
             // stream that continues another, the sequence it starts at); if it does not, only an
             // unfinished file of the stream can take it (else it is refused before any file is made).
             var probe = protocolState
-            let mayCreate = (try? probe.accept(resumingAt: .newStream(hello))) != nil
+            let mayCreate = (try? probe.accept(resumingAt: .beginning(of: hello))) != nil
             state = .opening(OpeningState(hello: hello))
             actions.append(.openFile(hello, mayCreate: mayCreate))
         }
     }
 
     private mutating func opened(
-        path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming?, continuation: ContinuationLink?, _ actions: inout [ReceiverSessionAction]
+        path: String, resume: StreamPosition, resumed: Bool, naming: FileNaming?, continuation: ContinuationLink?, _ actions: inout [ReceiverSessionAction]
     ) {
         guard case .opening(let opening) = state else { return }
         let hello = opening.hello
         let file = StreamFileRecord(
             hello: hello, filePath: path, currentFilePath: path, resumed: resumed,
-            durability: DurabilityAccount(lastDurable: DurablePosition(
-                sequence: max(resume.nextSequence, WireProtocol.firstSequence) - 1, sampleTime: resume.nextSampleTime)))
+            durability: DurabilityAccount(lastDurable: resume))
         guard connection == .open else {
             return release(file, announcedAcceptance: false, &actions)
         }
@@ -435,7 +434,7 @@ public struct ReceiverSession: Sendable {
             var probe = protocolState
             protocolState.reject()
             do {
-                try probe.accept(resumingAt: .newStream(opening.hello))
+                try probe.accept(resumingAt: .beginning(of: opening.hello))
                 fail(.refused(.sequenceGap, "stream \(streamID) has no unfinished file in this receiver's output folder"), &actions)
             } catch .cannotResume(_, let oldestHeld, _) {
                 // Nothing of the stream is here, so nothing acknowledged was lost here: the Error
@@ -461,14 +460,14 @@ public struct ReceiverSession: Sendable {
             protocolState.reject()
             guard connection == .open else { return }
             actions.append(.log(.init(.notice, "stream already finished: sending its EndAccepted again", [
-                "file": record.relativePath, "last-sequence": "\(record.lastSequence)",
+                "file": record.relativePath, "last-sequence": "\(record.end.lastSequence)",
             ])))
             actions.append(.send(.endAccepted(.with {
                 $0.fileName = record.relativePath
                 $0.totalFrames = record.frames
                 $0.totalPackets = UInt64(clamping: record.packets)
-                $0.lastSequence = record.lastSequence
-                $0.endSampleTime = record.endSampleTime
+                $0.lastSequence = record.end.lastSequence
+                $0.endSampleTime = record.end.endSampleTime
             })))
             return close(&actions)
         default:
@@ -486,7 +485,7 @@ public struct ReceiverSession: Sendable {
 
     // MARK: - Durability
 
-    private mutating func durable(_ position: DurablePosition, _ actions: inout [ReceiverSessionAction]) {
+    private mutating func durable(_ position: StreamPosition, _ actions: inout [ReceiverSessionAction]) {
         var advanced = false
         changeOpenedFile { advanced = $0.durability.madeDurable(position) }
         guard advanced else { return }
@@ -513,10 +512,10 @@ public struct ReceiverSession: Sendable {
 
     private func sendAck(_ actions: inout [ReceiverSessionAction]) {
         let lastDurable = lastDurable
-        guard connection == .open, lastDurable.sequence > 0 else { return }
+        guard connection == .open, !lastDurable.coversNothing else { return }
         actions.append(.send(.ack(.with {
-            $0.durableSequence = lastDurable.sequence
-            $0.durableSampleTime = lastDurable.sampleTime
+            $0.durableSequence = lastDurable.lastSequence
+            $0.durableSampleTime = lastDurable.endSampleTime
         })))
     }
 
@@ -603,7 +602,7 @@ public struct ReceiverSession: Sendable {
     /// this connection no longer holds the stream, when its acceptance was announced.
     private func forget(_ file: StreamFileRecord, announcedAcceptance: Bool, resumable: Bool, _ actions: inout [ReceiverSessionAction]) {
         if announcedAcceptance {
-            actions.append(.streamReleased(StreamReleased(streamID: file.streamID, durableSampleTime: file.durability.lastDurable.sampleTime, resumable: resumable)))
+            actions.append(.streamReleased(StreamReleased(streamID: file.streamID, durableSampleTime: file.durability.lastDurable.endSampleTime, resumable: resumable)))
         }
         actions.append(.forgetStream(file.streamID))
     }

@@ -42,11 +42,11 @@ public enum ReceiverSessionEvent: Sendable, Equatable {
     /// The stream's file is open at `path` (an unfinished file continued when `resumed`, else
     /// created, and `naming` says how when its natural name was taken; `continuation` what a new
     /// stream was found to continue); the sender continues at `resume`.
-    case fileOpened(path: String, resume: ResumePoint, resumed: Bool, naming: FileNaming? = nil, continuation: ContinuationLink? = nil)
+    case fileOpened(path: String, resume: StreamPosition, resumed: Bool, naming: FileNaming? = nil, continuation: ContinuationLink? = nil)
     /// The stream's file could not be created or reopened.
     case fileOpenFailed(StorageError)
     /// Audio up to `position` is durably on disk.
-    case durable(DurablePosition)
+    case durable(StreamPosition)
     /// Writing or syncing the stream's file failed; nothing after the last durable position counts.
     /// `file` is the file it failed on (nil: the file being written).
     case storageFailed(StorageError, file: String? = nil)

@@ -137,7 +137,7 @@ extension ReceiverSession {
         }
 
         /// The last durable position (what the last Ack said).
-        public private(set) var lastDurable: DurablePosition
+        public private(set) var lastDurable: StreamPosition
         /// Sequences handed over and not yet durable, oldest first.
         private var notDurable: [HandedOver] = []
         private var bytesHandedOver = 0
@@ -147,7 +147,7 @@ extension ReceiverSession {
         public var bytesNotDurable: Int { bytesHandedOver - bytesDurable }
 
         /// An account that starts durable at `lastDurable`, with nothing handed over yet.
-        init(lastDurable: DurablePosition) {
+        init(lastDurable: StreamPosition) {
             self.lastDurable = lastDurable
         }
 
@@ -159,10 +159,10 @@ extension ReceiverSession {
 
         /// Records that audio up to `position` is durable; false (and nothing changes) when
         /// `position` is behind the last durable position.
-        mutating func madeDurable(_ position: DurablePosition) -> Bool {
-            guard position.sequence >= lastDurable.sequence else { return false }
+        mutating func madeDurable(_ position: StreamPosition) -> Bool {
+            guard position.lastSequence >= lastDurable.lastSequence else { return false }
             lastDurable = position
-            while let first = notDurable.first, first.sequence <= position.sequence {
+            while let first = notDurable.first, first.sequence <= position.lastSequence {
                 bytesDurable = first.cumulativeBytes
                 notDurable.removeFirst()
             }

@@ -24,7 +24,7 @@ protocol StreamFile: AnyObject, Sendable {
 /// A stream file the storage opened, and where the sender continues.
 struct OpenedStreamFile: Sendable {
     var file: any StreamFile
-    var resume: ResumePoint
+    var resume: StreamPosition
     /// An unfinished file was continued (not created).
     var resumed: Bool
     /// How a new file was named when its natural name was taken.

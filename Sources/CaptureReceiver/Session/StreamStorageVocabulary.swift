@@ -1,16 +1,10 @@
+import CaptureWire
 import Foundation
 
 // The vocabulary the session (the pure `ReceiverSession`) and its storage (`StreamStorage`) share:
-// positions, endings, finished files and storage errors. It lives beside the session so that the
-// machine depends on no storage file; the writers (`StreamWriter`, `WriterPool`) use it too.
-
-/// What is durably on disk for a stream: the acknowledgement the sender gets.
-public struct DurablePosition: Sendable, Equatable {
-    /// The highest sequence durably written.
-    public var sequence: UInt64
-    /// The sample index just past the durable audio.
-    public var sampleTime: Int64
-}
+// endings, finished files and storage errors (positions are CaptureWire's `StreamPosition`). It
+// lives beside the session so that the machine depends on no storage file; the writers
+// (`StreamWriter`, `WriterPool`) use it too.
 
 /// The summary of a finished stream file.
 public struct FinishedFile: Sendable, Equatable {
@@ -57,7 +51,7 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
 /// hops to its event loop).
 public struct StreamWriterEvents: Sendable {
     /// Audio up to this position is durable, and so is the position log record saying so.
-    public var durable: @Sendable (DurablePosition) -> Void
+    public var durable: @Sendable (StreamPosition) -> Void
     /// Storing the stream failed; nothing after the last durable position is kept. The path is the
     /// file it failed on (a segment file that could not be begun included).
     public var failed: @Sendable (StorageError, String) -> Void
@@ -66,7 +60,7 @@ public struct StreamWriterEvents: Sendable {
     public var segmentStarted: @Sendable (String, FileNaming?) -> Void
 
     public init(
-        durable: @escaping @Sendable (DurablePosition) -> Void, failed: @escaping @Sendable (StorageError, String) -> Void,
+        durable: @escaping @Sendable (StreamPosition) -> Void, failed: @escaping @Sendable (StorageError, String) -> Void,
         segmentStarted: @escaping @Sendable (String, FileNaming?) -> Void = { _, _ in }
     ) {
         self.durable = durable

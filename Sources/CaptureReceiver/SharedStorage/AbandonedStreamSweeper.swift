@@ -85,7 +85,7 @@ enum AbandonedStreamSweeper {
         }
         let record = FinishedStreamRecord(
             relativePath: index.relativePath(of: path), frames: file.frames, packets: file.packets,
-            lastSequence: end.sequence, endSampleTime: end.sampleTime, complete: false)
+            end: end, complete: false)
         do throws(DurableFileError) {
             try claim.recordFinished(record, owner: index.entry(of: claim)?.owner)
             claim.release(removingEntry: false)

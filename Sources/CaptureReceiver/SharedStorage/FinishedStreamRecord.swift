@@ -20,20 +20,19 @@ public struct FinishedStreamRecord: Sendable, Equatable {
     public var frames: Int64
     /// Packets in the file.
     public var packets: Int64
-    /// EndOfStream's `last_sequence`.
-    public var lastSequence: UInt64
-    /// EndOfStream's `end_sample_time` (for an abandoned stream: where its file ends).
-    public var endSampleTime: Int64
+    /// Where the stream ends: EndOfStream's `last_sequence` and `end_sample_time` (for an abandoned
+    /// stream: where its file ends).
+    public var end: StreamPosition
     /// True when the stream ended with its EndOfStream; false when its file was finalized because its
-    /// sender did not come back within the resume window (then `lastSequence` and `endSampleTime` are
-    /// where the file ends, and a stream that continues it begins after them).
+    /// sender did not come back within the resume window (then `end` is where the file ends, and a
+    /// stream that continues it begins after it).
     public var complete: Bool
 
     static let marker = "finished"
 
     /// The entry's text.
     var entryText: String {
-        "\(Self.marker)\n\(relativePath)\nframes=\(frames) packets=\(packets) last-sequence=\(lastSequence) end-sample=\(endSampleTime)\(complete ? "" : " complete=0")\n"
+        "\(Self.marker)\n\(relativePath)\nframes=\(frames) packets=\(packets) last-sequence=\(end.lastSequence) end-sample=\(end.endSampleTime)\(complete ? "" : " complete=0")\n"
     }
 
     /// The record an entry's text holds; nil when the entry names an unfinished file (one line, a
@@ -48,19 +47,20 @@ public struct FinishedStreamRecord: Sendable, Equatable {
             fields[parts[0]] = parts[1]
         }
         guard let frames = fields["frames"].flatMap({ Int64($0) }), let packets = fields["packets"].flatMap({ Int64($0) }),
-              let last = fields["last-sequence"].flatMap({ UInt64($0) }), let end = fields["end-sample"].flatMap({ Int64($0) }),
-              frames >= 0, packets >= 0, last <= WireProtocol.maximumSequence, end >= 0
+              let last = fields["last-sequence"].flatMap({ UInt64($0) }), let endSample = fields["end-sample"].flatMap({ Int64($0) }),
+              frames >= 0, packets >= 0, last <= WireProtocol.maximumSequence, endSample >= 0
         else { return nil }
-        self.init(relativePath: String(lines[1]), frames: frames, packets: packets, lastSequence: last, endSampleTime: end, complete: fields["complete"] != "0")
+        self.init(
+            relativePath: String(lines[1]), frames: frames, packets: packets, end: StreamPosition(lastSequence: last, endSampleTime: endSample),
+            complete: fields["complete"] != "0")
     }
 
-    public init(relativePath: String, frames: Int64, packets: Int64, lastSequence: UInt64, endSampleTime: Int64, complete: Bool = true) {
+    public init(relativePath: String, frames: Int64, packets: Int64, end: StreamPosition, complete: Bool = true) {
         self.complete = complete
         self.relativePath = relativePath
         self.frames = frames
         self.packets = packets
-        self.lastSequence = lastSequence
-        self.endSampleTime = endSampleTime
+        self.end = end
     }
 
     /// Whether an entry's text is a finished record (damaged or not): such an entry never names a

@@ -1,5 +1,6 @@
 import CAF
 import CaptureCore
+import CaptureWire
 import Foundation
 import Logging
 
@@ -87,7 +88,7 @@ enum ResumableFiles {
     struct AbandonedFile {
         var frames: Int64
         var packets: Int64
-        var end: (sequence: UInt64, sampleTime: Int64)?
+        var end: StreamPosition?
     }
 
     /// Finalizes the file of a stream whose sender did not come back within the resume window, and
@@ -106,7 +107,7 @@ enum ResumableFiles {
             if let record = try? StreamPositionLog.lastRecord(cafPath: path) {
                 let writer = try CAFWriter.resume(path: path, keepingPackets: record.packets)
                 try writer.finalize()
-                finished = AbandonedFile(frames: writer.frameCount, packets: writer.packetCount, end: (record.sequence, record.sampleTime))
+                finished = AbandonedFile(frames: writer.frameCount, packets: writer.packetCount, end: record.position)
             } else {
                 let report = try CAFRecovery.recover(path: path)
                 finished = AbandonedFile(frames: report.frameCount, packets: Int64(report.packetCount), end: nil)

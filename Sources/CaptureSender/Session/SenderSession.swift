@@ -1,14 +1,15 @@
 import CaptureWire
 import Foundation
 
-/// Where the packet log stands when the session looks at it: its newest sequence and, once the
-/// stream ended, how.
-public struct LogPosition: Sendable, Equatable {
-    public var lastSequence: UInt64
+/// Where the packet log stands when the session looks at it: how far its entries reach and, once
+/// the stream ended, how.
+public struct PacketLogPosition: Sendable, Equatable {
+    /// The newest entry appended and where its audio ends.
+    public var appended: StreamPosition
     public var end: StreamEnd?
 
-    public init(lastSequence: UInt64, end: StreamEnd?) {
-        self.lastSequence = lastSequence
+    public init(appended: StreamPosition, end: StreamEnd?) {
+        self.appended = appended
         self.end = end
     }
 }
@@ -25,16 +26,16 @@ struct SenderSession {
         /// The connection is up: the Hello goes out.
         case channelActive
         /// The receiver sent a message (`writable`: whether the channel takes more now).
-        case received(WireMessage, writable: Bool, log: LogPosition)
+        case received(WireMessage, writable: Bool, log: PacketLogPosition)
         /// The channel can take more, or the log grew: send what the window allows.
-        case sendable(writable: Bool, log: LogPosition)
+        case sendable(writable: Bool, log: PacketLogPosition)
         /// The answer to `.fetch`: the entries from the asked sequence on (possibly fewer).
-        case fetched([LoggedPacket], writable: Bool, log: LogPosition)
+        case fetched([LoggedPacket], writable: Bool, log: PacketLogPosition)
         /// `.fetch` failed: the spool cannot give back the entry at `from`.
         case fetchFailed(from: UInt64, reason: String)
         /// The pacing ticker (`SendPacing.tickInterval`): the time and, for a background
         /// destination, where the foreground stands; sends what the pacing now allows.
-        case paced(now: UInt64, foreground: SendPacing.Foreground, writable: Bool, log: LogPosition)
+        case paced(now: UInt64, foreground: SendPacing.Foreground, writable: Bool, log: PacketLogPosition)
         /// Nothing was written for a heartbeat interval.
         case writeIdle(unixNanoseconds: Int64)
         /// Nothing was read for the idle timeout.
@@ -74,7 +75,9 @@ struct SenderSession {
     /// What may leave beyond the window: a rate limit, the background rule.
     private(set) var pacing: SendPacing
     private var state: SenderStreamState
-    private var nextToSend: UInt64 = WireProtocol.firstSequence
+    /// What was sent on this connection: from the receiver's resume point (HelloAccepted) through
+    /// the newest entry written.
+    private var sent: StreamPosition = .start
     /// Sequences sent and not yet acknowledged, with their byte counts, oldest first.
     private var inFlight: [(sequence: UInt64, bytes: Int)] = []
     private var inFlightHead = 0
@@ -91,17 +94,17 @@ struct SenderSession {
     /// A session for `hello` over the log's current state (`oldestHeld`: the oldest sequence it
     /// keeps; `log`: its newest and its end), with at most `windowBytes` unacknowledged bytes in
     /// flight, and entries sent no faster than `pacing` allows.
-    init(hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: LogPosition, pacing: SendPacing = .unpaced) {
+    init(hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: PacketLogPosition, pacing: SendPacing = .unpaced) {
         self.hello = hello
         self.windowBytes = windowBytes
         self.pacing = pacing
         state = SenderStreamState(
-            oldestHeldSequence: oldestHeld, nextNewSequence: log.lastSequence + 1,
+            oldestHeldSequence: oldestHeld, nextNewSequence: log.appended.nextSequence,
             endedBefore: log.end)
     }
 
     /// The next sequence to send (the receiver's resume point until sending starts).
-    var nextSequence: UInt64 { nextToSend }
+    var nextSequence: UInt64 { sent.nextSequence }
 
     mutating func handle(_ event: Event) -> [Action] {
         guard !completed else { return [] }
@@ -140,7 +143,7 @@ struct SenderSession {
         }
     }
 
-    private mutating func receive(_ message: WireMessage, writable: Bool, log: LogPosition) -> [Action] {
+    private mutating func receive(_ message: WireMessage, writable: Bool, log: PacketLogPosition) -> [Action] {
         let event: SenderEvent
         do {
             event = try state.receive(message)
@@ -156,8 +159,8 @@ struct SenderSession {
             self.accepted = true
             acceptedFrameTypes = Set(accepted.acceptedFrameTypes)
             streamed = true
-            nextToSend = accepted.nextSequence
-            var actions: [Action] = accepted.nextSequence > 1 ? [.acknowledge(through: accepted.nextSequence - 1)] : []
+            sent = StreamPosition(nextSequence: accepted.nextSequence, nextSampleTime: accepted.nextSampleTime)
+            var actions: [Action] = sent.coversNothing ? [] : [.acknowledge(through: sent.lastSequence)]
             actions.append(.accepted(accepted))
             return actions + pump(writable: writable, log: log)
         case .acknowledged(let ack):
@@ -174,7 +177,7 @@ struct SenderSession {
             return []
         case .endAccepted(let accepted):
             let summary = StreamSummary(fileName: accepted.fileName, totalFrames: accepted.totalFrames, totalPackets: accepted.totalPackets)
-            return [.acknowledge(through: log.lastSequence)] + complete(.delivered(summary)) + [.close]
+            return [.acknowledge(through: log.appended.lastSequence)] + complete(.delivered(summary)) + [.close]
         case .peerError(let error):
             guard error.fatal else { return [.warn(code: "\(error.code)", message: error.message)] }
             if error.code == .sequenceGap, !streamed {
@@ -190,36 +193,36 @@ struct SenderSession {
 
     /// Asks for the next entries when the window and the channel allow; sends EndOfStream once
     /// every entry is sent and the stream has ended.
-    private mutating func pump(writable: Bool, log: LogPosition) -> [Action] {
+    private mutating func pump(writable: Bool, log: PacketLogPosition) -> [Action] {
         guard state.phase == .streaming, !fetching else { return [] }
-        if nextToSend <= log.lastSequence {
+        if sent.lastSequence < log.appended.lastSequence {
             guard writable, inFlightBytes < windowBytes, pacing.allowsNext(inFlightBytes: inFlightBytes) else { return [] }
             fetching = true
-            return [.fetch(from: nextToSend, maxCount: Self.fetchBatch)]
+            return [.fetch(from: sent.nextSequence, maxCount: Self.fetchBatch)]
         }
         guard !endSent, let end = log.end else { return [] }
-        let last = nextToSend - 1
+        let last = sent.lastSequence
         do {
-            try state.endOfStreamSent(lastSequence: last, endSampleTime: end.endSampleTime)
+            try state.endOfStreamSent(lastSequence: last, endSampleTime: end.position.endSampleTime)
         } catch {
             return fail(.protocolViolation(error.description), retry: false)
         }
         endSent = true
         return [.send(.endOfStream(.with {
             $0.lastSequence = last
-            $0.endSampleTime = end.endSampleTime
+            $0.endSampleTime = end.position.endSampleTime
             $0.remainderFrames = UInt32(end.remainderFrames)
             $0.reason = end.reason
         })), .flush]
     }
 
     /// Sends fetched entries in order while the window allows, then asks for more.
-    private mutating func send(_ packets: [LoggedPacket], writable: Bool, log: LogPosition) -> [Action] {
+    private mutating func send(_ packets: [LoggedPacket], writable: Bool, log: PacketLogPosition) -> [Action] {
         guard state.phase == .streaming else { return [] }
         var actions: [Action] = []
         for entry in packets {
             // Entries acknowledged meanwhile (a resume point moved) or beyond a hole are not sent.
-            guard entry.sequence == nextToSend, inFlightBytes < windowBytes, pacing.allowsNext(inFlightBytes: inFlightBytes) else { break }
+            guard entry.sequence == sent.nextSequence, inFlightBytes < windowBytes, pacing.allowsNext(inFlightBytes: inFlightBytes) else { break }
             let type = entry.frameType
             if WireProtocol.extendedFrameTypes.contains(type), !acceptedFrameTypes.contains(UInt32(type.rawValue)) {
                 // Never sent to a receiver that does not know the frame type (PROTOCOL.md §12);
@@ -232,13 +235,13 @@ struct SenderSession {
                 return actions + fail(.protocolViolation(error.description), retry: false) + [.close]
             }
             actions.append(.send(entry.wireMessage))
-            nextToSend = entry.sequence + 1
+            sent = sent.appendingEntry(endingAt: entry.endSampleTime)
             inFlight.append((entry.sequence, entry.byteCount))
             inFlightBytes += entry.byteCount
             pacing.charge(bytes: entry.byteCount)
         }
         guard !actions.isEmpty else { return [] }  // nothing came: wait for the next acknowledgement or entry
-        actions.append(.markSent(through: nextToSend - 1))
+        actions.append(.markSent(through: sent.lastSequence))
         let more = pump(writable: writable, log: log)
         return actions + more.filter { $0 != .flush } + [.flush]
     }

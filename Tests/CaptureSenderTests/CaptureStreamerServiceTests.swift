@@ -70,14 +70,19 @@ final class CaptureStreamerServiceTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: root).count, 1, "the stream stays in the spool")
     }
 
-    func testCancellingTheRunStopsDeliveringAndCapture() async throws {
-        let streamer = try makeStreamer()
+    /// Runs `streamer` as its own task, cancels the run once it captures, and returns the outcome.
+    private func cancelledOnceCapturing(_ streamer: CaptureStreamer) async throws -> CaptureStreamer.Outcome {
         var events = streamer.events.makeAsyncIterator()
         let running = Task { try await streamer.run() }
         await untilCapturing(&events)
         running.cancel()
         try await running.value
-        let outcome = await streamer.finished()
+        return await streamer.finished()
+    }
+
+    func testCancellingTheRunStopsDeliveringAndCapture() async throws {
+        let streamer = try makeStreamer()
+        let outcome = try await cancelledOnceCapturing(streamer)
         XCTAssertTrue(outcome.stoppedDelivering)
         guard case .success(.stopped) = outcome.capture else { return XCTFail("capture stops with delivery: \(outcome.capture)") }
         guard case .failure = outcome.main.result else { return XCTFail("the receiver was never reached: \(outcome.main.result)") }
@@ -89,12 +94,8 @@ final class CaptureStreamerServiceTests: XCTestCase {
     func testRunStartsTheStreamerOnlyIfItWasNotStarted() async throws {
         let streamer = try makeStreamer()
         try streamer.start()
-        var events = streamer.events.makeAsyncIterator()
-        let running = Task { try await streamer.run() }
-        await untilCapturing(&events)
-        running.cancel()
-        try await running.value
-        let outcome = await streamer.finished()
+        // run() does not start it again (which would throw).
+        let outcome = try await cancelledOnceCapturing(streamer)
         XCTAssertTrue(outcome.stoppedDelivering)
         streamer.dispose()
     }

@@ -57,15 +57,30 @@ public enum ConfiguredCommandLine {
     }
 }
 
-/// The help of `--config`, the same for both executables but for their names.
-public enum ConfigFileHelp {
-    /// `--config FILE`: what the file holds, the variables, and the precedence.
-    public static func help(program: String, positionals: String = "") -> ArgumentHelp {
-        let prefix = CommandSettings.environmentName([program])
+/// What `--config`'s help names for an executable: its name, and how its positional arguments
+/// are keyed in the file.
+public protocol ConfigFileProgram {
+    /// The executable's name (`capture-send`), which also makes its variables' prefix.
+    static var program: String { get }
+    /// How the file names its positional arguments (` (the receiver HOST:PORT is "receiver")`), or "".
+    static var positionals: String { get }
+}
+
+/// `--config FILE`, the same in both executables but for their names: settings from a JSON file,
+/// and the precedence of the settings' sources.
+public struct ConfigFileOption<Program: ConfigFileProgram>: ParsableArguments {
+    @Option(name: .long, help: ConfigFileOption.help)
+    public var config: String?
+
+    public init() {}
+
+    /// What the file holds, the variables, and the precedence.
+    static var help: ArgumentHelp {
+        let prefix = CommandSettings.environmentName([Program.program])
         return ArgumentHelp(
             """
             JSON file of settings: one object whose keys are the long options without the dashes, \
-            like {"rate": 48000, "tls": true}\(positionals) (default: $\(prefix)_CONFIG, else none). \
+            like {"rate": 48000, "tls": true}\(Program.positionals) (default: $\(prefix)_CONFIG, else none). \
             Every option can also be set in the environment as \(prefix)_<OPTION>, the long option in \
             upper case with underscores for dashes (\(prefix)_LOG_LEVEL=debug; flags take 1, 0, yes, no, \
             true or false). The command line wins over the environment, the environment over the file, \

@@ -120,7 +120,7 @@ struct Serve: AsyncParsableCommand {
     var recordings: RecordingOptions
 
     @OptionGroup(title: "Configuration")
-    var configFile: ConfigFileOption
+    var configFile: ConfigFileOption<ReceiveConfigFile>
 
     /// Puts the limits and time amounts into `configuration` (each number is within its range,
     /// ReceiveRanges, once parsed); --max-streams as `capacity` allows it (`StreamCapacity.maximumStreams`).

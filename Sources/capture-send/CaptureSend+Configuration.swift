@@ -1,10 +1,10 @@
 import ArgumentParser
 import CaptureCLISupport
 
-/// `--config FILE`: settings from a JSON file, and the precedence of the settings' sources.
-struct ConfigFileOption: ParsableArguments {
-    @Option(name: .long, help: ConfigFileHelp.help(program: "capture-send", positionals: #" (the receiver HOST:PORT is "receiver")"#))
-    var config: String?
+/// What capture-send's `--config` help names.
+enum SendConfigFile: ConfigFileProgram {
+    static let program = "capture-send"
+    static let positionals = #" (the receiver HOST:PORT is "receiver")"#
 }
 
 extension CaptureSend {

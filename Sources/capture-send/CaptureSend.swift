@@ -161,7 +161,7 @@ struct CaptureSend: ParsableCommand {
     var recording: RecordOptions
 
     @OptionGroup(title: "Configuration")
-    var configFile: ConfigFileOption
+    var configFile: ConfigFileOption<SendConfigFile>
 
     func validate() throws {
         if listDevices { return }

@@ -1,10 +1,10 @@
 import ArgumentParser
 import CaptureCLISupport
 
-/// `--config FILE`: settings from a JSON file, and the precedence of the settings' sources.
-struct ConfigFileOption: ParsableArguments {
-    @Option(name: .long, help: ConfigFileHelp.help(program: "capture-recv"))
-    var config: String?
+/// What capture-recv's `--config` help names.
+enum ReceiveConfigFile: ConfigFileProgram {
+    static let program = "capture-recv"
+    static let positionals = ""
 }
 
 extension CaptureRecv {

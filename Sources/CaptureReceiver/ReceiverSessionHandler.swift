@@ -268,7 +268,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             break
         }
         let reservation = authentication == .admitted ? registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) : nil
-        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams)
+        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams,
+            settingNames: configuration.settingNames)
     }
 
     /// Opens (continues or creates) the stream's file off the event loop, then reports back on it.

@@ -153,6 +153,7 @@ struct Serve: AsyncParsableCommand {
         let capacity = StreamCapacity.raiseAndMeasure()
         applyLimits(to: &configuration, capacity: capacity)
         configuration.applicationName = "capture-recv \(ProgramVersion.version)"
+        configuration.settingNames = CommandLineSettingNames()
         try recordings.apply(to: &configuration, logger: logger)
         try alarmOptions.applyHook(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)
@@ -182,7 +183,7 @@ struct Serve: AsyncParsableCommand {
                 StandardStreams.writeOutput("listening on \(address.userText)\n")
             }
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
         Self.logCapacity(capacity, requested: maxStreams, maximumStreams: configuration.maximumStreams, logger: logger)
@@ -271,7 +272,7 @@ struct Recover: ParsableCommand {
                     let count = try CommitLogReplay.replayAbandonedLogs(outputDirectory: outputDirectory, logDirectory: logDir, logger: logger)
                     if count > 0 { print("replayed \(count) commit log\(count == 1 ? "" : "s") into the recordings of \(outputDirectory)") }
                 } catch {
-                    StandardStreams.writeError("capture-recv: \(error.description)\n")
+                    StandardStreams.writeError("capture-recv: \(error.message(naming: CommandLineSettingNames()))\n")
                     throw ExitCode.failure
                 }
             }

@@ -66,7 +66,7 @@ final class HelloGateTests: XCTestCase {
         let rows: [(HelloGate.Authentication, StreamRegistry.Reservation?, HelloDecision)] = [
             (.admitted, .reserved, .accepted),
             (.admitted, .busy, .refused(.streamBusy, "stream \(stream) is already being received on another connection")),
-            (.admitted, .full, .refused(.tooManyStreams, "the receiver already records 8 streams; try again later or raise --max-streams")),
+            (.admitted, .full, .refused(.tooManyStreams, "the receiver already records 8 streams; try again later or raise the stream limit (ReceiverConfiguration.maximumStreams)")),
             (.refused("wrong token"), nil, .refused(.authenticationFailed, "wrong token")),
             (.rateLimited(Self.limited), nil, .rateLimited(Self.limited.reason, retryAfterMilliseconds: Self.limited.retryAfterMilliseconds)),
         ]

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import CaptureWire
 import Foundation
@@ -88,7 +89,9 @@ struct HelloGate: Equatable {
 
     /// The answer to the Hello: authentication's, or, once admitted, the stream table's
     /// `reservation` (nil when authentication did not admit it, so nothing was reserved).
-    func decision(_ authentication: Authentication, reservation: StreamRegistry.Reservation?, streamID: UUID, maximumStreams: Int) -> HelloDecision {
+    func decision(_ authentication: Authentication, reservation: StreamRegistry.Reservation?, streamID: UUID, maximumStreams: Int,
+        settingNames: any SettingNaming = LibrarySettingNames()
+    ) -> HelloDecision {
         switch authentication {
         case .refused(let reason):
             return .refused(.authenticationFailed, reason)
@@ -101,7 +104,7 @@ struct HelloGate: Equatable {
             case .busy?:
                 return .refused(.streamBusy, "stream \(streamID) is already being received on another connection")
             case .full?, nil:
-                return .refused(.tooManyStreams, "the receiver already records \(maximumStreams) streams; try again later or raise --max-streams")
+                return .refused(.tooManyStreams, "the receiver already records \(maximumStreams) streams; try again later or raise \(settingNames.name(of: .maximumStreams))")
             }
         }
     }

@@ -1,7 +1,7 @@
 import CaptureCore
 
-/// Both executables' naming of the libraries' settings: each as the flag (and its value's
-/// placeholder, where the messages show one) that sets it, so that a library error reads on the
+/// Both executables' naming of the libraries' settings: each as the flag (with its value's
+/// placeholder where a message shows one) that sets it, so that a library error reads on the
 /// command line as it always did ("choose another address with --listen HOST:PORT"). One naming
 /// serves both programs because a message may point to the other side's flag ("connect with --tls").
 public struct CommandLineSettingNames: SettingNaming {
@@ -9,20 +9,35 @@ public struct CommandLineSettingNames: SettingNaming {
 
     public func name(of setting: Setting) -> String {
         switch setting {
-        case .listenAddress: "--listen HOST:PORT"
+        case .listenAddress: "--listen"
         case .outputFolder: "--out"
         case .maximumStreams: "--max-streams"
         case .commitLogFolder: "--log-dir"
+        case .consoleAddress: "--http"
+        case .consoleTokenFile: "--http-token-file"
+        case .consoleAllowedHost: "--http-allow-host"
         case .clientCertificateAuthority: "--client-ca"
         case .receiverCertificateAndKey: "--tls-cert and --tls-key"
         case .senderTLS: "--tls"
         case .certificateAuthority: "--ca"
         case .certificatePin: "--pin"
         case .clientCertificateAndKey: "--cert and --key"
-        case .spoolFolder: "--spool DIR"
+        case .senderClientCertificate: "capture-send --cert/--key"
+        case .spoolFolder: "--spool"
         case .spoolLimit: "--spool-max"
         case .backupGiveUp: "--also-give-up"
         case .stopTimeout: "--stop-timeout"
+        case .localCopy: "--record"
+        case .localCopySegment: "--record-segment"
+        case .certificateHost: "--host"
+        case .certificateFolder: "--out folder"
+        case .replaceCertificates: "--force"
+        case .certificateForHost: "gen-cert --host"
         }
+    }
+
+    /// The flag and the value's placeholder: "--listen HOST:PORT".
+    public func name(of setting: Setting, value placeholder: String) -> String {
+        "\(name(of: setting)) \(placeholder)"
     }
 }

@@ -12,6 +12,12 @@ public enum Setting: String, Sendable, CaseIterable {
     case maximumStreams
     /// The folder of the receiver's commit log.
     case commitLogFolder
+    /// The console's address (host and port).
+    case consoleAddress
+    /// The files of tokens that may use the console.
+    case consoleTokenFile
+    /// Further host names the console answers to.
+    case consoleAllowedHost
     /// The CA that senders' client certificates must be signed by.
     case clientCertificateAuthority
     /// The receiver's TLS certificate and key (given together).
@@ -26,6 +32,8 @@ public enum Setting: String, Sendable, CaseIterable {
     case certificatePin
     /// The sender's client certificate and key (given together).
     case clientCertificateAndKey
+    /// The sender's client certificate and key, as the receiver points a sender's operator to them.
+    case senderClientCertificate
     /// The folder of the sender's spool.
     case spoolFolder
     /// The sender spool's size limit.
@@ -34,6 +42,20 @@ public enum Setting: String, Sendable, CaseIterable {
     case backupGiveUp
     /// How long the sender keeps delivering after capture stops.
     case stopTimeout
+    /// The sender's local copy of the capture (its file's path).
+    case localCopy
+    /// The length of the local copy's files.
+    case localCopySegment
+
+    // Certificates (`CertificateFactory`).
+    /// The host name or address a new certificate is made for.
+    case certificateHost
+    /// The folder a new certificate and key are written to.
+    case certificateFolder
+    /// Whether a new certificate and key replace those already in the folder.
+    case replaceCertificates
+    /// Making a certificate for a host name, as the sender points the receiver's operator to it.
+    case certificateForHost
 }
 
 /// Renders a `Setting` in a message: a library's own words (`LibrarySettingNames`) or a program's
@@ -41,6 +63,14 @@ public enum Setting: String, Sendable, CaseIterable {
 public protocol SettingNaming: Sendable {
     /// The words that name `setting` in a message, read where a noun phrase stands.
     func name(of setting: Setting) -> String
+    /// `setting` where a message shows how a value is written: a command line's flag with the
+    /// value's placeholder ("--listen HOST:PORT"); a naming without such syntax names the setting
+    /// alone (the default).
+    func name(of setting: Setting, value placeholder: String) -> String
+}
+
+extension SettingNaming {
+    public func name(of setting: Setting, value placeholder: String) -> String { name(of: setting) }
 }
 
 /// The libraries' own naming: each setting in neutral words with the configuration property that
@@ -54,16 +84,26 @@ public struct LibrarySettingNames: SettingNaming {
         case .outputFolder: "the output folder (ReceiverConfiguration.outputDirectory)"
         case .maximumStreams: "the stream limit (ReceiverConfiguration.maximumStreams)"
         case .commitLogFolder: "the commit log folder (ReceiverConfiguration.logDirectory)"
+        case .consoleAddress: "the console's address (ConsoleSettings.host, .port)"
+        case .consoleTokenFile: "the console's tokens (ConsoleAccess tokens)"
+        case .consoleAllowedHost: "an allowed host name (ConsoleAccess allowedHosts)"
         case .clientCertificateAuthority: "the client CA (ReceiverTLSConfiguration.clientCAPath)"
         case .receiverCertificateAndKey: "a certificate and key (ReceiverConfiguration.tls)"
-        case .senderTLS: "TLS (the sender's SenderTLSConfiguration)"
+        case .senderTLS: "TLS (SenderConfiguration.tls)"
         case .certificateAuthority: "the trusted CA (SenderTLSConfiguration.trust .authorities)"
         case .certificatePin: "a pinned fingerprint (SenderTLSConfiguration.trust .pin)"
         case .clientCertificateAndKey: "a client certificate and key (SenderTLSConfiguration.clientCertificatePath, .clientKeyPath)"
-        case .spoolFolder: "the spool folder (CaptureStreamer.Configuration's spool directory)"
-        case .spoolLimit: "the spool's size limit (the spool capacity)"
-        case .backupGiveUp: "the backup give-up time"
+        case .senderClientCertificate: "the sender's client certificate and key (SenderTLSConfiguration.clientCertificatePath, .clientKeyPath)"
+        case .spoolFolder: "the spool folder (CaptureStreamer.Configuration.spoolRoot)"
+        case .spoolLimit: "CaptureStreamer.Configuration.spoolCapacity"
+        case .backupGiveUp: "CaptureStreamer.Configuration.backupGiveUpAfter"
         case .stopTimeout: "the stop timeout"
+        case .localCopy: "the local copy (LocalCopySettings.path)"
+        case .localCopySegment: "the local copy's segment length (LocalCopySettings.segmentSeconds)"
+        case .certificateHost: "the certificate's host (CertificateFactory.make hosts)"
+        case .certificateFolder: "folder (CertificateFactory.write's directory)"
+        case .replaceCertificates: "overwrite: true (CertificateFactory.write)"
+        case .certificateForHost: "CertificateFactory.make with hosts:"
         }
     }
 }

@@ -52,7 +52,7 @@ public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConverti
         case .tls(let message): return message
         case .commitLog(let failure): return failure.message(naming: naming)
         case .bindFailed(let host, let port, let reason):
-            return "cannot listen on \(host):\(port): \(reason); choose another address with \(naming.name(of: .listenAddress))"
+            return "cannot listen on \(host):\(port): \(reason); choose another address with \(naming.name(of: .listenAddress, value: "HOST:PORT"))"
         }
     }
 }
@@ -183,7 +183,7 @@ public final class CaptureReceiverServer: Service, Sendable {
         try prepareOutputDirectory(configuration.outputDirectory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
         let registry = StreamRegistry()
-        let tls = try configuration.tls?.prepare()
+        let tls = try configuration.tls?.prepare(settingNames: configuration.settingNames)
         let writerPool = try WriterPool(
             policy: configuration.syncPolicy, metrics: configuration.metrics, outputDirectory: configuration.outputDirectory,
             logRoot: configuration.logDirectory, logger: logger, settingNames: configuration.settingNames)

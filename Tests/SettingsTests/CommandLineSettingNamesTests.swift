@@ -1,6 +1,9 @@
 import CaptureCLISupport
 import CaptureCore
+import CaptureLocalCopy
 import CaptureReceiver
+import CaptureSecurity
+import CaptureSender
 import XCTest
 
 /// The libraries' errors read on the command line exactly as they always did (the executables'
@@ -20,7 +23,7 @@ final class CommandLineSettingNamesTests: XCTestCase {
 
     func testEverySettingHasAFlag() {
         for setting in Setting.allCases {
-            XCTAssertTrue(commandLine.name(of: setting).hasPrefix("--"), "\(setting): \(commandLine.name(of: setting))")
+            XCTAssertTrue(commandLine.name(of: setting).contains("--"), "\(setting): \(commandLine.name(of: setting))")
         }
     }
 
@@ -46,5 +49,62 @@ final class CommandLineSettingNamesTests: XCTestCase {
         let full = ReceiverStartError.commitLog(.log(.logVolumeFull(directory: "/srv/log", segmentSize: 16 << 20)))
         XCTAssertTrue(full.message(naming: commandLine).contains("or give --log-dir another volume"))
         XCTAssertFalse(full.description.contains("--"), full.description)
+    }
+
+    func testSecurityErrors() {
+        let pin = SecurityError.badPin("12:34")
+        assertTexts(
+            pin.message(naming:), pin.description,
+            commandLine: "--pin \"12:34\" is not a SHA-256 fingerprint: give 64 hexadecimal digits, with or without colons"
+                + " (as `capture-recv gen-cert` or `openssl x509 -noout -fingerprint -sha256` print it)",
+            library: "a pinned fingerprint (SenderTLSConfiguration.trust .pin) \"12:34\" is not a SHA-256 fingerprint: give 64 hexadecimal digits,"
+                + " with or without colons (as `capture-recv gen-cert` or `openssl x509 -noout -fingerprint -sha256` print it)")
+        let exists = SecurityError.certificateFilesExist(directory: "/etc/capture")
+        assertTexts(
+            exists.message(naming:), exists.description,
+            commandLine: "cannot make the certificate: /etc/capture already holds cert.pem or key.pem; choose another --out folder or pass --force to replace them",
+            library: "cannot make the certificate: /etc/capture already holds cert.pem or key.pem; choose another folder (CertificateFactory.write's directory)"
+                + " or pass overwrite: true (CertificateFactory.write) to replace them")
+        let host = SecurityError.badHostName("a b")
+        XCTAssertTrue(host.message(naming: commandLine).hasPrefix("--host \"a b\" is neither"))
+        XCTAssertFalse(host.description.contains("--"), host.description)
+        let authority = SecurityError.notAnAuthority(path: "cert.pem", fingerprint: "AB")
+        XCTAssertTrue(authority.message(naming: commandLine).hasSuffix("so --ca cannot trust it; connect with --pin AB instead"))
+        XCTAssertFalse(authority.description.contains("--"), authority.description)
+    }
+
+    func testSenderErrors() {
+        let gaveUp = SenderError.gaveUp(receiver: "b:7373", reason: .unreachable(seconds: 30), fromSecond: 1.5)
+        assertTexts(
+            gaveUp.message(naming:), gaveUp.description,
+            commandLine: "backup receiver b:7373 was unreachable for 30 s (--also-give-up) and was dropped: its file is incomplete,"
+                + " it lacks the audio from second 1.500 on; the main receiver's file is the whole recording",
+            library: "backup receiver b:7373 was unreachable for 30 s (CaptureStreamer.Configuration.backupGiveUpAfter) and was dropped:"
+                + " its file is incomplete, it lacks the audio from second 1.500 on; the main receiver's file is the whole recording")
+        let behind = SenderError.gaveUp(receiver: "b:7373", reason: .fellBehind(BackupRoom(bytes: 1 << 20, limit: .spoolMax)), fromSecond: 0)
+        XCTAssertTrue(behind.message(naming: commandLine).contains("the spool's limit (--spool-max)"))
+        XCTAssertFalse(behind.description.contains("--"), behind.description)
+        let spool = SpoolError("cannot write in the spool folder /var/spool/x: permission denied", chooseAnother: .spoolFolder)
+        assertTexts(
+            spool.message(naming:), spool.description,
+            commandLine: "cannot write in the spool folder /var/spool/x: permission denied; choose another with --spool DIR",
+            library: "cannot write in the spool folder /var/spool/x: permission denied; choose another with the spool folder (CaptureStreamer.Configuration.spoolRoot)")
+        let stop = SenderStopSequence.AbandonReason.stopTimeout(seconds: 10)
+        assertTexts(
+            stop.message(naming:), stop.description,
+            commandLine: "--stop-timeout (10 s) passed while delivering", library: "the stop timeout (10 s) passed while delivering")
+    }
+
+    func testLocalCopyErrors() {
+        let container = LocalCopyError.unsupportedContainer(path: "/tmp/take.mp3")
+        assertTexts(
+            container.message(naming:), container.description,
+            commandLine: "--record /tmp/take.mp3: the file must end in .caf, .wav or .flac",
+            library: "the local copy (LocalCopySettings.path) /tmp/take.mp3: the file must end in .caf, .wav or .flac")
+        let segment = LocalCopyError.invalidSegment(seconds: 0)
+        assertTexts(
+            segment.message(naming:), segment.description,
+            commandLine: "--record-segment is 0 s: use 1 s to 24 h (1s, 15m, 1h)",
+            library: "the local copy's segment length (LocalCopySettings.segmentSeconds) is 0 s: use 1 s to 24 h (1s, 15m, 1h)")
     }
 }

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureWire
 import Foundation
 
@@ -87,12 +88,18 @@ struct SenderSession {
     /// The receiver listed Marker in `HelloAccepted.accepted_frame_types`.
     /// The frame types beyond version 1's first nine that the receiver listed in its HelloAccepted.
     private var acceptedFrameTypes: Set<UInt32> = []
+    /// How failures name a setting to change.
+    private let settingNames: any SettingNaming
 
     /// A session for `hello` over the log's current state (`oldestHeld`: the oldest sequence it
     /// keeps; `log`: its newest and its end), with at most `windowBytes` unacknowledged bytes in
-    /// flight, and entries sent no faster than `pacing` allows.
-    init(hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: LogPosition, pacing: SendPacing = .unpaced) {
+    /// flight, and entries sent no faster than `pacing` allows; its failures name settings as `settingNames` does.
+    init(
+        hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: LogPosition, pacing: SendPacing = .unpaced,
+        settingNames: any SettingNaming = LibrarySettingNames()
+    ) {
         self.hello = hello
+        self.settingNames = settingNames
         self.windowBytes = windowBytes
         self.pacing = pacing
         state = SenderStreamState(
@@ -134,7 +141,7 @@ struct SenderSession {
             return fail(error, retry: retry) + [.close]
         case .channelInactive(let plainTCP):
             if !accepted, plainTCP, !streamed {
-                return fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"), retry: true)
+                return fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with \(settingNames.name(of: .senderTLS))"), retry: true)
             }
             return fail(.connectionLost("the receiver closed the connection"), retry: true)
         }

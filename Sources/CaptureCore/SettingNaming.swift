@@ -47,6 +47,20 @@ public enum Setting: String, Sendable, CaseIterable {
     /// The length of the local copy's files.
     case localCopySegment
 
+    // Sources (`SourceSettings`).
+    /// The listing of the capture devices.
+    case deviceList
+    /// A test tone as the source, instead of a device.
+    case toneSource
+    /// Whether a lost device is reopened.
+    case reopenDevice
+
+    // Exports (`RecordingExporter`).
+    /// The format a recording is exported to.
+    case exportFormat
+    /// Whether an export replaces a file already there.
+    case replaceExport
+
     // Certificates (`CertificateFactory`).
     /// The host name or address a new certificate is made for.
     case certificateHost
@@ -78,6 +92,12 @@ extension SettingNaming {
 public struct LibrarySettingNames: SettingNaming {
     public init() {}
 
+    /// The export format with its value is the enumeration's case (`ExportFormat.ogg`); any other
+    /// setting is named alone.
+    public func name(of setting: Setting, value placeholder: String) -> String {
+        setting == .exportFormat ? "ExportFormat.\(placeholder)" : name(of: setting)
+    }
+
     public func name(of setting: Setting) -> String {
         switch setting {
         case .listenAddress: "the listen address (ReceiverConfiguration.host, .port)"
@@ -100,6 +120,11 @@ public struct LibrarySettingNames: SettingNaming {
         case .stopTimeout: "the stop timeout"
         case .localCopy: "the local copy (LocalCopySettings.path)"
         case .localCopySegment: "the local copy's segment length (LocalCopySettings.segmentSeconds)"
+        case .deviceList: "ALSADeviceList.captureDevices()"
+        case .toneSource: "SourceSettings.tone"
+        case .reopenDevice: "DeviceSettings.reopen"
+        case .exportFormat: "the export format (ExportFormat)"
+        case .replaceExport: "replacing: true (RecordingExporter.export)"
         case .certificateHost: "the certificate's host (CertificateFactory.make hosts)"
         case .certificateFolder: "folder (CertificateFactory.write's directory)"
         case .replaceCertificates: "overwrite: true (CertificateFactory.write)"

@@ -7,6 +7,7 @@ import CaptureListen
 import CaptureMetrics
 import CaptureService
 import CaptureReceiver
+import CaptureSecurity
 import Dispatch
 import Foundation
 import Logging
@@ -160,6 +161,10 @@ struct Serve: AsyncParsableCommand {
         let access: ConsoleAccess?
         do {
             access = try httpOptions.access()
+        } catch let error as ConsoleSetupError {
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
+        } catch let error as SecurityError {
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         } catch {
             throw CLIError("\(error)")
         }
@@ -190,9 +195,10 @@ struct Serve: AsyncParsableCommand {
 
         var services: [any Service] = []
         if let address = httpOptions.http, let access {
-            let settings = ConsoleSettings(
+            var settings = ConsoleSettings(
                 host: address.host, port: address.port, access: access,
                 tlsCertificatePath: configuration.tls?.certificatePath, tlsKeyPath: configuration.tls?.privateKeyPath)
+            settings.settingNames = CommandLineSettingNames()
             let scheme = configuration.tls == nil ? "http" : "https"
             do {
                 services.append(try ConsoleServer.make(
@@ -205,7 +211,7 @@ struct Serve: AsyncParsableCommand {
                     }))
             } catch {
                 await server.shutDown()
-                throw CLIError(error.description)
+                throw CLIError(error.message(naming: CommandLineSettingNames()))
             }
         }
 
@@ -217,7 +223,7 @@ struct Serve: AsyncParsableCommand {
             logger.error("\(error)")
         } catch let error as ConsoleSetupError {
             // The console could not listen: the receiver stopped (its files finalized), and says why.
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         logger.notice("stopped")
     }

@@ -51,7 +51,7 @@ struct RecordingOptions: ParsableArguments {
                     do throws(ExportError) {
                         return try RecordingExporter.export(cafPath: path, as: format, replacing: true)
                     } catch {
-                        throw error
+                        throw CLIError(error.message(naming: CommandLineSettingNames()))
                     }
                 }
             }

@@ -446,7 +446,7 @@ struct CaptureSend: ParsableCommand {
                 bufferCount: buffers, strictFormat: strictFormat, reopen: reopen, durationSeconds: duration))
         }
         do throws(CaptureError) {
-            let opened = try AudioSources.open(settings) { event in
+            let opened = try AudioSources.open(settings, settingNames: CommandLineSettingNames()) { event in
                 switch event {
                 case .deviceOpened(let negotiation, asRequested: true):
                     logger.info("device opened", metadata: ["negotiation": "\(negotiation)"])

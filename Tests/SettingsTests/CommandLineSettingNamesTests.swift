@@ -1,5 +1,8 @@
+import CaptureALSA
 import CaptureCLISupport
+import CaptureConsole
 import CaptureCore
+import CaptureExport
 import CaptureLocalCopy
 import CaptureReceiver
 import CaptureSecurity
@@ -106,5 +109,65 @@ final class CommandLineSettingNamesTests: XCTestCase {
             segment.message(naming:), segment.description,
             commandLine: "--record-segment is 0 s: use 1 s to 24 h (1s, 15m, 1h)",
             library: "the local copy's segment length (LocalCopySettings.segmentSeconds) is 0 s: use 1 s to 24 h (1s, 15m, 1h)")
+    }
+
+    func testConsoleErrors() throws {
+        let open = ConsoleSetupError.tokensRequired(host: "0.0.0.0")
+        assertTexts(
+            open.message(naming:), open.description,
+            commandLine: "--http 0.0.0.0 is reachable from other machines, and the console plays live audio: give --http-token-file FILE"
+                + " (the tokens that may use it), or listen on 127.0.0.1",
+            library: "the console's address (ConsoleSettings.host, .port) 0.0.0.0 is reachable from other machines, and the console plays live audio:"
+                + " give the console's tokens (ConsoleAccess tokens) (the tokens that may use it), or listen on 127.0.0.1")
+        let busy = ConsoleSetupError.cannotListen(host: "127.0.0.1", port: 8080, reason: "port 8080 is already in use")
+        XCTAssertTrue(busy.message(naming: commandLine).hasSuffix("; choose another address with --http HOST:PORT"))
+        XCTAssertFalse(busy.description.contains("--"), busy.description)
+        let bad = ConsoleSetupError.badHost(setting: .consoleAllowedHost, value: "a b")
+        XCTAssertTrue(bad.message(naming: commandLine).hasPrefix("--http-allow-host a b is not a host name or address"))
+        let hosts = try ConsoleHostNames(listeningOn: "127.0.0.1", machineAddresses: { [] })
+        XCTAssertEqual(
+            hosts.refusal(host: "evil.example", secure: false, settingNames: commandLine),
+            "capture-recv: this console does not answer to the name evil.example (the request's Host); if that name is this machine's,"
+                + " start capture-recv with --http-allow-host evil.example")
+        XCTAssertEqual(
+            hosts.refusal(origin: "http://evil.example", method: "POST", settingNames: commandLine),
+            "capture-recv: this console takes no POST from pages of http://evil.example (the request's Origin); if that site is this console's,"
+                + " start capture-recv with --http-allow-host NAME for its host name")
+    }
+
+    func testExportErrors() {
+        let ogg = ExportError.oggNeedsOpus(path: "take.caf", packetTable: false)
+        assertTexts(
+            ogg.message(naming:), ogg.description,
+            commandLine: "cannot export take.caf: it is not an Opus recording: --to ogg remuxes Opus; export linear PCM as flac, wav or rf64",
+            library: "cannot export take.caf: it is not an Opus recording: ExportFormat.ogg remuxes Opus; export linear PCM as flac, wav or rf64")
+        let exists = ExportError.exists("take.flac")
+        assertTexts(
+            exists.message(naming:), exists.description,
+            commandLine: "take.flac exists already; remove it or pass --force to replace it",
+            library: "take.flac exists already; remove it or pass replacing: true (RecordingExporter.export) to replace it")
+    }
+
+    /// A device that cannot be opened: the advice names the device listing and the tone source.
+    func testALSAErrors() {
+        func openFailure(_ naming: any SettingNaming) -> String {
+            do {
+                _ = try ALSASource(
+                    device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3,
+                    settingNames: naming)
+                return "opened"
+            } catch {
+                return error.description
+            }
+        }
+        XCTAssertTrue(
+            openFailure(commandLine).hasSuffix(
+                "Run `capture-send --list-devices` to see the capture devices, or use `--source tone` to send a test tone without a sound card."),
+            openFailure(commandLine))
+        let neutral = openFailure(LibrarySettingNames())
+        XCTAssertTrue(
+            neutral.hasSuffix("Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."),
+            neutral)
+        XCTAssertFalse(neutral.contains("--"), neutral)
     }
 }

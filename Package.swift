@@ -367,7 +367,7 @@ let package = Package(
             name: "SettingsTests",
             dependencies: [
                 "capture-send", "capture-recv", "CaptureCLISupport", "SettingsChecks", "FuzzChecks", "CaptureSender", "CaptureReceiver", "CaptureCore",
-                "CaptureSecurity", "CaptureLocalCopy", "CaptureConsole", "CaptureExport", "CaptureALSA",
+                "CaptureSecurity", "CaptureLocalCopy", "CaptureConsole", "CaptureExport", "CaptureALSA", "CaptureWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -10,6 +10,12 @@ public enum Setting: String, Sendable, CaseIterable {
     case outputFolder
     /// How many streams the receiver records at once.
     case maximumStreams
+    /// How many interrupted streams may wait for their senders at once.
+    case maximumWaitingStreams
+    /// How long one run of the finished-file hand-off may take.
+    case handOffTimeout
+    /// How long one run of the alarm hook may take.
+    case alarmHookTimeout
     /// The folder of the receiver's commit log.
     case commitLogFolder
     /// The console's address (host and port).
@@ -22,8 +28,16 @@ public enum Setting: String, Sendable, CaseIterable {
     case clientCertificateAuthority
     /// The receiver's TLS certificate and key (given together).
     case receiverCertificateAndKey
+    /// The receiver's TLS certificate alone.
+    case receiverCertificate
+    /// The receiver's TLS private key alone.
+    case receiverKey
 
     // The sender.
+    /// The token the sender presents to a receiver that requires one.
+    case senderToken
+    /// Delivering a spooled stream to a receiver named for it.
+    case spoolDelivery
     /// Whether the sender connects with TLS.
     case senderTLS
     /// The CA the sender trusts the receiver's certificate through.
@@ -103,12 +117,19 @@ public struct LibrarySettingNames: SettingNaming {
         case .listenAddress: "the listen address (ReceiverConfiguration.host, .port)"
         case .outputFolder: "the output folder (ReceiverConfiguration.outputDirectory)"
         case .maximumStreams: "the stream limit (ReceiverConfiguration.maximumStreams)"
+        case .maximumWaitingStreams: "ReceiverConfiguration.maximumWaitingStreams"
+        case .handOffTimeout: "FinishedFileHandOff.Settings.timeout"
+        case .alarmHookTimeout: "AlarmHook.Settings.timeout"
+        case .senderToken: "SenderConfiguration.authToken"
+        case .spoolDelivery: "SpooledStreamDeliveries (naming the receiver)"
         case .commitLogFolder: "the commit log folder (ReceiverConfiguration.logDirectory)"
         case .consoleAddress: "the console's address (ConsoleSettings.host, .port)"
         case .consoleTokenFile: "the console's tokens (ConsoleAccess tokens)"
         case .consoleAllowedHost: "an allowed host name (ConsoleAccess allowedHosts)"
         case .clientCertificateAuthority: "the client CA (ReceiverTLSConfiguration.clientCAPath)"
         case .receiverCertificateAndKey: "a certificate and key (ReceiverConfiguration.tls)"
+        case .receiverCertificate: "ReceiverTLSConfiguration.certificatePath"
+        case .receiverKey: "ReceiverTLSConfiguration.privateKeyPath"
         case .senderTLS: "TLS (SenderConfiguration.tls)"
         case .certificateAuthority: "the trusted CA (SenderTLSConfiguration.trust .authorities)"
         case .certificatePin: "a pinned fingerprint (SenderTLSConfiguration.trust .pin)"

@@ -97,7 +97,7 @@ struct ConnectionSetup: Sendable {
             } else {
                 handler = NIOSSLServerHandler(context: tls.context)
             }
-            try options.addHandlers([PlaintextOnTLSPortDetector(logger: logger), handler])
+            try options.addHandlers([PlaintextOnTLSPortDetector(logger: logger, settingNames: configuration.settingNames), handler])
         }
         var handlers: [any ChannelHandler] = [
             IdleStateHandler(readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)),

@@ -66,7 +66,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         self.rateLimiter = rateLimiter
         self.tlsReport = tlsReport
         self.usesTLS = usesTLS
-        session = ReceiverSession(settings: ReceiverSession.Settings(configuration: configuration, usesTLS: usesTLS))
+        session = ReceiverSession(
+            settings: ReceiverSession.Settings(configuration: configuration, usesTLS: usesTLS), settingNames: configuration.settingNames)
     }
 
     /// The session's state (for tests).
@@ -256,7 +257,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         }
         let (authentication, record) = gate.authenticate(
             peer: peerAddress, blockedForSeconds: rateLimiter.remainingBlock(for: peerAddress),
-            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token)
+            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token, settingNames: configuration.settingNames)
         switch record {
         case .failure:
             if rateLimiter.recordFailure(from: peerAddress) {

@@ -59,6 +59,8 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var pumpScheduled = false
     private let security: Security?
+    /// How failures name a setting to change.
+    private let settingNames: any SettingNaming
     private var tlsHandshakeDone = false
     private var tlsHandshakeTimeout: Scheduled<Void>?
     /// Where the foreground destinations stand, for a background destination's pacing.
@@ -84,6 +86,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }, settingNames: any SettingNaming = LibrarySettingNames()
     ) {
         self.security = security
+        self.settingNames = settingNames
         self.foreground = foreground
         self.onAccepted = onAccepted
         self.log = log
@@ -149,7 +152,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
-            handle(.transportFailed(.protocolViolation(wire.description), retry: SenderSession.isRetryable(wire)))
+            handle(.transportFailed(.protocolViolation(wire.message(naming: settingNames)), retry: SenderSession.isRetryable(wire)))
         } else if let security {
             // A certificate either side cannot trust, or a receiver that does not speak TLS, are
             // settings to fix: reconnecting cannot help. Other TLS errors are connection faults.

@@ -7,6 +7,7 @@ import CaptureLocalCopy
 import CaptureReceiver
 import CaptureSecurity
 import CaptureSender
+import CaptureWire
 import XCTest
 
 /// The libraries' errors read on the command line exactly as they always did (the executables'
@@ -169,5 +170,28 @@ final class CommandLineSettingNamesTests: XCTestCase {
             neutral.hasSuffix("Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."),
             neutral)
         XCTAssertFalse(neutral.contains("--"), neutral)
+    }
+
+    func testWireErrors() {
+        let clientTLS = WireError.clientSpeaksTLS
+        assertTexts(
+            clientTLS.message(naming:), clientTLS.description,
+            commandLine: "the client speaks TLS; start capture-recv with --tls-cert/--tls-key or connect without --tls",
+            library: "the client speaks TLS; start capture-recv with ReceiverTLSConfiguration.certificatePath/ReceiverTLSConfiguration.privateKeyPath"
+                + " or connect without TLS (SenderConfiguration.tls)")
+        let receiverTLS = WireError.receiverSpeaksTLS
+        assertTexts(
+            receiverTLS.message(naming:), receiverTLS.description,
+            commandLine: "the receiver speaks TLS; connect with --tls (and --ca or --pin to trust its certificate)",
+            library: "the receiver speaks TLS; connect with TLS (SenderConfiguration.tls) (and the trusted CA (SenderTLSConfiguration.trust .authorities)"
+                + " or a pinned fingerprint (SenderTLSConfiguration.trust .pin) to trust its certificate)")
+    }
+
+    func testFileNameTemplateErrors() {
+        let absolute = FileNameTemplate.TemplateError.absolute("/srv/{stream}")
+        assertTexts(
+            absolute.message(naming:), absolute.description,
+            commandLine: "the file name template '/srv/{stream}' starts with '/'; names are relative to --out",
+            library: "the file name template '/srv/{stream}' starts with '/'; names are relative to the output folder (ReceiverConfiguration.outputDirectory)")
     }
 }

@@ -62,7 +62,9 @@ struct HelloGate: Equatable {
     /// is left of the address's block (nil: not blocked), `carriesResumeSecret` whether the Hello
     /// has a resume secret, `token` how its token compares. Returns the decision and what to
     /// record with the limiter.
-    mutating func authenticate(peer: String, blockedForSeconds: Double?, carriesResumeSecret: Bool, token: TokenCheck) -> (Authentication, Record) {
+    mutating func authenticate(
+        peer: String, blockedForSeconds: Double?, carriesResumeSecret: Bool, token: TokenCheck, settingNames: any SettingNaming = LibrarySettingNames()
+    ) -> (Authentication, Record) {
         ownershipRequired = nil
         if let remaining = blockedForSeconds {
             let seconds = Int(exactly: remaining.rounded(.up)) ?? Int.max
@@ -79,9 +81,9 @@ struct HelloGate: Equatable {
         case .accepted:
             return (.admitted, ownershipRequired == nil ? .success : .nothing)
         case .missing:
-            refusal = "missing token: this receiver requires a token; give capture-send --token-file FILE or set CAPTURE_TOKEN"
+            refusal = "missing token: this receiver requires a token; give capture-send \(settingNames.name(of: .senderToken, value: "FILE")) or set CAPTURE_TOKEN"
         case .wrong:
-            refusal = "wrong token: the token is not one this receiver accepts; check the sender's --token-file or CAPTURE_TOKEN"
+            refusal = "wrong token: the token is not one this receiver accepts; check the sender's \(settingNames.name(of: .senderToken)) or CAPTURE_TOKEN"
         }
         if let ownershipRequired { return (.rateLimited(ownershipRequired), .failure) }
         return (.refused(refusal), .failure)

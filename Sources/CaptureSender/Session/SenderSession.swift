@@ -117,7 +117,7 @@ struct SenderSession {
             do {
                 try state.helloSent()
             } catch {
-                return fail(.protocolViolation(error.description), retry: false)
+                return fail(.protocolViolation(error.message(naming: settingNames)), retry: false)
             }
             return [.send(.hello(hello)), .flush]
         case .received(let message, let writable, let log):
@@ -154,9 +154,9 @@ struct SenderSession {
         } catch {
             let refusal: [Action] = [.send(.error(error.errorFrame)), .flush]
             if case .cannotResume(_, _, let heldUntil) = error {
-                return refusal + complete(.cannotResume(.protocolViolation(error.description), receiverHoldsUntil: heldUntil)) + [.close]
+                return refusal + complete(.cannotResume(.protocolViolation(error.message(naming: settingNames)), receiverHoldsUntil: heldUntil)) + [.close]
             }
-            return refusal + fail(.protocolViolation(error.description), retry: Self.isRetryable(error)) + [.close]
+            return refusal + fail(.protocolViolation(error.message(naming: settingNames)), retry: Self.isRetryable(error)) + [.close]
         }
         switch event {
         case .accepted(let accepted):
@@ -209,7 +209,7 @@ struct SenderSession {
         do {
             try state.endOfStreamSent(lastSequence: last, endSampleTime: end.endSampleTime)
         } catch {
-            return fail(.protocolViolation(error.description), retry: false)
+            return fail(.protocolViolation(error.message(naming: settingNames)), retry: false)
         }
         endSent = true
         return [.send(.endOfStream(.with {
@@ -236,7 +236,7 @@ struct SenderSession {
             do {
                 try state.sent(sequence: entry.sequence)
             } catch {
-                return actions + fail(.protocolViolation(error.description), retry: false) + [.close]
+                return actions + fail(.protocolViolation(error.message(naming: settingNames)), retry: false) + [.close]
             }
             actions.append(.send(entry.wireMessage))
             nextToSend = entry.sequence + 1

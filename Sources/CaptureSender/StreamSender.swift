@@ -281,7 +281,7 @@ public final class StreamSender: Sendable {
                 return .failure(giveUpNow(reason, lastError: outcome))
             case .reconnect(let delay, let error):
                 logger.warning("connection to the receiver lost; reconnecting", metadata: [
-                    "receiver": "\(receiver)", "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay.inSeconds))",
+                    "receiver": "\(receiver)", "reason": "\(error.message(naming: configuration.settingNames))", "retry-in-s": "\(String(format: "%.2f", delay.inSeconds))",
                     "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: destination))",
                 ])
                 control.link = .reconnecting
@@ -352,7 +352,7 @@ public final class StreamSender: Sendable {
         let fromSecond = sampleRate > 0 ? Double(log.progress(for: configuration.destination).acknowledgedEndSampleTime) / sampleRate : 0
         let error = SenderError.gaveUp(receiver: receiver, reason: reason, fromSecond: fromSecond)
         var metadata: Logger.Metadata = [:]
-        if case .interrupted(let last, _, _)? = lastError { metadata["last-error"] = "\(last)" }
+        if case .interrupted(let last, _, _)? = lastError { metadata["last-error"] = "\(last.message(naming: configuration.settingNames))" }
         logger.error("giving up on a backup receiver: \(error.message(naming: configuration.settingNames))", metadata: metadata)
         control.link = .gaveUp
         return error

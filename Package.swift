@@ -96,7 +96,7 @@ let package = Package(
         .target(
             name: "CaptureSecurity",
             dependencies: [
-                "CaptureErrorText",
+                "CaptureCore", "CaptureErrorText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -371,6 +371,7 @@ let package = Package(
             name: "SettingsTests",
             dependencies: [
                 "capture-send", "capture-recv", "CaptureCLISupport", "SettingsChecks", "FuzzChecks", "CaptureSender", "CaptureReceiver", "CaptureCore",
+                "CaptureSecurity", "CaptureLocalCopy", "CaptureConsole", "CaptureExport", "CaptureALSA", "CaptureWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

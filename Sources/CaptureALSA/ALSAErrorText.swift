@@ -7,8 +7,9 @@ import Glibc
 /// The wording of the errors the ALSA source throws, kept in one place so each one says what to do.
 enum ALSAErrorText {
     /// What the user can do when no capture device is usable.
-    static let noDeviceAdvice =
-        "Run `capture-send --list-devices` to see the capture devices, or use `--source tone` to send a test tone without a sound card."
+    static func noDeviceAdvice(_ naming: any SettingNaming) -> String {
+        "Run `\(naming.name(of: .deviceList))` to see the capture devices, or use `\(naming.name(of: .toneSource))` to send a test tone without a sound card."
+    }
 
     /// libasound's text for a negative error code.
     static func describe(_ code: Int32) -> String {
@@ -16,24 +17,24 @@ enum ALSAErrorText {
     }
 
     /// The device could not be opened at all.
-    static func openFailed(device: String, code: Int32) -> CaptureError {
+    static func openFailed(device: String, code: Int32, naming: any SettingNaming) -> CaptureError {
         var reason = describe(code)
         if code == -EBUSY {
             reason += " (another program is capturing from it)"
         } else if code == -ENOENT || code == -ENODEV {
             reason += " (no such capture device; there may be no sound card)"
         }
-        return .openFailed("cannot open ALSA capture device '\(device)': \(reason). \(noDeviceAdvice)")
+        return .openFailed("cannot open ALSA capture device '\(device)': \(reason). \(noDeviceAdvice(naming))")
     }
 
     /// A setup step after opening failed.
-    static func setupFailed(device: String, step: String, code: Int32) -> CaptureError {
-        .openFailed("cannot set up ALSA capture device '\(device)' (\(step)): \(describe(code)). Try another device, for example a `plughw:` one. \(noDeviceAdvice)")
+    static func setupFailed(device: String, step: String, code: Int32, naming: any SettingNaming) -> CaptureError {
+        .openFailed("cannot set up ALSA capture device '\(device)' (\(step)): \(describe(code)). Try another device, for example a `plughw:` one. \(noDeviceAdvice(naming))")
     }
 
     /// The device went away or stopped working.
-    static func deviceLost(device: String, code: Int32, during: String) -> CaptureError {
-        .deviceLost("ALSA capture device '\(device)' was lost while \(during): \(describe(code)). Check that it is still connected; with `--reopen` capture-send reopens it and records the gap.")
+    static func deviceLost(device: String, code: Int32, during: String, naming: any SettingNaming) -> CaptureError {
+        .deviceLost("ALSA capture device '\(device)' was lost while \(during): \(describe(code)). Check that it is still connected; with `\(naming.name(of: .reopenDevice))` capture-send reopens it and records the gap.")
     }
 }
 

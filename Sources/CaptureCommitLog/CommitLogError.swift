@@ -26,7 +26,10 @@ public enum CommitLogError: Error, Equatable, Sendable, CustomStringConvertible 
     /// The log failed earlier (`writeFailed`) and takes nothing more.
     case failedEarlier(String)
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
         case .unreadable(let path, let reason):
             return "cannot read the commit log file \(path): \(reason). It may hold acknowledged audio, so the receiver does not start without it: "
@@ -45,7 +48,7 @@ public enum CommitLogError: Error, Equatable, Sendable, CustomStringConvertible 
             return "the commit log segment \(path) belongs to another log (id \(String(logID, radix: 16))): move it out of the log's folder"
         case .logVolumeFull(let directory, let segmentSize):
             return "the commit log's volume is full: no new \(segmentSize >> 20) MiB segment fits in \(directory). Free space there, "
-                + "or give --log-dir another volume; audio not yet acknowledged stays with the senders"
+                + "or give \(naming.name(of: .commitLogFolder)) another volume; audio not yet acknowledged stays with the senders"
         case .writeFailed(let error):
             return "writing the commit log failed: \(error). The receiver acknowledges nothing more until it is restarted "
                 + "(a failed sync cannot be retried safely)"

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import Crypto
 import Foundation
@@ -73,27 +74,32 @@ public struct ConsoleAccess: Sendable {
     }
 }
 
-/// Why the receiver's HTTP server cannot start.
+/// Why the receiver's HTTP server cannot start. Its text names the settings to change through a
+/// `SettingNaming` (`message(naming:)`); `description` uses the library's own words.
 public enum ConsoleSetupError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// A non-loopback address without `--http-token-file`.
+    /// A non-loopback address without tokens.
     case tokensRequired(host: String)
     /// The TLS certificate or key cannot be used.
     case tls(String)
     /// The address cannot be listened on.
     case cannotListen(host: String, port: Int, reason: String)
-    /// A host name (`--http`, `--http-allow-host`) that is no host name or address.
-    case badHost(option: String, value: String)
+    /// A host name (the console's address, an allowed host name) that is no host name or address.
+    case badHost(setting: Setting, value: String)
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
         case .tokensRequired(let host):
-            return "--http \(host) is reachable from other machines, and the console plays live audio: give --http-token-file FILE (the tokens that may use it), or listen on 127.0.0.1"
+            return "\(naming.name(of: .consoleAddress)) \(host) is reachable from other machines, and the console plays live audio:"
+                + " give \(naming.name(of: .consoleTokenFile, value: "FILE")) (the tokens that may use it), or listen on 127.0.0.1"
         case .tls(let message):
             return "cannot serve the console over TLS: \(message)"
         case .cannotListen(let host, let port, let reason):
-            return "cannot serve the console and metrics on \(host):\(port): \(reason); choose another address with --http HOST:PORT"
-        case .badHost(let option, let value):
-            return "\(option) \(value) is not a host name or address: give a name such as recorder.example or an address such as 192.0.2.10 or [2001:db8::1], optionally with :PORT"
+            return "cannot serve the console and metrics on \(host):\(port): \(reason); choose another address with \(naming.name(of: .consoleAddress, value: "HOST:PORT"))"
+        case .badHost(let setting, let value):
+            return "\(naming.name(of: setting)) \(value) is not a host name or address: give a name such as recorder.example or an address such as 192.0.2.10 or [2001:db8::1], optionally with :PORT"
         }
     }
 }

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CaptureCore
 import Glibc
 #endif
 
@@ -65,14 +66,14 @@ public struct ConsoleHostNames: Sendable {
             }
         } else {
             guard let own = Self.host(Substring(bare.contains(":") ? "[\(bare)]" : bare)) else {
-                throw .badHost(option: "--http", value: listenHost)
+                throw .badHost(setting: .consoleAddress, value: listenHost)
             }
             anyPort = [own]
             if ConsoleAccess.isLoopback(listenHost) { anyPort.formUnion(loopback) }
         }
         var onePort: Set<Endpoint> = []
         for value in allowed {
-            guard let (text, port) = Self.split(authority: value), let host = Self.host(text) else { throw .badHost(option: "--http-allow-host", value: value) }
+            guard let (text, port) = Self.split(authority: value), let host = Self.host(text) else { throw .badHost(setting: .consoleAllowedHost, value: value) }
             if let port { onePort.insert(Endpoint(host: host, port: port)) } else { anyPort.insert(host) }
         }
         self.anyPort = anyPort
@@ -84,26 +85,26 @@ public struct ConsoleHostNames: Sendable {
     /// Why a request whose `Host` header is `authority` gets no answer (one line, for the
     /// response's body); nil when it may proceed. `secure`: over HTTPS (a Host without a port then
     /// means 443, otherwise 80).
-    public func refusal(host authority: String?, secure: Bool) -> String? {
+    public func refusal(host authority: String?, secure: Bool, settingNames: any SettingNaming = LibrarySettingNames()) -> String? {
         guard let authority else { return nil }
         guard let (text, port) = Self.split(authority: authority), let host = Self.host(text) else {
             return "capture-recv: the request's Host (\(Self.printable(authority))) is not a host name or address"
         }
         if answers(host, port: port ?? (secure ? 443 : 80)) { return nil }
         let name = Self.printable(String(text).lowercased())
-        return "capture-recv: this console does not answer to the name \(name) (the request's Host); if that name is this machine's, start capture-recv with --http-allow-host \(name)"
+        return "capture-recv: this console does not answer to the name \(name) (the request's Host); if that name is this machine's, start capture-recv with \(settingNames.name(of: .consoleAllowedHost)) \(name)"
     }
 
     /// Why a request with `method` from a page at `origin` (its `Origin` header) is refused (one
     /// line); nil when it may proceed. GET and HEAD change nothing and are not checked; nor is a
     /// request without an `Origin` (not from a page: a script, curl).
-    public func refusal(origin: String?, method: String) -> String? {
+    public func refusal(origin: String?, method: String, settingNames: any SettingNaming = LibrarySettingNames()) -> String? {
         guard let origin, method != "GET", method != "HEAD" else { return nil }
         if let (scheme, rest) = Self.splitScheme(origin), let (text, port) = Self.split(authority: rest), let host = Self.host(text),
            answers(host, port: port ?? (scheme == "https" ? 443 : 80)) {
             return nil
         }
-        return "capture-recv: this console takes no \(Self.printable(method)) from pages of \(Self.printable(origin)) (the request's Origin); if that site is this console's, start capture-recv with --http-allow-host NAME for its host name"
+        return "capture-recv: this console takes no \(Self.printable(method)) from pages of \(Self.printable(origin)) (the request's Origin); if that site is this console's, start capture-recv with \(settingNames.name(of: .consoleAllowedHost, value: "NAME")) for its host name"
     }
 
     private func answers(_ host: Host, port: Int) -> Bool {

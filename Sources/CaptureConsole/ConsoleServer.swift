@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureErrorText
 import CaptureMetrics
 import CaptureReceiver
@@ -24,6 +25,9 @@ public struct ConsoleSettings: Sendable {
     public var tlsKeyPath: String?
     /// A connection that sends no request for this long is closed (bounded resources per client).
     public var idleTimeout: Duration
+    /// How refusals and errors name a setting to change: the library's words unless the program
+    /// has its own (capture-recv: its flags).
+    public var settingNames: any SettingNaming = LibrarySettingNames()
 
     public init(host: String, port: Int, access: ConsoleAccess, tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil, idleTimeout: Duration = .seconds(30)) {
         self.host = host
@@ -48,11 +52,11 @@ public enum ConsoleServer {
         recordings: RecordingCatalogue? = nil, logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
     ) throws(ConsoleSetupError) -> ConsoleService {
         let router = Router()
-        router.add(middleware: HostCheckMiddleware(hosts: settings.access.hosts, secure: settings.tlsCertificatePath != nil))
-        router.add(middleware: AccessMiddleware(access: settings.access, secure: settings.tlsCertificatePath != nil))
+        router.add(middleware: HostCheckMiddleware(hosts: settings.access.hosts, secure: settings.tlsCertificatePath != nil, settingNames: settings.settingNames))
+        router.add(middleware: AccessMiddleware(access: settings.access, secure: settings.tlsCertificatePath != nil, settingNames: settings.settingNames))
         ConsoleRoutes(metrics: metrics, directory: directory, listening: listening, access: settings.access, secure: settings.tlsCertificatePath != nil)
             .register(on: router)
-        RecordingRoutes(catalogue: recordings).register(on: router)
+        RecordingRoutes(catalogue: recordings, settingNames: settings.settingNames).register(on: router)
         let http1 = HTTPServerBuilder.http1(configuration: .init(idleTimeout: .init(settings.idleTimeout)))
         let server: HTTPServerBuilder
         if let certificate = settings.tlsCertificatePath, let key = settings.tlsKeyPath {
@@ -97,16 +101,17 @@ public enum ConsoleServer {
 struct HostCheckMiddleware<Context: RequestContext>: RouterMiddleware {
     let hosts: ConsoleHostNames
     let secure: Bool
+    let settingNames: any SettingNaming
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // The first Host is the request's authority; another one stays among the fields.
         if request.headers.contains(where: { $0.name.canonicalName == "host" }) {
             return Self.refusal(.badRequest, "capture-recv: the request has more than one Host header")
         }
-        if let message = hosts.refusal(host: request.head.authority, secure: secure) {
+        if let message = hosts.refusal(host: request.head.authority, secure: secure, settingNames: settingNames) {
             return Self.refusal(.misdirectedRequest, message)
         }
-        if let message = hosts.refusal(origin: request.headers[.origin], method: request.method.rawValue) {
+        if let message = hosts.refusal(origin: request.headers[.origin], method: request.method.rawValue, settingNames: settingNames) {
             return Self.refusal(.forbidden, message)
         }
         return try await next(request, context)
@@ -125,16 +130,17 @@ struct HostCheckMiddleware<Context: RequestContext>: RouterMiddleware {
 struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
     let access: ConsoleAccess
     let secure: Bool
+    let settingNames: any SettingNaming
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // The login form and its style sheet are open: they reveal nothing.
         if request.uri.path == "/login" || request.uri.path == "/console.css" { return try await next(request, context) }
         let allowed = access.allows(authorization: request.headers[.authorization], cookieHeader: request.headers[.cookie])
-        guard allowed else { return Self.refusal(for: request) }
+        guard allowed else { return Self.refusal(for: request, settingNames: settingNames) }
         return try await next(request, context)
     }
 
-    static func refusal(for request: Request) -> Response {
+    static func refusal(for request: Request, settingNames: any SettingNaming) -> Response {
         let wantsPage = request.headers[.accept]?.contains("text/html") ?? false
         if wantsPage {
             return ConsoleRoutes.page(ConsolePage.login(message: nil), status: .unauthorized)
@@ -142,7 +148,8 @@ struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.wwwAuthenticate] = #"Bearer realm="capture-recv""#
-        let body = #"{"error":"this receiver's console needs a token: send Authorization: Bearer TOKEN (a token of its --http-token-file), or log in at /login"}"#
+        let body = #"{"error":"this receiver's console needs a token: send Authorization: Bearer TOKEN (a token of its "#
+            + settingNames.name(of: .consoleTokenFile) + #"), or log in at /login"}"#
         return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 }

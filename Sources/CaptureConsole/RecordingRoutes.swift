@@ -21,12 +21,15 @@ struct RecordingRoutes: Sendable {
     let catalogue: RecordingCatalogue?
     /// Exports running at once (each decodes or copies a whole recording on a thread).
     let exports: ExportSlots
+    /// How refused exports name a setting.
+    let settingNames: any SettingNaming
 
     static let filePrefix = "/api/recordings/file/"
     static let exportPrefix = "/api/recordings/export/"
 
-    init(catalogue: RecordingCatalogue?, simultaneousExports: Int = 2) {
+    init(catalogue: RecordingCatalogue?, simultaneousExports: Int = 2, settingNames: any SettingNaming = LibrarySettingNames()) {
         self.catalogue = catalogue
+        self.settingNames = settingNames
         exports = ExportSlots(limit: simultaneousExports)
     }
 
@@ -186,6 +189,7 @@ struct RecordingRoutes: Sendable {
         defer { exports.give() }
         // On a thread of its own: an export can take minutes, and must hold neither an event loop
         // nor one of the few threads of NIO's pool that serve file reads.
+        let settingNames = self.settingNames
         outcome = await BlockingWork.run("export") { () -> Result<(TemporaryExport, String, Int64?), ExportRefusal> in
             let folder: TemporaryExport
             do {
@@ -200,8 +204,8 @@ struct RecordingRoutes: Sendable {
             } catch {
                 folder.remove()
                 switch error {
-                case .unreadable, .unsupported: return .failure(ExportRefusal(status: .unprocessableContent, message: error.description))
-                case .exists, .writeFailed: return .failure(ExportRefusal(status: .internalServerError, message: error.description))
+                case .unreadable, .unsupported, .oggNeedsOpus: return .failure(ExportRefusal(status: .unprocessableContent, message: error.message(naming: settingNames)))
+                case .exists, .writeFailed: return .failure(ExportRefusal(status: .internalServerError, message: error.message(naming: settingNames)))
                 }
             }
         }

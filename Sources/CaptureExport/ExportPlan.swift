@@ -35,7 +35,7 @@ struct ExportPlan {
             throw refuse("it holds \(what), which export does not convert; it exports what capture-recv records: s16, s24, s32 or f32 little-endian PCM at 8 to 192 kHz, or Opus, 1 to 8 channels")
         }
         if format == .ogg, stream.formatID != .opus {
-            throw refuse("it is not an Opus recording: --to ogg remuxes Opus; export linear PCM as flac, wav or rf64")
+            throw .oggNeedsOpus(path: path, packetTable: false)
         }
         self.file = file
         self.format = format

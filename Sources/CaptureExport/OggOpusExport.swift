@@ -24,7 +24,7 @@ enum OggOpusExport {
     static func packets(_ plan: ExportPlan, _ body: (Packet) throws(ExportError) -> Void) throws(ExportError) {
         let file = plan.file
         guard file.format.formatID == .opus, let table = file.packetTable, let packets = file.packetCount else {
-            throw .unsupported("cannot export \(file.path): it is not an Opus recording with a packet table: --to ogg remuxes finished Opus recordings")
+            throw .oggNeedsOpus(path: file.path, packetTable: true)
         }
         let preSkip = Int64(table.primingFrames)
         guard preSkip <= Int64(UInt16.max) else {

@@ -54,7 +54,8 @@ public struct LocalCopySettings: Sendable, Equatable {
     }
 }
 
-/// Why a local copy cannot be made or went wrong; each message says what to do.
+/// Why a local copy cannot be made or went wrong; each message says what to do, naming the
+/// settings through a `SettingNaming` (`message(naming:)`).
 public enum LocalCopyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The path's extension names no container the copy can write.
     case unsupportedContainer(path: String)
@@ -65,16 +66,20 @@ public enum LocalCopyError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The file could not be created.
     case cannotCreate(path: String, reason: String)
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
+        let localCopy = naming.name(of: .localCopy)
         switch self {
         case .unsupportedContainer(let path):
-            return "--record \(path): the file must end in .caf, .wav or .flac"
+            return "\(localCopy) \(path): the file must end in .caf, .wav or .flac"
         case .invalidSegment(let seconds):
-            return "--record-segment is \(seconds) s: use 1 s to 24 h (1s, 15m, 1h)"
+            return "\(naming.name(of: .localCopySegment)) is \(seconds) s: use 1 s to 24 h (1s, 15m, 1h)"
         case .unsupportedFormat(let reason):
-            return "--record: \(reason)"
+            return "\(localCopy): \(reason)"
         case .cannotCreate(let path, let reason):
-            return "--record: cannot create \(path): \(reason); choose a folder the user can write to, with room"
+            return "\(localCopy): cannot create \(path): \(reason); choose a folder the user can write to, with room"
         }
     }
 }

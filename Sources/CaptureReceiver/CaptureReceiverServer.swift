@@ -14,21 +14,45 @@ import NIOPosix
 import NIOSSL
 import CaptureSecurity
 
-/// Why the receiver could not start.
+/// Why the receiver could not start. Its text names the settings to change through a
+/// `SettingNaming` (`message(naming:)`); `description` uses the library's own words.
 public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConvertible {
-    case outputDirectory(String)
+    case outputDirectory(OutputFolderProblem)
     case bindFailed(host: String, port: Int, reason: String)
     /// The TLS certificate, key or client CA cannot be used.
     case tls(String)
     /// The commit log cannot be opened or replayed.
-    case commitLog(String)
+    case commitLog(CommitLogStartFailure)
 
-    public var description: String {
+    /// What is wrong with the output folder.
+    public enum OutputFolderProblem: Equatable, Sendable {
+        /// The folder does not exist and cannot be created.
+        case cannotCreate(path: String, reason: String)
+        /// The path names a file.
+        case notAFolder(path: String)
+        /// The folder exists but cannot be written to.
+        case notWritable(path: String)
+        /// The stream index in the folder cannot be created.
+        case streamIndex(reason: String)
+    }
+
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
-        case .outputDirectory(let message): return message
-        case .tls(let message), .commitLog(let message): return message
+        case .outputDirectory(.cannotCreate(let path, let reason)):
+            return "cannot create the output folder \(path): \(reason); create it for the user capture-recv runs as, or choose another with \(naming.name(of: .outputFolder))"
+        case .outputDirectory(.notAFolder(let path)):
+            return "\(naming.name(of: .outputFolder)) \(path) is a file, not a folder; name a folder for the recordings"
+        case .outputDirectory(.notWritable(let path)):
+            return "cannot write to the output folder \(path); check its permissions"
+        case .outputDirectory(.streamIndex(let reason)):
+            return "cannot create the stream index in the output folder: \(reason)"
+        case .tls(let message): return message
+        case .commitLog(let failure): return failure.message(naming: naming)
         case .bindFailed(let host, let port, let reason):
-            return "cannot listen on \(host):\(port): \(reason); choose another address with --listen HOST:PORT"
+            return "cannot listen on \(host):\(port): \(reason); choose another address with \(naming.name(of: .listenAddress, value: "HOST:PORT"))"
         }
     }
 }
@@ -159,10 +183,10 @@ public final class CaptureReceiverServer: Service, Sendable {
         try prepareOutputDirectory(configuration.outputDirectory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(System.coreCount, 4)))
         let registry = StreamRegistry()
-        let tls = try configuration.tls?.prepare()
+        let tls = try configuration.tls?.prepare(settingNames: configuration.settingNames)
         let writerPool = try WriterPool(
             policy: configuration.syncPolicy, metrics: configuration.metrics, outputDirectory: configuration.outputDirectory,
-            logRoot: configuration.logDirectory, logger: logger)
+            logRoot: configuration.logDirectory, logger: logger, settingNames: configuration.settingNames)
         // Hand-offs a previous run did not complete run again.
         configuration.handOff?.start()
         // Alarms raised before the last stop stay raised; hook runs not completed then run again.
@@ -200,18 +224,18 @@ public final class CaptureReceiverServer: Service, Sendable {
             do {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             } catch {
-                throw .outputDirectory("cannot create the output folder \(path): \(SystemErrorText.describe(error)); create it for the user capture-recv runs as, or choose another with --out")
+                throw .outputDirectory(.cannotCreate(path: path, reason: SystemErrorText.describe(error)))
             }
         } else if !isDirectory.boolValue {
-            throw .outputDirectory("--out \(path) is a file, not a folder; name a folder for the recordings")
+            throw .outputDirectory(.notAFolder(path: path))
         }
         guard FileManager.default.isWritableFile(atPath: path) else {
-            throw .outputDirectory("cannot write to the output folder \(path); check its permissions")
+            throw .outputDirectory(.notWritable(path: path))
         }
         do throws(DurableFileError) {
             try StreamIndex(outputDirectory: path).prepare()
         } catch {
-            throw .outputDirectory("cannot create the stream index in the output folder: \(error.description)")
+            throw .outputDirectory(.streamIndex(reason: error.description))
         }
     }
 

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureErrorText
 import CaptureSecurity
 import CaptureWireNIO
@@ -71,7 +72,7 @@ struct ConnectionSetup: Sendable {
             // Full: the connection goes before it reads a byte or opens a file. A flood of them is
             // logged as one line per interval.
             if let count = overflow.record() {
-                logger.warning("refusing connections: the receiver already has its limit of \(connectionLimit) connections (--max-streams \(configuration.maximumStreams) and \(StreamCapacity.handshakeAllowance) in their handshake); raise --max-streams if the open-file limit allows", metadata: ["refused": "\(count)"])
+                logger.warning("refusing connections: the receiver already has its limit of \(connectionLimit) connections (\(configuration.settingNames.name(of: .maximumStreams)) \(configuration.maximumStreams) and \(StreamCapacity.handshakeAllowance) in their handshake); raise \(configuration.settingNames.name(of: .maximumStreams)) if the open-file limit allows", metadata: ["refused": "\(count)"])
             }
             channel.close(promise: nil)
             return
@@ -96,7 +97,7 @@ struct ConnectionSetup: Sendable {
             } else {
                 handler = NIOSSLServerHandler(context: tls.context)
             }
-            try options.addHandlers([PlaintextOnTLSPortDetector(logger: logger), handler])
+            try options.addHandlers([PlaintextOnTLSPortDetector(logger: logger, settingNames: configuration.settingNames), handler])
         }
         var handlers: [any ChannelHandler] = [
             IdleStateHandler(readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)),

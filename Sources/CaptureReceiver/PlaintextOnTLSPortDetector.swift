@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureWire
 import CaptureWireNIO
 import Logging
@@ -16,8 +17,12 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
     private let logger: Logger
     private var decided = false
 
-    init(logger: Logger) {
+    /// How the refusal names the settings the sender needs.
+    private let settingNames: any SettingNaming
+
+    init(logger: Logger, settingNames: any SettingNaming) {
         self.logger = logger
+        self.settingNames = settingNames
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -44,8 +49,9 @@ final class PlaintextOnTLSPortDetector: ChannelInboundHandler, RemovableChannelH
         logger[metadataKey: "peer"] = "\(context.remoteAddress?.userText ?? "unknown peer")"
         let head = buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, WireProtocol.magic.count)) ?? []
         if Array(WireProtocol.magic.prefix(head.count)) == head {
-            logger.warning("refused: plaintext client on a TLS port; the sender must connect with --tls", metadata: ["code": "AUTHENTICATION_FAILED"])
-            let message = "this receiver requires TLS: connect with --tls (and --ca or --pin to trust its certificate)"
+            logger.warning(
+                "refused: plaintext client on a TLS port; the sender must connect with \(settingNames.name(of: .senderTLS))", metadata: ["code": "AUTHENTICATION_FAILED"])
+            let message = "this receiver requires TLS: connect with \(WireError.connectWithTLS(naming: settingNames))"
             var frame = context.channel.allocator.buffer(capacity: 128)
             do {
                 try WireFrameEncoder().encode(data: .error(.with { $0.code = .authenticationFailed; $0.message = message; $0.fatal = true }), out: &frame)

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import NIOCore
 
@@ -73,6 +74,9 @@ public struct ReceiverConfiguration: Sendable {
     public var alarmHook: AlarmHook? = nil
     /// How recordings are named (`--name-template`).
     public var nameTemplate: FileNameTemplate = .standard
+    /// How the receiver's own log lines and refusals name a setting to change ("raise the stream
+    /// limit"): the library's words unless the program has its own (capture-recv: its flags).
+    public var settingNames: any SettingNaming = LibrarySettingNames()
 
     public init(
         outputDirectory: String, host: String = "0.0.0.0", port: Int = ReceiverConfiguration.defaultPort,

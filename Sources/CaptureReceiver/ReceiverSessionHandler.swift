@@ -66,7 +66,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         self.rateLimiter = rateLimiter
         self.tlsReport = tlsReport
         self.usesTLS = usesTLS
-        session = ReceiverSession(settings: ReceiverSession.Settings(configuration: configuration, usesTLS: usesTLS))
+        session = ReceiverSession(
+            settings: ReceiverSession.Settings(configuration: configuration, usesTLS: usesTLS), settingNames: configuration.settingNames)
     }
 
     /// The session's state (for tests).
@@ -126,7 +127,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             // The TLS handshake failed: say why once (a probe that sent nothing, or an already
             // refused connection, adds nothing), count an authentication failure, and close.
             guard session.connection == .open else { return }
-            let explained = ReceiverTLSFailure.explain(error, report: tlsReport)
+            let explained = ReceiverTLSFailure.explain(error, report: tlsReport, settingNames: configuration.settingNames)
             logger.warning("refused: \(explained.reason)", metadata: ["code": "\(explained.authentication ? "AUTHENTICATION_FAILED" : "TLS")"])
             if explained.authentication, rateLimiter.recordFailure(from: peerAddress) {
                 logger.warning("too many failed authentications from this address; refusing it for a while")
@@ -256,7 +257,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         }
         let (authentication, record) = gate.authenticate(
             peer: peerAddress, blockedForSeconds: rateLimiter.remainingBlock(for: peerAddress),
-            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token)
+            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token, settingNames: configuration.settingNames)
         switch record {
         case .failure:
             if rateLimiter.recordFailure(from: peerAddress) {
@@ -268,7 +269,8 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             break
         }
         let reservation = authentication == .admitted ? registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) : nil
-        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams)
+        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams,
+            settingNames: configuration.settingNames)
     }
 
     /// Opens (continues or creates) the stream's file off the event loop, then reports back on it.

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import Foundation
 import NIOCore
@@ -26,7 +27,7 @@ public struct ReceiverTLSConfiguration: Sendable {
     }
 
     /// Loads the files and builds the server context: TLS 1.2 at least, 1.3 preferred.
-    func prepare() throws(ReceiverStartError) -> Prepared {
+    func prepare(settingNames: any SettingNaming) throws(ReceiverStartError) -> Prepared {
         var tls: TLSConfiguration
         var clientVerifier: PeerCertificateVerifier?
         do throws(SecurityError) {
@@ -38,7 +39,7 @@ public struct ReceiverTLSConfiguration: Sendable {
                 tls.trustRoots = .certificates(try PEMFiles.certificates(at: clientCAPath))
                 tls.certificateVerification = .noHostnameVerification
                 clientVerifier = PeerCertificateVerifier(
-                    trust: .authorities(authorities), peerName: "the sender", authorityOption: "--client-ca"
+                    trust: .authorities(authorities), peerName: "the sender", authority: .clientCertificateAuthority, settingNames: settingNames
                 )
             } else {
                 tls.certificateVerification = .none
@@ -59,13 +60,13 @@ public struct ReceiverTLSConfiguration: Sendable {
 /// Turns TLS handshake errors on the receiver into the line it logs with the peer's address.
 enum ReceiverTLSFailure {
     /// The reason, and whether it counts as a failed authentication (for the rate limiter).
-    static func explain(_ error: Error, report: TLSVerificationReport?) -> (reason: String, authentication: Bool) {
+    static func explain(_ error: Error, report: TLSVerificationReport?, settingNames: any SettingNaming) -> (reason: String, authentication: Bool) {
         if let failure = report?.failure {
             return ("client certificate refused: \(failure)", true)
         }
         let text = "\(error)"
         if text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") || text.contains("CERTIFICATE_REQUIRED") {
-            return ("missing client certificate: the sender presented none, and --client-ca requires one (capture-send --cert/--key)", true)
+            return ("missing client certificate: the sender presented none, and \(settingNames.name(of: .clientCertificateAuthority)) requires one (\(settingNames.name(of: .senderClientCertificate)))", true)
         }
         if text.contains("WRONG_VERSION_NUMBER") || text.contains("HTTP_REQUEST") || text.contains("PACKET_LENGTH_TOO_LONG") {
             return ("the client does not speak TLS on this TLS port", false)

@@ -46,6 +46,8 @@ public final class WriterPool: @unchecked Sendable {
     /// How checkpoints and new files are made durable.
     let syncMethod: RecordingSyncMethod
     let logger: Logger
+    /// How log lines and failures name a setting to change.
+    private let settingNames: any SettingNaming
     private let lanes: [WriterLane]
     private let log: ReceiverLog
     /// Syncs the file system holding a directory; the errno when it failed.
@@ -80,12 +82,13 @@ public final class WriterPool: @unchecked Sendable {
     /// commit thread and the checkpoint thread.
     public convenience init(
         threads: Int = 2, policy: SyncPolicy, metrics: (any ReceiverMetricsRecorder)?, outputDirectory: String, logRoot: String? = nil,
-        segmentSize: UInt64 = WriterPool.defaultSegmentSize, logger: Logger = Logger(label: "capture-recv.storage")
+        segmentSize: UInt64 = WriterPool.defaultSegmentSize, logger: Logger = Logger(label: "capture-recv.storage"),
+        settingNames: any SettingNaming = LibrarySettingNames()
     ) throws(ReceiverStartError) {
         let fileSystems = FileSystemSync()
         try self.init(
             threads: threads, policy: policy, metrics: metrics, outputDirectory: outputDirectory, logRoot: logRoot, segmentSize: segmentSize,
-            syncMethod: RecordingSyncMethod.detect(directory: outputDirectory), logger: logger
+            syncMethod: RecordingSyncMethod.detect(directory: outputDirectory), logger: logger, settingNames: settingNames
         ) { fileSystems.synchronize(directory: $0) }
     }
 
@@ -96,8 +99,10 @@ public final class WriterPool: @unchecked Sendable {
     /// and make checkpoints durable by `syncMethod`.
     init(
         threads: Int, policy: SyncPolicy, metrics: (any ReceiverMetricsRecorder)?, outputDirectory: String, logRoot: String?, segmentSize: UInt64,
-        syncMethod: RecordingSyncMethod, logger: Logger, synchronizeFileSystem: @escaping @Sendable (String) -> Int32?
+        syncMethod: RecordingSyncMethod, logger: Logger, settingNames: any SettingNaming = LibrarySettingNames(),
+        synchronizeFileSystem: @escaping @Sendable (String) -> Int32?
     ) throws(ReceiverStartError) {
+        self.settingNames = settingNames
         self.policy = policy
         self.metrics = metrics
         self.outputDirectory = outputDirectory
@@ -109,7 +114,7 @@ public final class WriterPool: @unchecked Sendable {
         do throws(LogRecovery.OpenFailure) {
             log = try LogRecovery.openReceiverLog(root: root, outputDirectory: outputDirectory, segmentSize: segmentSize, logger: logger)
         } catch {
-            throw .commitLog(error.description)
+            throw .commitLog(error)
         }
         lanes = (0..<max(1, threads)).map { WriterLane(name: "writer-pool \($0)") }
         let committer = Thread { [self] in commitLoop() }
@@ -289,8 +294,9 @@ public final class WriterPool: @unchecked Sendable {
             for entry in logged { try log.append(subject: entry.take.subject, file: entry.take.file, roundBody: entry.take.roundBody) }
             try log.commit()
         } catch {
-            logger.error("the receiver cannot acknowledge audio: \(error.description)")
-            onLanesLater(logged, lane: \.writer.lane) { $0.writer.failSync(.writeFailed(error.description)) }
+            let reason = error.message(naming: settingNames)
+            logger.error("the receiver cannot acknowledge audio: \(reason)")
+            onLanesLater(logged, lane: \.writer.lane) { $0.writer.failSync(.writeFailed(reason)) }
             return
         }
         let took = ContinuousClock.now - started
@@ -430,7 +436,7 @@ public final class WriterPool: @unchecked Sendable {
                 checkpointCompletedPosition = position
             }
         } catch {
-            logger.error("cannot record the checkpoint in the commit log: \(error.description)")
+            logger.error("cannot record the checkpoint in the commit log: \(error.message(naming: settingNames))")
         }
     }
 

@@ -106,7 +106,7 @@ public enum CertificateFactory {
         let keyPath = (directory as NSString).appendingPathComponent("key.pem")
         let manager = FileManager.default
         if !overwrite, manager.fileExists(atPath: certificatePath) || manager.fileExists(atPath: keyPath) {
-            throw .certificateGeneration("\(directory) already holds cert.pem or key.pem; choose another --out folder or pass --force to replace them")
+            throw .certificateFilesExist(directory: directory)
         }
         do {
             try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 import NIOCore
 import NIOSSL
@@ -48,13 +49,16 @@ public struct PeerCertificateVerifier: Sendable {
     public let trust: Trust
     /// Who the peer is in messages: "the receiver" or "the sender".
     public let peerName: String
-    /// The option that names the trusted CA, for hints ("--ca", "--client-ca").
-    public let authorityOption: String
+    /// The setting that names the trusted CA, for hints (`.certificateAuthority`, `.clientCertificateAuthority`).
+    public let authority: Setting
+    /// How hints name settings.
+    public let settingNames: any SettingNaming
 
-    public init(trust: Trust, peerName: String, authorityOption: String) {
+    public init(trust: Trust, peerName: String, authority: Setting, settingNames: any SettingNaming = LibrarySettingNames()) {
         self.trust = trust
         self.peerName = peerName
-        self.authorityOption = authorityOption
+        self.authority = authority
+        self.settingNames = settingNames
     }
 
     /// The NIOSSL callback that checks the peer's chain and leaves the reason for a refusal in `report`.
@@ -107,7 +111,7 @@ public struct PeerCertificateVerifier: Sendable {
         switch trust {
         case .authorities(let certificates):
             roots = CertificateStore(certificates)
-            trusted = "the CA in \(authorityOption)"
+            trusted = "the CA in \(settingNames.name(of: authority))"
         case .systemStore:
             roots = CertificateStore.systemTrustRoots
             trusted = "a CA in the system trust store"
@@ -116,7 +120,8 @@ public struct PeerCertificateVerifier: Sendable {
         }
         let intermediates = CertificateStore(chain.dropFirst().compactMap { try? $0.toDERBytes() }.compactMap { try? Certificate(derEncoded: $0) })
         let peerName = self.peerName
-        let authorityOption = self.authorityOption
+        let authority = self.authority
+        let settingNames = self.settingNames
         Task {
             var verifier = Verifier(rootCertificates: roots) { RFC5280Policy() }
             let result = await verifier.validate(leaf: leaf, intermediates: intermediates)
@@ -128,8 +133,8 @@ public struct PeerCertificateVerifier: Sendable {
                 let selfSigned = leaf.issuer == leaf.subject
                 let what = selfSigned ? "is self-signed" : "was issued by \(leaf.issuer)"
                 refuse("untrusted certificate: \(peerName)'s certificate (\(leaf.subject)) \(what) and is not signed by \(trusted);"
-                    + " pass the CA that signed it with \(authorityOption)"
-                    + (authorityOption == "--ca" ? ", or pin it with --pin \(fingerprint.hex)" : ""))
+                    + " pass the CA that signed it with \(settingNames.name(of: authority))"
+                    + (authority == .certificateAuthority ? ", or pin it with \(settingNames.name(of: .certificatePin)) \(fingerprint.hex)" : ""))
             }
         }
     }

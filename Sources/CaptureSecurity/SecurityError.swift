@@ -1,5 +1,8 @@
+import CaptureCore
+
 /// Why a TLS or authentication setting cannot be used. Each message names the file or value and
-/// says what to do; the executables print it as their one line before exiting non-zero.
+/// says what to do, naming settings through a `SettingNaming` (`message(naming:)`); the executables
+/// print it, with their flags, as their one line before exiting non-zero.
 public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A file could not be read.
     case unreadableFile(path: String, reason: String)
@@ -17,11 +20,16 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
     case badHostName(String)
     /// A certificate or key could not be made or written.
     case certificateGeneration(String)
+    /// The folder already holds a certificate or key, and replacing them was not asked for.
+    case certificateFilesExist(directory: String)
     /// A `--ca` file that holds a server's own certificate (self-signed, not a CA): a pin is what
     /// trusts exactly that certificate.
     case notAnAuthority(path: String, fingerprint: String)
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
         case .unreadableFile(let path, let reason):
             return "cannot read \(path): \(reason); check the path and its permissions"
@@ -32,19 +40,22 @@ public enum SecurityError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(path) holds no usable PEM private key (\(reason)); name the key file that belongs to the certificate,"
                 + " for example the key.pem that `capture-recv gen-cert` writes"
         case .badPin(let value):
-            return "--pin \"\(value)\" is not a SHA-256 fingerprint: give 64 hexadecimal digits, with or without colons"
+            return "\(naming.name(of: .certificatePin)) \"\(value)\" is not a SHA-256 fingerprint: give 64 hexadecimal digits, with or without colons"
                 + " (as `capture-recv gen-cert` or `openssl x509 -noout -fingerprint -sha256` print it)"
         case .emptyTokenFile(let path):
             return "the token file \(path) holds no token; write one token a line (blank lines and lines starting with # are ignored)"
         case .badToken(let path, let line, let reason):
             return "the token on line \(line) of \(path) \(reason)"
         case .badHostName(let value):
-            return "--host \"\(value)\" is neither a DNS name nor an IP address; give the name or address senders connect to"
+            return "\(naming.name(of: .certificateHost)) \"\(value)\" is neither a DNS name nor an IP address; give the name or address senders connect to"
         case .certificateGeneration(let reason):
             return "cannot make the certificate: \(reason)"
+        case .certificateFilesExist(let directory):
+            return "cannot make the certificate: \(directory) already holds cert.pem or key.pem; choose another \(naming.name(of: .certificateFolder))"
+                + " or pass \(naming.name(of: .replaceCertificates)) to replace them"
         case .notAnAuthority(let path, let fingerprint):
             return "\(path) is a server's own certificate, not a certificate authority (it is self-signed, as"
-                + " `capture-recv gen-cert` makes them), so --ca cannot trust it; connect with --pin \(fingerprint) instead"
+                + " `capture-recv gen-cert` makes them), so \(naming.name(of: .certificateAuthority)) cannot trust it; connect with \(naming.name(of: .certificatePin)) \(fingerprint) instead"
         }
     }
 }

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 
 /// How much audio not yet acknowledged the packet log keeps for any receiver, and which backup
@@ -44,10 +45,13 @@ public struct BackupRoom: Sendable, Equatable, CustomStringConvertible {
 
     /// "its acknowledgements fell 1.0 MiB behind, the spool's limit (--spool-max), and …", for the
     /// line that names a backup given up for it.
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The text, naming the spool's limit as `naming` spells it.
+    public func message(naming: any SettingNaming) -> String {
         switch limit {
         case .spoolMax:
-            return "its acknowledgements fell \(Self.size(bytes)) behind, the spool's limit (--spool-max), and keeping more for it would have cost the main receiver audio"
+            return "its acknowledgements fell \(Self.size(bytes)) behind, the spool's limit (\(naming.name(of: .spoolLimit))), and keeping more for it would have cost the main receiver audio"
         case .fastSource:
             return "its acknowledgements fell \(Self.size(bytes)) behind, the most a source read faster than real time may keep unacknowledged, and waiting for it would have held up the main receiver"
         }

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 import Logging
 
@@ -78,7 +79,7 @@ public final class EarlierStreams: Sendable {
             logger.notice("earlier streams for other receivers stay in the spool (see capture-send spool list)", metadata: ["streams": "\(others)"])
         }
         if !unknown.isEmpty {
-            logger.notice("earlier streams without a recorded receiver stay in the spool; send each with capture-send spool deliver ID --to HOST:PORT", metadata: [
+            logger.notice("earlier streams without a recorded receiver stay in the spool; send each with \(template.settingNames.name(of: .spoolDelivery, value: "HOST:PORT"))", metadata: [
                 "streams": "\(unknown.joined(separator: ","))",
             ])
         }

@@ -148,6 +148,8 @@ public final class PacketLog: @unchecked Sendable {
     /// `--spool-max` shared with the capture's other encodings; nil: `capacity` is this log's own.
     private let budget: SpoolBudget?
     private let events: @Sendable (PacketLogEvent) -> Void
+    /// How the events' texts name a setting.
+    private let settingNames: any SettingNaming
     private let spoolQueue = DispatchQueue(label: "packet-log spool")
 
     /// The default `memoryLimit`: 3 MiB, 16 s of 48 kHz 16-bit stereo PCM. It must exceed what the
@@ -160,9 +162,10 @@ public final class PacketLog: @unchecked Sendable {
     public init(
         memoryLimit: Int = PacketLog.defaultMemoryLimit, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
         overflow: OverflowRecorder? = nil, destinations: Int = 1, budget: SpoolBudget? = nil,
-        events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
+        events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }, settingNames: any SettingNaming = LibrarySettingNames()
     ) {
         self.budget = budget
+        self.settingNames = settingNames
         self.memoryLimit = memoryLimit
         self.producerIsRealTime = producerIsRealTime
         self.spool = spool
@@ -423,7 +426,7 @@ public final class PacketLog: @unchecked Sendable {
                 path = try overflowRecorder.begin()
             } catch {
                 condition.withLock { state.overflowFile(.failed) }
-                events(.audioLost(reason: "the log is full (--spool-max \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
+                events(.audioLost(reason: "the log is full (\(settingNames.name(of: .spoolLimit)) \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
                 return
             }
             var writeFailure: String?

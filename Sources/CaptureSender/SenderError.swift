@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureWire
 
 /// Why a stream could not be sent. Each message is the one line capture-send prints before it exits
@@ -52,7 +53,11 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case fellBehind(BackupRoom)
     }
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
+        let giveUp = naming.name(of: .backupGiveUp)
         switch self {
         case .connectFailed(let host, let port, let reason):
             return "cannot connect to \(host):\(port): \(reason); check that capture-recv is running there and the port is open"
@@ -99,13 +104,13 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             let lacks = "its file is incomplete, it lacks the audio from second \(String(format: "%.3f", fromSecond)) on; the main receiver's file is the whole recording"
             switch reason {
             case .unreachable(let seconds):
-                return "backup receiver \(receiver) was unreachable for \(Self.seconds(seconds)) s (--also-give-up) and was dropped: \(lacks)"
+                return "backup receiver \(receiver) was unreachable for \(Self.seconds(seconds)) s (\(giveUp)) and was dropped: \(lacks)"
             case .noProgress(let seconds):
-                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (--also-give-up): it was connected but acknowledged nothing new, and was dropped: \(lacks)"
+                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (\(giveUp)): it was connected but acknowledged nothing new, and was dropped: \(lacks)"
             case .brokeProtocol(let seconds, let detail):
-                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (--also-give-up): it broke the protocol (\(detail)), and was dropped: \(lacks)"
+                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (\(giveUp)): it broke the protocol (\(detail)), and was dropped: \(lacks)"
             case .fellBehind(let room):
-                return "backup receiver \(receiver) was dropped at once: \(room); \(lacks)"
+                return "backup receiver \(receiver) was dropped at once: \(room.message(naming: naming)); \(lacks)"
             }
         }
     }

@@ -1,3 +1,4 @@
+import CaptureCore
 /// How capture-send stops when it is asked to: the rules for SIGINT (Ctrl-C) and SIGTERM (systemd,
 /// `docker stop`, `kill`), as a pure state machine (events in, actions out) that the executable
 /// carries out.
@@ -34,10 +35,13 @@ public struct SenderStopSequence: Sendable, Equatable {
         /// The stop timeout (seconds) passed while delivering.
         case stopTimeout(seconds: Double)
 
-        public var description: String {
+        public var description: String { message(naming: LibrarySettingNames()) }
+
+        /// The reason's text, naming the stop timeout as `naming` spells it.
+        public func message(naming: any SettingNaming) -> String {
             switch self {
             case .secondSignal(let signal): return "a second stop signal (\(signal.rawValue))"
-            case .stopTimeout(let seconds): return "--stop-timeout (\(Self.format(seconds)) s) passed while delivering"
+            case .stopTimeout(let seconds): return "\(naming.name(of: .stopTimeout)) (\(Self.format(seconds)) s) passed while delivering"
             }
         }
 

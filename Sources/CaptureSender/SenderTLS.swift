@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import Foundation
 import NIOCore
@@ -27,7 +28,7 @@ public struct SenderTLSConfiguration: Sendable {
     }
 
     /// The NIOSSL context: TLS 1.2 at least, 1.3 preferred (NIOSSL offers 1.3 first).
-    func makeContext() throws(SenderError) -> NIOSSLContext {
+    func makeContext(settingNames: any SettingNaming) throws(SenderError) -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.maximumTLSVersion = .tlsv13
@@ -48,14 +49,14 @@ public struct SenderTLSConfiguration: Sendable {
         do {
             return try NIOSSLContext(configuration: tls)
         } catch {
-            throw .tls("cannot set up TLS: \(error); check that --cert and --key belong together")
+            throw .tls("cannot set up TLS: \(error); check that \(settingNames.name(of: .clientCertificateAndKey)) belong together")
         }
     }
 
     /// The client handler for one connection to `host`; checks the receiver's certificate and leaves
     /// the reason for a refusal in `report`.
-    func makeHandler(context: NIOSSLContext, host: String, report: TLSVerificationReport) throws -> NIOSSLClientHandler {
-        let verifier = PeerCertificateVerifier(trust: trust, peerName: "the receiver", authorityOption: "--ca")
+    func makeHandler(context: NIOSSLContext, host: String, report: TLSVerificationReport, settingNames: any SettingNaming) throws -> NIOSSLClientHandler {
+        let verifier = PeerCertificateVerifier(trust: trust, peerName: "the receiver", authority: .certificateAuthority, settingNames: settingNames)
         // SNI takes a name only; for an IP address NIOSSL checks the address against the certificate.
         let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
         return try NIOSSLClientHandler(
@@ -67,29 +68,31 @@ public struct SenderTLSConfiguration: Sendable {
 
 /// Turns TLS errors on the sender into one line that names the reason.
 enum SenderTLSFailure {
-    static func explain(_ error: Error, report: TLSVerificationReport?, host: String, handshakeDone: Bool) -> SenderError {
+    static func explain(_ error: Error, report: TLSVerificationReport?, host: String, handshakeDone: Bool, settingNames: any SettingNaming) -> SenderError {
+        let receiverCertificate = settingNames.name(of: .receiverCertificateAndKey), senderTLS = settingNames.name(of: .senderTLS)
+        let clientCA = settingNames.name(of: .clientCertificateAuthority)
         if let failure = report?.failure {
             return .tls(failure)
         }
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             let names = report?.certificateNames.map { " (it is for \($0))" } ?? ""
             return .tls("host-name mismatch: the receiver's certificate is not for \(host)\(names);"
-                + " connect with a name the certificate lists, or make a certificate for \(host) (gen-cert --host \(host))")
+                + " connect with a name the certificate lists, or make a certificate for \(host) (\(settingNames.name(of: .certificateForHost)) \(host))")
         }
         let text = "\(error)"
         if text.contains("CERTIFICATE_REQUIRED") || text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") {
-            return .tls("missing client certificate: the receiver requires mutual TLS; pass --cert and --key with a certificate signed by its --client-ca")
+            return .tls("missing client certificate: the receiver requires mutual TLS; pass \(settingNames.name(of: .clientCertificateAndKey)) with a certificate signed by its \(clientCA)")
         }
         if text.contains("UNKNOWN_CA") || text.contains("BAD_CERTIFICATE") || text.contains("CERTIFICATE_UNKNOWN")
             || text.contains("CERTIFICATE_EXPIRED") || text.contains("DECRYPT_ERROR") {
-            return .tls("the receiver refused this sender's client certificate (\(alertName(text))); use a valid certificate signed by the receiver's --client-ca")
+            return .tls("the receiver refused this sender's client certificate (\(alertName(text))); use a valid certificate signed by the receiver's \(clientCA)")
         }
         if text.contains("WRONG_VERSION_NUMBER") || text.contains("PACKET_LENGTH_TOO_LONG") || text.contains("HTTP_REQUEST") {
-            return .tls("the receiver did not answer with TLS; start capture-recv with --tls-cert and --tls-key, or connect without --tls")
+            return .tls("the receiver did not answer with TLS; start capture-recv with \(receiverCertificate), or connect without \(senderTLS)")
         }
         if !handshakeDone {
             return .tls("the receiver closed the connection during the TLS handshake (\(TLSErrorText.reason(of: error)));"
-                + " does the receiver speak TLS? start capture-recv with --tls-cert and --tls-key, or connect without --tls")
+                + " does the receiver speak TLS? start capture-recv with \(receiverCertificate), or connect without \(senderTLS)")
         }
         return .connectionLost("TLS error: \(TLSErrorText.reason(of: error))")
     }

@@ -183,8 +183,10 @@ public final class SpooledStreamDeliveries: Sendable {
                 if let damage {
                     reporter.error("\(damage.delivered(streamName: spool.meta.streamName, receiver: receiver))", metadata: ["pid": "\(getpid())"])
                 }
-            case .failure(let error):
-                spool.recordDeliveryError(error.description)
+            case .failure(let failure):
+                // Told with the naming the sender was configured with (capture-send: its flags).
+                let error = failure.message(naming: configuration.settingNames)
+                spool.recordDeliveryError(error)
                 log.flushSpool()
                 spool.release()
                 reporter.error("an earlier stream could not be delivered; it stays in the spool", metadata: [
@@ -195,7 +197,7 @@ public final class SpooledStreamDeliveries: Sendable {
                 }
                 state.withLock { state in
                     state.failures.append("\(directory): \(error)")
-                    state.outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, error.description, damage))
+                    state.outcomes.append((spool.meta.streamID, spool.meta.streamName, receiver, error, damage))
                 }
             }
         }

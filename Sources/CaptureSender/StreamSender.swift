@@ -56,6 +56,9 @@ public struct SenderConfiguration: Sendable {
     /// stand, looked at every `SendPacing.tickInterval`; it sends only while they are caught up,
     /// one entry at a time while their streams go on. Nil for a foreground destination.
     public var foreground: (@Sendable () -> ForegroundState)? = nil
+    /// How the sender's failures and log lines name a setting to change ("connect with TLS"): the
+    /// library's words unless the program has its own (capture-send: its flags).
+    public var settingNames: any SettingNaming = LibrarySettingNames()
 
     public init(
         host: String, port: Int, streamName: String, streamID: UUID = UUID(), windowBytes: Int = 4 << 20,
@@ -212,7 +215,7 @@ public final class StreamSender: Sendable {
         let destination = configuration.destination
         let tlsContext: NIOSSLContext?
         do throws(SenderError) {
-            tlsContext = try configuration.tls?.makeContext()
+            tlsContext = try configuration.tls?.makeContext(settingNames: configuration.settingNames)
         } catch {
             return .failure(error)
         }
@@ -278,7 +281,7 @@ public final class StreamSender: Sendable {
                 return .failure(giveUpNow(reason, lastError: outcome))
             case .reconnect(let delay, let error):
                 logger.warning("connection to the receiver lost; reconnecting", metadata: [
-                    "receiver": "\(receiver)", "reason": "\(error)", "retry-in-s": "\(String(format: "%.2f", delay.inSeconds))",
+                    "receiver": "\(receiver)", "reason": "\(error.message(naming: configuration.settingNames))", "retry-in-s": "\(String(format: "%.2f", delay.inSeconds))",
                     "unacknowledged-bytes": "\(log.unacknowledgedBytes(for: destination))",
                 ])
                 control.link = .reconnecting
@@ -349,8 +352,8 @@ public final class StreamSender: Sendable {
         let fromSecond = sampleRate > 0 ? Double(log.progress(for: configuration.destination).acknowledgedEndSampleTime) / sampleRate : 0
         let error = SenderError.gaveUp(receiver: receiver, reason: reason, fromSecond: fromSecond)
         var metadata: Logger.Metadata = [:]
-        if case .interrupted(let last, _, _)? = lastError { metadata["last-error"] = "\(last)" }
-        logger.error("giving up on a backup receiver: \(error)", metadata: metadata)
+        if case .interrupted(let last, _, _)? = lastError { metadata["last-error"] = "\(last.message(naming: configuration.settingNames))" }
+        logger.error("giving up on a backup receiver: \(error.message(naming: configuration.settingNames))", metadata: metadata)
         control.link = .gaveUp
         return error
     }
@@ -376,9 +379,10 @@ public final class StreamSender: Sendable {
                     if let tls = configuration.tls, let tlsContext {
                         let report = TLSVerificationReport()
                         try channel.pipeline.syncOperations.addHandler(
-                            try tls.makeHandler(context: tlsContext, host: configuration.host, report: report)
+                            try tls.makeHandler(context: tlsContext, host: configuration.host, report: report, settingNames: configuration.settingNames)
                         )
-                        security = .init(report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout)
+                        security = .init(
+                            report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout, settingNames: configuration.settingNames)
                     }
                     try channel.pipeline.syncOperations.addHandlers([
                         IdleStateHandler(readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)),
@@ -403,7 +407,7 @@ public final class StreamSender: Sendable {
                                 if before == .reconnecting {
                                     Self.logReconnected(accepted, sampleRate: sampleRate, log: log, logger: logger, configuration: configuration)
                                 }
-                            }),
+                            }, settingNames: configuration.settingNames),
                     ])
                 }
             }

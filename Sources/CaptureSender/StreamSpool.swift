@@ -4,18 +4,30 @@ import CaptureCore
 import Foundation
 import Synchronization
 
-/// Why the spool could not be used; each message says what to do.
+/// Why the spool could not be used; each message says what to do, naming a setting to change
+/// through a `SettingNaming` (`message(naming:)`).
 public struct SpoolError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var description: String
+    /// What went wrong and what to do, short of a setting to change.
+    public var reason: String
+    /// The setting to choose another value of (a folder), told after the reason; nil when none would help.
+    public var chooseAnother: Setting?
     /// A short form for `spool list`'s STATE column, when the error is damage of the stream's spool.
     public var summary: String?
 
-    public init(_ description: String, summary: String? = nil) {
-        self.description = description
+    public init(_ reason: String, summary: String? = nil, chooseAnother: Setting? = nil) {
+        self.reason = reason
         self.summary = summary
+        self.chooseAnother = chooseAnother
     }
 
-    init(_ error: DurableFileError) { description = "spool: \(error.description)" }
+    init(_ error: DurableFileError) { reason = "spool: \(error.description)" }
+
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the setting to change as `naming` spells it.
+    public func message(naming: any SettingNaming) -> String {
+        chooseAnother.map { "\(reason); choose another with \(naming.name(of: $0, value: "DIR"))" } ?? reason
+    }
 }
 
 /// What a stream's spool must remember to deliver the stream after a restart: its identity, the
@@ -245,10 +257,10 @@ public final class StreamSpool: Sendable {
         do {
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         } catch {
-            throw SpoolError("cannot create the spool folder \(root): \(SystemErrorText.describe(error)); choose another with --spool DIR")
+            throw SpoolError("cannot create the spool folder \(root): \(SystemErrorText.describe(error))", chooseAnother: .spoolFolder)
         }
         guard access(root, W_OK | X_OK) == 0 else {
-            throw SpoolError("cannot write in the spool folder \(root): permission denied; choose another with --spool DIR")
+            throw SpoolError("cannot write in the spool folder \(root): permission denied", chooseAnother: .spoolFolder)
         }
         let directory = (root as NSString).appendingPathComponent(meta.streamID.uuidString.lowercased())
         return StreamSpool(directory: directory, meta: meta, lockFile: nil, segmentBytes: segmentBytes)

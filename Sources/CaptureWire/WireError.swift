@@ -121,14 +121,23 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         return frame
     }
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// How to trust a TLS receiver, as `naming` names the settings: "--tls (and --ca or --pin to trust its certificate)".
+    public static func connectWithTLS(naming: any SettingNaming) -> String {
+        "\(naming.name(of: .senderTLS)) (and \(naming.name(of: .certificateAuthority)) or \(naming.name(of: .certificatePin)) to trust its certificate)"
+    }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
         case .badPreamble(let received):
             return "the connection did not start with the capture stream preamble: received \(Self.hex(received))"
                 + " (\(Self.printable(received))), expected \(Self.hex(WireProtocol.magic)) (\"CAPSTRM\") and a"
                 + " version byte; connect with capture-send, or check that the port is capture-recv's"
         case .clientSpeaksTLS:
-            return "the client speaks TLS; start capture-recv with --tls-cert/--tls-key or connect without --tls"
+            return "the client speaks TLS; start capture-recv with \(naming.name(of: .receiverCertificate))/\(naming.name(of: .receiverKey))"
+                + " or connect without \(naming.name(of: .senderTLS))"
         case .clientSpeaksHTTP(let method):
             return "the client sent an HTTP \(method) request; this port speaks the capture streaming protocol,"
                 + " not HTTP: connect with capture-send"
@@ -139,7 +148,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the peer speaks protocol version \(received) but this side supports version \(supported);"
                 + " install matching versions of capture-send and capture-recv"
         case .receiverSpeaksTLS:
-            return "the receiver speaks TLS; connect with --tls (and --ca or --pin to trust its certificate)"
+            return "the receiver speaks TLS; connect with \(Self.connectWithTLS(naming: naming))"
         case .receiverSpeaksHTTP:
             return "the receiver answered with HTTP: the address is a web server, not capture-recv; check host and port"
         case .zeroLengthFrame:

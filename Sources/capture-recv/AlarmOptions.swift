@@ -165,7 +165,8 @@ struct AlarmOptions: ParsableArguments {
         guard let onAlarm else { return }
         let timeout = try onAlarmTimeout.map(Self.parseTimeout) ?? Self.defaultTimeout
         configuration.alarmHook = AlarmHook(
-            outputDirectory: configuration.outputDirectory, settings: .init(command: onAlarm, timeout: .seconds(timeout)), logger: logger)
+            outputDirectory: configuration.outputDirectory, settings: .init(command: onAlarm, timeout: .seconds(timeout)), logger: logger,
+            settingNames: CommandLineSettingNames())
     }
 
     /// `--on-alarm-timeout`'s seconds: at least 1 s, at most an hour.

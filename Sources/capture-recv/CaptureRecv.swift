@@ -7,6 +7,7 @@ import CaptureListen
 import CaptureMetrics
 import CaptureService
 import CaptureReceiver
+import CaptureSecurity
 import Dispatch
 import Foundation
 import Logging
@@ -156,12 +157,17 @@ struct Serve: AsyncParsableCommand {
         // The graceful stop's deadline; the service group escalates to cancellation 5 s later, and
         // systemd's TimeoutStopSec and docker's stop timeout are longer still.
         configuration.shutdownTimeout = .seconds(10)
+        configuration.settingNames = CommandLineSettingNames()
         try recordings.apply(to: &configuration, logger: logger)
         try alarmOptions.applyHook(to: &configuration, logger: logger)
         try security.apply(to: &configuration, logger: logger)
         let access: ConsoleAccess?
         do {
             access = try httpOptions.access()
+        } catch let error as ConsoleSetupError {
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
+        } catch let error as SecurityError {
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         } catch {
             throw CLIError("\(error)")
         }
@@ -185,16 +191,17 @@ struct Serve: AsyncParsableCommand {
                 StandardStreams.writeOutput("listening on \(address.userText)\n")
             }
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         logger.info("listening", metadata: ["address": "\(server.localAddress.userText)", "out": "\(out)"])
         Self.logCapacity(capacity, requested: maxStreams, maximumStreams: configuration.maximumStreams, logger: logger)
 
         var services: [any Service] = []
         if let address = httpOptions.http, let access {
-            let settings = ConsoleSettings(
+            var settings = ConsoleSettings(
                 host: address.host, port: address.port, access: access,
                 tlsCertificatePath: configuration.tls?.certificatePath, tlsKeyPath: configuration.tls?.privateKeyPath)
+            settings.settingNames = CommandLineSettingNames()
             let scheme = configuration.tls == nil ? "http" : "https"
             do {
                 services.append(try ConsoleServer.make(
@@ -207,7 +214,7 @@ struct Serve: AsyncParsableCommand {
                     }))
             } catch {
                 await server.shutDown()
-                throw CLIError(error.description)
+                throw CLIError(error.message(naming: CommandLineSettingNames()))
             }
         }
 
@@ -219,7 +226,7 @@ struct Serve: AsyncParsableCommand {
             logger.error("\(error)")
         } catch let error as ConsoleSetupError {
             // The console could not listen: the receiver stopped (its files finalized), and says why.
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         logger.notice("stopped")
     }
@@ -274,7 +281,7 @@ struct Recover: ParsableCommand {
                     let count = try CommitLogReplay.replayAbandonedLogs(outputDirectory: outputDirectory, logDirectory: logDir, logger: logger)
                     if count > 0 { print("replayed \(count) commit log\(count == 1 ? "" : "s") into the recordings of \(outputDirectory)") }
                 } catch {
-                    StandardStreams.writeError("capture-recv: \(error.description)\n")
+                    StandardStreams.writeError("capture-recv: \(error.message(naming: CommandLineSettingNames()))\n")
                     throw ExitCode.failure
                 }
             }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CaptureCLISupport
 import CaptureCore
 import CaptureExport
 
@@ -42,7 +43,7 @@ struct Export: ParsableCommand {
             do throws(ExportError) {
                 print(try RecordingExporter.export(cafPath: file, as: to, outputDirectory: out, replacing: force))
             } catch {
-                failures.append(error.description)
+                failures.append(error.message(naming: CommandLineSettingNames()))
             }
         }
         guard !failures.isEmpty else { return }

@@ -52,7 +52,7 @@ struct GenCert: ParsableCommand {
             paths = try CertificateFactory.write(issued, to: out, overwrite: force)
             fingerprint = issued.fingerprint.hex
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         if let newOwner {
             try newOwner.take([paths.key, paths.certificate])

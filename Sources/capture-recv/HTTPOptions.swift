@@ -26,7 +26,7 @@ struct HTTPOptions: ParsableArguments {
         do {
             _ = try ConsoleHostNames(listeningOn: "127.0.0.1", allowing: httpAllowHost)
         } catch {
-            throw ValidationError(error.description)
+            throw ValidationError(error.message(naming: CommandLineSettingNames()))
         }
     }
 

@@ -38,7 +38,7 @@ struct RecordingOptions: ParsableArguments {
         if let segment { _ = try Self.parseDuration(segment) }
         if let onFinalizeTimeout { _ = try Self.parseTimeout(onFinalizeTimeout) }
         if let nameTemplate {
-            do { _ = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.description) }
+            do { _ = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.message(naming: CommandLineSettingNames())) }
         }
     }
 
@@ -51,17 +51,18 @@ struct RecordingOptions: ParsableArguments {
                     do throws(ExportError) {
                         return try RecordingExporter.export(cafPath: path, as: format, replacing: true)
                     } catch {
-                        throw error
+                        throw CLIError(error.message(naming: CommandLineSettingNames()))
                     }
                 }
             }
             let timeout = try onFinalizeTimeout.map(Self.parseTimeout) ?? Self.defaultTimeout
             configuration.handOff = FinishedFileHandOff(
-                outputDirectory: configuration.outputDirectory, settings: .init(command: onFinalize, timeout: .seconds(timeout)), exporter: exporter, logger: logger)
+                outputDirectory: configuration.outputDirectory, settings: .init(command: onFinalize, timeout: .seconds(timeout)), exporter: exporter, logger: logger,
+                settingNames: CommandLineSettingNames())
         }
         if let segment { configuration.segmentLength = .seconds(try Self.parseDuration(segment)) }
         if let nameTemplate {
-            do { configuration.nameTemplate = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.description) }
+            do { configuration.nameTemplate = try FileNameTemplate(nameTemplate) } catch { throw ValidationError(error.message(naming: CommandLineSettingNames())) }
         }
     }
 

@@ -54,7 +54,7 @@ struct ReceiverSecurityOptions: ParsableArguments {
             tokens.warnings.forEach { logger.warning("\($0)") }
             configuration.authTokens = tokens
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         if configuration.tls == nil {
             logger.warning("tokens travel without TLS on this port: anyone on the network path can read them; add --tls-cert and --tls-key")

@@ -9,7 +9,7 @@ enum SendConfigFile: ConfigFileProgram {
 
 extension CaptureSend {
     /// capture-send's settings: the options and flags of `capture-send --help`, and the receiver.
-    /// `main()` (SpoolCommands.swift) puts them, from `CAPTURE_SEND_…` variables and the config
+    /// `main()` (CaptureSendProgram.swift) puts them, from `CAPTURE_SEND_…` variables and the config
     /// file, before the user's own arguments for sending (docs/DESIGN.md, "Configuration");
     /// `capture-send spool …` takes none.
     static let settings = CommandSettings(of: CaptureSend.self, program: "capture-send", positionalKeys: ["receiver"])

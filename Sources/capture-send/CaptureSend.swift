@@ -213,6 +213,7 @@ struct CaptureSend: ParsableCommand {
             receiver: CaptureStreamer.Receiver(
                 host: receiver.host, port: receiver.port, tls: try security.tlsConfiguration(),
                 authToken: try security.authToken(logger: logger), identity: try security.destination(for: receiver)))
+        configuration.settingNames = CommandLineSettingNames()
         configuration.backups = try backups.receivers(main: security, logger: logger)
         configuration.backupGiveUpAfter = backups.giveUpAfter
         configuration.localCopy = try recording.settings()
@@ -322,7 +323,7 @@ struct CaptureSend: ParsableCommand {
                     "receiver": "\(link.receiver)", "encoding": "\(link.encoding)", "seconds": "\(String(format: "%.1f", link.leftInSpool?.seconds ?? 0))",
                 ])
             case .failure(let error):
-                logger.error("backup receiver does not have the whole stream", metadata: ["receiver": "\(link.receiver)", "error": "\(error)"])
+                logger.error("backup receiver does not have the whole stream", metadata: ["receiver": "\(link.receiver)", "error": "\(error.message(naming: CommandLineSettingNames()))"])
             }
         }
         switch outcome.main.result {
@@ -364,8 +365,8 @@ struct CaptureSend: ParsableCommand {
                 let lines = incomplete.map { link -> String in
                     // With several encodings, each line names the encoding the receiver lacks.
                     let encoding = link.encoding == outcome.main.encoding ? "" : " (\(link.encoding))"
-                    if case .failure(let error) = link.result, case .gaveUp = error { return error.description + encoding }
-                    if case .failure(let error) = link.result { return "backup receiver \(link.receiver)\(encoding) does not have the whole stream: \(error)" }
+                    if case .failure(let error) = link.result, case .gaveUp = error { return error.message(naming: CommandLineSettingNames()) + encoding }
+                    if case .failure(let error) = link.result { return "backup receiver \(link.receiver)\(encoding) does not have the whole stream: \(error.message(naming: CommandLineSettingNames()))" }
                     return "backup receiver \(link.receiver)\(encoding) does not have the whole stream"
                 } + (copyLine.map { [$0] } ?? [])
                 FinalLine.write(
@@ -380,10 +381,11 @@ struct CaptureSend: ParsableCommand {
             }
         case .failure(let error):
             // Lost at the receiver: the rest was delivered and the spool holds nothing more.
-            if case .receiverLostAcknowledgedAudio = error { throw CLIError(error.description) }
-            streamer.log.spool?.recordDeliveryError(error.description)
+            let message = error.message(naming: CommandLineSettingNames())
+            if case .receiverLostAcknowledgedAudio = error { throw CLIError(message) }
+            streamer.log.spool?.recordDeliveryError(message)
             let kept = streamer.log.spool.flatMap { $0.exists ? "; the audio the receiver has not acknowledged stays in \($0.directory) and is delivered the next time capture-send sends to \(receiver) with this spool, or by capture-send spool deliver" : nil } ?? ""
-            throw CLIError(error.description + kept)
+            throw CLIError(message + kept)
         }
     }
 
@@ -391,6 +393,7 @@ struct CaptureSend: ParsableCommand {
     /// has not acknowledged, and where it is (or that it is lost, with --no-spool).
     static func leftoverLine(reason: SenderStopSequence.AbandonReason, log: PacketLog, outputRate: Double, receiver: String) -> String {
         // The spool is kept for the main receiver: its own figures say what stays.
+        let reason = reason.message(naming: CommandLineSettingNames())
         let progress = log.progress(for: .main)
         let backups = log.destinationCount > 1
             ? "; backup receivers are not served from the spool, and what they lack is not kept" : ""
@@ -443,7 +446,7 @@ struct CaptureSend: ParsableCommand {
                 bufferCount: buffers, strictFormat: strictFormat, reopen: reopen, durationSeconds: duration))
         }
         do throws(CaptureError) {
-            let opened = try AudioSources.open(settings) { event in
+            let opened = try AudioSources.open(settings, settingNames: CommandLineSettingNames()) { event in
                 switch event {
                 case .deviceOpened(let negotiation, asRequested: true):
                     logger.info("device opened", metadata: ["negotiation": "\(negotiation)"])

@@ -28,7 +28,7 @@ struct RecordOptions: ParsableArguments {
         do throws(LocalCopyError) {
             return try LocalCopySettings(path: record, segmentSeconds: segment)
         } catch {
-            throw ValidationError(error.description)
+            throw ValidationError(error.message(naming: CommandLineSettingNames()))
         }
     }
 }

@@ -225,6 +225,7 @@ struct SpoolDeliver: ParsableCommand {
             host: address.host, port: address.port, streamName: stream.streamName, streamID: stream.streamID,
             application: "capture-send \(ProgramVersion.version)", authToken: token)
         configuration.tls = tls
+        configuration.settingNames = CommandLineSettingNames()
         configuration.reconnect = ReconnectPolicy(initial: .milliseconds(500), maximum: .seconds(5))
         return configuration
     }

@@ -12,7 +12,7 @@ extension SenderSecurityOptions {
             if let pin { pinned = try CertificateFingerprint(parsing: pin) }
             return try SpoolDestination.of(address: receiver.description, host: receiver.host, tls: tls, pin: pinned, caPath: ca)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
     }
 
@@ -45,7 +45,7 @@ extension SenderSecurityOptions {
         do throws(SecurityError) {
             return try body()
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
     }
 }

@@ -117,7 +117,7 @@ final class StopController: Sendable {
             }
         case .abandonDelivery(let reason):
             state.withLock { $0.abandonReason = reason }
-            logger.warning("stopping delivery now", metadata: ["reason": "\(reason)"])
+            logger.warning("stopping delivery now", metadata: ["reason": "\(reason.message(naming: CommandLineSettingNames()))"])
             abandonDelivery()
             // Ending delivery closes sockets and joins threads; should anything of it hang, the
             // process still ends within the bound, with the spool as it is on disk.

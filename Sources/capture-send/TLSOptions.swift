@@ -37,7 +37,7 @@ struct SenderSecurityOptions: ParsableArguments {
         if ca != nil, pin != nil { throw ValidationError("give either --ca or --pin, not both: a pin trusts one certificate, a CA the certificates it signed") }
         if (cert == nil) != (key == nil) { throw ValidationError("--cert and --key go together: give the client certificate and its private key") }
         if let pin {
-            do { _ = try CertificateFingerprint(parsing: pin) } catch { throw ValidationError(error.description) }
+            do { _ = try CertificateFingerprint(parsing: pin) } catch { throw ValidationError(error.message(naming: CommandLineSettingNames())) }
         }
     }
 
@@ -55,7 +55,7 @@ struct SenderSecurityOptions: ParsableArguments {
             }
             return SenderTLSConfiguration(trust: trust, clientCertificatePath: cert, clientKeyPath: key)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
     }
 
@@ -67,7 +67,7 @@ struct SenderSecurityOptions: ParsableArguments {
                 tokens.warnings.forEach { logger.warning("\($0)") }
                 return tokens.tokens[0]
             } catch {
-                throw CLIError(error.description)
+                throw CLIError(error.message(naming: CommandLineSettingNames()))
             }
         }
         return ProcessInfo.processInfo.environment[Self.tokenVariable]?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""

@@ -26,8 +26,8 @@ final class ALSADeviceTests: ALSATestCase {
         ) { error in
             guard case CaptureError.openFailed(let message) = error else { return XCTFail("unexpected \(error)") }
             XCTAssertTrue(message.contains("cannot open ALSA capture device 'default'"), message)
-            XCTAssertTrue(message.contains("capture-send --list-devices"), message)
-            XCTAssertTrue(message.contains("--source tone"), message)
+            XCTAssertTrue(message.contains("Run `ALSADeviceList.captureDevices()` to see the capture devices"), message)
+            XCTAssertTrue(message.contains("or use `SourceSettings.tone` to send a test tone"), message)
         }
     }
 
@@ -37,8 +37,8 @@ final class ALSADeviceTests: ALSATestCase {
         ) { error in
             guard case CaptureError.openFailed(let message) = error else { return XCTFail("unexpected \(error)") }
             XCTAssertTrue(message.contains("'hw:CARD=NoSuchCard'"), message)
-            XCTAssertTrue(message.contains("capture-send --list-devices"), message)
-            XCTAssertTrue(message.contains("--source tone"), message)
+            XCTAssertTrue(message.contains("Run `ALSADeviceList.captureDevices()` to see the capture devices"), message)
+            XCTAssertTrue(message.contains("or use `SourceSettings.tone` to send a test tone"), message)
         }
     }
 

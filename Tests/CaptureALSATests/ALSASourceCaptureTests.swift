@@ -113,7 +113,7 @@ final class ALSASourceCaptureTests: ALSATestCase {
         XCTAssertThrowsError(try source.reopen()) { error in
             guard case CaptureError.openFailed(let message) = error else { return XCTFail("unexpected \(error)") }
             XCTAssertTrue(message.contains("'alsatest_s16_stereo'"), message)
-            XCTAssertTrue(message.contains("--list-devices"), message)
+            XCTAssertTrue(message.contains("ALSADeviceList.captureDevices()"), message)
         }
         without.deactivate()
 

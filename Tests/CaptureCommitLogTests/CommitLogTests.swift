@@ -341,7 +341,7 @@ final class CommitLogTests: XCTestCase {
             committed.append(item)
         }
         XCTAssertEqual(refusal, .logVolumeFull(directory: small.path, segmentSize: Self.segmentSize))
-        XCTAssertTrue(refusal?.description.contains("--log-dir") == true, "\(String(describing: refusal))")
+        XCTAssertTrue(refusal?.description.contains("give the commit log folder (ReceiverConfiguration.logDirectory) another volume") == true, "\(String(describing: refusal))")
         XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: small.path).contains { $0.hasSuffix(".partial") }, "no partial segment left")
         // The recordings caught up: the checkpoint recycles the first segments and the log goes on.
         try log.checkpoint(through: log.durableEnd)

@@ -11,7 +11,7 @@ final class ConsoleHostNamesTests: XCTestCase {
     }
 
     private func refused(_ name: String) -> String {
-        "capture-recv: this console does not answer to the name \(name) (the request's Host); if that name is this machine's, start capture-recv with --http-allow-host \(name)"
+        "capture-recv: this console does not answer to the name \(name) (the request's Host); if that name is this machine's, start capture-recv with an allowed host name (ConsoleAccess allowedHosts) \(name)"
     }
 
     func testHostTable() throws {
@@ -96,7 +96,7 @@ final class ConsoleHostNamesTests: XCTestCase {
     func testOriginTable() throws {
         let loopback = try names("127.0.0.1", ["console.example:8443"])
         func refused(_ method: String, _ origin: String) -> String {
-            "capture-recv: this console takes no \(method) from pages of \(origin) (the request's Origin); if that site is this console's, start capture-recv with --http-allow-host NAME for its host name"
+            "capture-recv: this console takes no \(method) from pages of \(origin) (the request's Origin); if that site is this console's, start capture-recv with an allowed host name (ConsoleAccess allowedHosts) for its host name"
         }
         let cases: [(String?, String, String?, UInt)] = [
             (nil, "POST", nil, #line),
@@ -123,7 +123,7 @@ final class ConsoleHostNamesTests: XCTestCase {
     func testBadNamesAreRefusedAtStart() {
         for value in ["", "recorder example", "recorder.example:0", "recorder.example:http", "[::1", "a..b", "-:80", "1.2.3"] {
             XCTAssertThrowsError(try names("127.0.0.1", [value]), value) { error in
-                XCTAssertEqual("\(error)", "--http-allow-host \(value) is not a host name or address: give a name such as recorder.example or an address such as 192.0.2.10 or [2001:db8::1], optionally with :PORT")
+                XCTAssertEqual("\(error)", "an allowed host name (ConsoleAccess allowedHosts) \(value) is not a host name or address: give a name such as recorder.example or an address such as 192.0.2.10 or [2001:db8::1], optionally with :PORT")
             }
         }
     }

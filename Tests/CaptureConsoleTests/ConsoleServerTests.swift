@@ -38,7 +38,8 @@ final class ConsoleServerTests: XCTestCase {
         for host in ["127.0.0.1", "127.8.9.10", "::1", "localhost"] { XCTAssertTrue(ConsoleAccess.isLoopback(host), host) }
         for host in ["0.0.0.0", "192.0.2.1", "::", "example.org", "127.0.0.1.example.org"] { XCTAssertFalse(ConsoleAccess.isLoopback(host), host) }
         XCTAssertThrowsError(try ConsoleAccess(host: "0.0.0.0", tokens: nil)) { error in
-            XCTAssertEqual("\(error)", "--http 0.0.0.0 is reachable from other machines, and the console plays live audio: give --http-token-file FILE (the tokens that may use it), or listen on 127.0.0.1")
+            XCTAssertEqual("\(error)", "the console's address (ConsoleSettings.host, .port) 0.0.0.0 is reachable from other machines, and the console plays live audio:"
+                + " give the console's tokens (ConsoleAccess tokens) (the tokens that may use it), or listen on 127.0.0.1")
         }
     }
 

@@ -284,7 +284,7 @@ final class MetricsEndpointTests: XCTestCase {
         } catch {
             let message = "\(error)"
             XCTAssertTrue(message.hasPrefix("cannot serve the console and metrics on 127.0.0.1:\(first.port): port \(first.port) is already in use"), message)
-            XCTAssertTrue(message.hasSuffix("choose another address with --http HOST:PORT"), message)
+            XCTAssertTrue(message.hasSuffix("choose another address with the console's address (ConsoleSettings.host, .port)"), message)
         }
     }
 

@@ -349,7 +349,7 @@ final class ExportTests: XCTestCase {
         }
         _ = try RecordingExporter.export(cafPath: recording.path, as: .wav)
         XCTAssertThrowsError(try RecordingExporter.export(cafPath: recording.path, as: .wav)) { error in
-            XCTAssertTrue("\(error)".contains("--force"), "\(error)")
+            XCTAssertTrue("\(error)".contains("pass replacing: true (RecordingExporter.export) to replace it"), "\(error)")
         }
         XCTAssertNoThrow(try RecordingExporter.export(cafPath: recording.path, as: .wav, replacing: true))
         let text = work.appendingPathComponent("notes.caf").path

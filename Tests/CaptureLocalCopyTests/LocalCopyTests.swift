@@ -109,17 +109,17 @@ final class LocalCopyTests: XCTestCase {
 
     func testSettingsRefuseWhatTheyCannotWrite() throws {
         XCTAssertThrowsError(try LocalCopySettings(path: "/tmp/take.mp3")) { error in
-            XCTAssertEqual((error as? LocalCopyError)?.description, "--record /tmp/take.mp3: the file must end in .caf, .wav or .flac")
+            XCTAssertEqual((error as? LocalCopyError)?.description, "the local copy (LocalCopySettings.path) /tmp/take.mp3: the file must end in .caf, .wav or .flac")
         }
         XCTAssertThrowsError(try LocalCopySettings(path: "take.flac").check(.linearPCM(sampleRate: 48_000, channels: 2, sample: .f32))) { error in
             XCTAssertEqual(
                 (error as? LocalCopyError)?.description,
-                "--record: FLAC holds 16- or 24-bit integers and the capture is f32: record to .caf or .wav, or capture s16 or s24")
+                "the local copy (LocalCopySettings.path): FLAC holds 16- or 24-bit integers and the capture is f32: record to .caf or .wav, or capture s16 or s24")
         }
         let existing = folder.appendingPathComponent("there.caf").path
         XCTAssertTrue(FileManager.default.createFile(atPath: existing, contents: Data([1])))
         XCTAssertThrowsError(try LocalCopy(settings: try LocalCopySettings(path: existing), format: format, startTime: Date()) { _ in }) { error in
-            XCTAssertTrue((error as? LocalCopyError)?.description.hasPrefix("--record: cannot create \(existing): ") ?? false, "\(error)")
+            XCTAssertTrue((error as? LocalCopyError)?.description.hasPrefix("the local copy (LocalCopySettings.path): cannot create \(existing): ") ?? false, "\(error)")
         }
     }
 

@@ -12,8 +12,8 @@ final class HelloGateTests: XCTestCase {
     private static let peer = "192.0.2.7"
     private static let limited = HelloGate.RateLimit(
         reason: "too many failed authentication attempts from 192.0.2.7; try again in 30 s", retryAfterMilliseconds: 29_500)
-    private static let missing = "missing token: this receiver requires a token; give capture-send --token-file FILE or set CAPTURE_TOKEN"
-    private static let wrong = "wrong token: the token is not one this receiver accepts; check the sender's --token-file or CAPTURE_TOKEN"
+    private static let missing = "missing token: this receiver requires a token; give capture-send SenderConfiguration.authToken or set CAPTURE_TOKEN"
+    private static let wrong = "wrong token: the token is not one this receiver accepts; check the sender's SenderConfiguration.authToken or CAPTURE_TOKEN"
 
     func testAuthentication() {
         typealias Row = (
@@ -66,7 +66,7 @@ final class HelloGateTests: XCTestCase {
         let rows: [(HelloGate.Authentication, StreamRegistry.Reservation?, HelloDecision)] = [
             (.admitted, .reserved, .accepted),
             (.admitted, .busy, .refused(.streamBusy, "stream \(stream) is already being received on another connection")),
-            (.admitted, .full, .refused(.tooManyStreams, "the receiver already records 8 streams; try again later or raise --max-streams")),
+            (.admitted, .full, .refused(.tooManyStreams, "the receiver already records 8 streams; try again later or raise the stream limit (ReceiverConfiguration.maximumStreams)")),
             (.refused("wrong token"), nil, .refused(.authenticationFailed, "wrong token")),
             (.rateLimited(Self.limited), nil, .rateLimited(Self.limited.reason, retryAfterMilliseconds: Self.limited.retryAfterMilliseconds)),
         ]

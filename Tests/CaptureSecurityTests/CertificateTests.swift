@@ -59,7 +59,7 @@ final class CertificateTests: XCTestCase {
         XCTAssertEqual(mode?.intValue, 0o600)
 
         XCTAssertThrowsError(try CertificateFactory.write(issued, to: directory, overwrite: false)) { error in
-            XCTAssertTrue("\(error)".contains("already holds cert.pem or key.pem; choose another --out folder or pass --force"), "\(error)")
+            XCTAssertTrue("\(error)".contains("already holds cert.pem or key.pem; choose another folder (CertificateFactory.write's directory) or pass overwrite: true"), "\(error)")
         }
     }
 

@@ -26,13 +26,13 @@ final class BackupRoomTests: XCTestCase {
     func testTheReasonNamesTheLimitAndItsSize() {
         XCTAssertEqual(
             BackupRoom(bytes: 1 << 20, limit: .spoolMax).description,
-            "its acknowledgements fell 1.0 MiB behind, the spool's limit (--spool-max), and keeping more for it would have cost the main receiver audio")
+            "its acknowledgements fell 1.0 MiB behind, the spool's limit (CaptureStreamer.Configuration.spoolCapacity), and keeping more for it would have cost the main receiver audio")
         XCTAssertEqual(
             BackupRoom(bytes: 3 << 20, limit: .fastSource).description,
             "its acknowledgements fell 3.0 MiB behind, the most a source read faster than real time may keep unacknowledged, and waiting for it would have held up the main receiver")
         XCTAssertEqual(
             BackupRoom(bytes: 4 << 30, limit: .spoolMax).description,
-            "its acknowledgements fell 4.0 GiB behind, the spool's limit (--spool-max), and keeping more for it would have cost the main receiver audio")
+            "its acknowledgements fell 4.0 GiB behind, the spool's limit (CaptureStreamer.Configuration.spoolCapacity), and keeping more for it would have cost the main receiver audio")
         XCTAssertEqual(
             BackupRoom(bytes: 10_000, limit: .fastSource).description,
             "its acknowledgements fell 10000 bytes behind, the most a source read faster than real time may keep unacknowledged, and waiting for it would have held up the main receiver")

@@ -220,7 +220,7 @@ final class SenderSessionTests: XCTestCase {
             Row(events: [.channelActive, .readIdle],
                 outcome: .interrupted(.timedOut("no data from the receiver for too long; the connection is considered dead"), retry: true, streamed: false), line: #line),
             Row(events: [.channelActive, .channelInactive(plainTCP: true)],
-                outcome: .interrupted(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls"), retry: true, streamed: false), line: #line),
+                outcome: .interrupted(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with TLS (SenderConfiguration.tls)"), retry: true, streamed: false), line: #line),
             Row(events: [.channelActive, accept, .channelInactive(plainTCP: true)],
                 outcome: .interrupted(.connectionLost("the receiver closed the connection"), retry: true, streamed: true), line: #line),
             Row(events: [.channelActive, .transportFailed(.tls("bad certificate"), retry: false), .channelInactive(plainTCP: false)],

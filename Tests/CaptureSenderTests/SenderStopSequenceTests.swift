@@ -62,8 +62,8 @@ final class SenderStopSequenceTests: XCTestCase {
 
     func testTheReasonsReadAsTheUserAskedForThem() {
         XCTAssertEqual(Sequence.AbandonReason.secondSignal(.interrupt).description, "a second stop signal (SIGINT)")
-        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(seconds: 10).description, "--stop-timeout (10 s) passed while delivering")
-        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(seconds: 2.5).description, "--stop-timeout (2.5 s) passed while delivering")
+        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(seconds: 10).description, "the stop timeout (10 s) passed while delivering")
+        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(seconds: 2.5).description, "the stop timeout (2.5 s) passed while delivering")
     }
 
     func testNegativeOrZeroTimeoutMeansNoLimit() {

@@ -186,7 +186,8 @@ final class FrameDecoderTests: XCTestCase {
             XCTAssertEqual(error as? WireError, .clientSpeaksTLS)
             XCTAssertEqual(
                 String(describing: error),
-                "the client speaks TLS; start capture-recv with --tls-cert/--tls-key or connect without --tls")
+                "the client speaks TLS; start capture-recv with ReceiverTLSConfiguration.certificatePath/ReceiverTLSConfiguration.privateKeyPath"
+                    + " or connect without TLS (SenderConfiguration.tls)")
         }
     }
 
@@ -235,7 +236,7 @@ final class FrameDecoderTests: XCTestCase {
         // A TLS alert record (a TLS server's answer to bytes that are not a ClientHello).
         XCTAssertThrowsError(try decoder.decode([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46])) { error in
             XCTAssertEqual(error as? WireError, .receiverSpeaksTLS)
-            XCTAssertTrue(String(describing: error).contains("connect with --tls"))
+            XCTAssertTrue(String(describing: error).contains("connect with TLS (SenderConfiguration.tls)"))
         }
     }
 

@@ -1,3 +1,4 @@
+import CaptureCLISupport
 import CaptureReceiver
 import CaptureSender
 import XCTest
@@ -20,7 +21,7 @@ final class LibraryConversionTests: XCTestCase {
 
     func testTheStopSequenceDescribesAnyTimeout() {
         for (timeout, text) in [(10.0, "10"), (2.5, "2.5"), (1e300, "1e+300")] {
-            XCTAssertEqual(SenderStopSequence.AbandonReason.stopTimeout(seconds: timeout).description, "--stop-timeout (\(text) s) passed while delivering")
+            XCTAssertEqual(SenderStopSequence.AbandonReason.stopTimeout(seconds: timeout).message(naming: CommandLineSettingNames()), "--stop-timeout (\(text) s) passed while delivering")
         }
     }
 }

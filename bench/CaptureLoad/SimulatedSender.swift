@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureErrorText
 import CaptureSecurity
 import CaptureWire
@@ -111,7 +112,8 @@ final class SimulatedSender: @unchecked Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let context = settings.tls, let trust = settings.tlsTrust {
-                        let verifier = PeerCertificateVerifier(trust: trust, peerName: "the receiver", authorityOption: "--ca")
+                        let verifier = PeerCertificateVerifier(
+                            trust: trust, peerName: "the receiver", authority: .certificateAuthority, settingNames: LoadSettingNames())
                         let isAddress = (try? SocketAddress(ipAddress: settings.host, port: 0)) != nil
                         let handler = try NIOSSLClientHandler(
                             context: context, serverHostname: isAddress ? nil : settings.host,
@@ -393,5 +395,16 @@ final class SimulatedSenderHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelInactive(context: ChannelHandlerContext) {
         sender.connectionClosed(generation: generation, error: error)
+    }
+}
+
+/// capture-load's flags for the settings its refusals name (--ca, --pin); the library's words for the rest.
+struct LoadSettingNames: SettingNaming {
+    func name(of setting: Setting) -> String {
+        switch setting {
+        case .certificateAuthority: "--ca"
+        case .certificatePin: "--pin"
+        default: LibrarySettingNames().name(of: setting)
+        }
     }
 }

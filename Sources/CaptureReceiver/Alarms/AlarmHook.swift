@@ -79,12 +79,13 @@ public final class AlarmHook: Sendable {
     private let state = Mutex(State())
     private let logger: Logger
 
-    public init(outputDirectory: String, settings: Settings, logger: Logger) {
+    /// `settingNames`: how the log names the timeout's setting.
+    public init(outputDirectory: String, settings: Settings, logger: Logger, settingNames: any SettingNaming = LibrarySettingNames()) {
         self.logger = logger
         let journal = HookJournal<AlarmHookEvent>(outputDirectory: outputDirectory, folderName: Self.folderName)
         records = RaisedAlarmRecords(folder: (journal.folder as NSString).appendingPathComponent("raised"))
         let definition = HookQueue<AlarmHookEvent>.Definition(
-            command: settings.command, timeout: settings.timeout, timeoutOption: "--on-alarm-timeout", commandName: "capture-recv-alarm",
+            command: settings.command, timeout: settings.timeout, timeoutSetting: .alarmHookTimeout, settingNames: settingNames, commandName: "capture-recv-alarm",
             noun: "alarm hook", subject: "alarm hook", keyName: "alarm", inOrder: true, prepare: Self.prepare)
         queue = HookQueue(outputDirectory: outputDirectory, journal: journal, definition: definition, logger: logger)
     }

@@ -23,9 +23,7 @@ enum LogRecovery {
     static let replayingFileName = "replaying"
 
     /// Why the receiver's log could not be opened at start.
-    struct OpenFailure: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias OpenFailure = CommitLogStartFailure
 
     /// Replays every log under `root` that no running receiver holds, then opens this receiver's
     /// log: one of those (reused, its segments already made) or a new one.
@@ -33,7 +31,7 @@ enum LogRecovery {
         do throws(DurableFileError) {
             try makeFolder(root)
         } catch {
-            throw OpenFailure(description: "cannot make the commit log folder \(root): \(SystemErrorText.errno(error.code)); give --log-dir a writable folder")
+            throw .cannotMakeFolder(path: root, reason: SystemErrorText.errno(error.code))
         }
         var adopted: (directory: String, lock: DurableFile, log: CommitLog)?
         for name in logFolders(root) {
@@ -44,12 +42,12 @@ enum LogRecovery {
                 replayed = try replay(directory: directory, outputDirectory: outputDirectory, holding: nil, logger: logger)
             } catch {
                 lock.close()
-                throw OpenFailure(description: error.description)
+                throw .log(error)
             }
             // At start every held stream is waited for, so the log is replayed whole.
             guard let log = replayed else {
                 lock.close()
-                throw OpenFailure(description: "the commit log \(directory) could not be replayed whole: start the receiver again")
+                throw .other("the commit log \(directory) could not be replayed whole: start the receiver again")
             }
             if adopted == nil {
                 adopted = (directory, lock, log)
@@ -67,24 +65,24 @@ enum LogRecovery {
         do throws(DurableFileError) {
             try makeFolder(directory)
         } catch {
-            throw OpenFailure(description: "cannot make the commit log folder \(directory): \(SystemErrorText.errno(error.code)); give --log-dir a writable folder")
+            throw .cannotMakeFolder(path: directory, reason: SystemErrorText.errno(error.code))
         }
         guard let lock = tryLock(directory) else {
-            throw OpenFailure(description: "cannot lock the new commit log folder \(directory): another process took it")
+            throw .other("cannot lock the new commit log folder \(directory): another process took it")
         }
         let log: CommitLog
         do throws(CommitLogError) {
             log = try CommitLogReader(directory: directory, segmentSize: segmentSize).startWriting()
         } catch {
             lock.close()
-            throw OpenFailure(description: error.description)
+            throw .log(error)
         }
         do throws(DurableFileError) {
             try DurableFile.synchronizeDirectory(root)
         } catch {
             log.close()
             lock.close()
-            throw OpenFailure(description: "cannot make the commit log folder \(directory) durable: \(error.description)")
+            throw .other("cannot make the commit log folder \(directory) durable: \(error.description)")
         }
         return ReceiverLog(directory: directory, lock: lock, log: log)
     }
@@ -127,7 +125,7 @@ enum LogRecovery {
                 try replay(directory: directory, outputDirectory: outputDirectory, holding: nil, logger: logger)?.close()
                 replayed += 1
             } catch {
-                throw OpenFailure(description: error.description)
+                throw .log(error)
             }
         }
         return replayed
@@ -212,7 +210,7 @@ public enum CommitLogReplay {
         do throws(LogRecovery.OpenFailure) {
             return try LogRecovery.replayAll(root: root, outputDirectory: outputDirectory, logger: logger)
         } catch {
-            throw .commitLog(error.description)
+            throw .commitLog(error)
         }
     }
 }

@@ -36,10 +36,13 @@ public final class FinishedFileHandOff: Sendable {
     private let queue: HookQueue<FinishedRecording>
     private let logger: Logger
 
-    public init(outputDirectory: String, settings: Settings, exporter: Exporter? = nil, logger: Logger) {
+    /// `settingNames`: how the log names the timeout's setting.
+    public init(
+        outputDirectory: String, settings: Settings, exporter: Exporter? = nil, logger: Logger, settingNames: any SettingNaming = LibrarySettingNames()
+    ) {
         self.logger = logger
         let definition = HookQueue<FinishedRecording>.Definition(
-            command: settings.command, timeout: settings.timeout, timeoutOption: "--on-finalize-timeout", commandName: "capture-recv-hook",
+            command: settings.command, timeout: settings.timeout, timeoutSetting: .handOffTimeout, settingNames: settingNames, commandName: "capture-recv-hook",
             noun: "hand-off", subject: "hand-off of a finished file", keyName: "path"
         ) { recording in
             Self.prepare(recording, outputDirectory: outputDirectory, exporter: exporter, hasCommand: settings.command != nil, logger: logger)

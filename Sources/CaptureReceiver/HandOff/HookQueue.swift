@@ -42,8 +42,9 @@ final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
         var command: String?
         /// How long one run may take before its command is stopped.
         var timeout: Duration
-        /// The option that sets `timeout`, for the log.
-        var timeoutOption: String
+        /// The setting that sets `timeout`, for the log, and how the log names it.
+        var timeoutSetting: Setting
+        var settingNames: any SettingNaming
         /// The command's `$0`, and the name of the threads runs start on.
         var commandName: String
         /// The short name of a run in the log ("hand-off").
@@ -152,7 +153,7 @@ final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
         return max(1, min(century, whole + attoseconds / 1_000_000_000))
     }
 
-    private var timeoutText: String { "\(definition.timeoutOption) \(definition.timeout.components.seconds) s" }
+    private var timeoutText: String { "\(definition.settingNames.name(of: definition.timeoutSetting)) \(definition.timeout.components.seconds) s" }
     private var graceText: String { "\(schedule.limits.grace / HandOffSchedule.Limits.second) s" }
 
     /// On `queue`.

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 
 #if canImport(Glibc)
@@ -40,10 +41,13 @@ public struct FileNameTemplate: Sendable, Equatable, CustomStringConvertible {
         case absolute(String)
         case unknownPlaceholder(String)
 
-        public var description: String {
+        public var description: String { message(naming: LibrarySettingNames()) }
+
+        /// The error's text, naming the output folder as `naming` does.
+        public func message(naming: any SettingNaming) -> String {
             switch self {
             case .empty: return "the file name template is empty; give one such as '{stream}/%Y-%m-%d/{stream}_%H%M%SZ'"
-            case .absolute(let text): return "the file name template '\(text)' starts with '/'; names are relative to --out"
+            case .absolute(let text): return "the file name template '\(text)' starts with '/'; names are relative to \(naming.name(of: .outputFolder))"
             case .unknownPlaceholder(let name): return "the file name template uses {\(name)}; the placeholders are {stream}, {stream_id} and {host}"
             }
         }

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import CaptureWire
 import Foundation
@@ -61,7 +62,9 @@ struct HelloGate: Equatable {
     /// is left of the address's block (nil: not blocked), `carriesResumeSecret` whether the Hello
     /// has a resume secret, `token` how its token compares. Returns the decision and what to
     /// record with the limiter.
-    mutating func authenticate(peer: String, blockedForSeconds: Double?, carriesResumeSecret: Bool, token: TokenCheck) -> (Authentication, Record) {
+    mutating func authenticate(
+        peer: String, blockedForSeconds: Double?, carriesResumeSecret: Bool, token: TokenCheck, settingNames: any SettingNaming = LibrarySettingNames()
+    ) -> (Authentication, Record) {
         ownershipRequired = nil
         if let remaining = blockedForSeconds {
             let seconds = Int(exactly: remaining.rounded(.up)) ?? Int.max
@@ -78,9 +81,9 @@ struct HelloGate: Equatable {
         case .accepted:
             return (.admitted, ownershipRequired == nil ? .success : .nothing)
         case .missing:
-            refusal = "missing token: this receiver requires a token; give capture-send --token-file FILE or set CAPTURE_TOKEN"
+            refusal = "missing token: this receiver requires a token; give capture-send \(settingNames.name(of: .senderToken, value: "FILE")) or set CAPTURE_TOKEN"
         case .wrong:
-            refusal = "wrong token: the token is not one this receiver accepts; check the sender's --token-file or CAPTURE_TOKEN"
+            refusal = "wrong token: the token is not one this receiver accepts; check the sender's \(settingNames.name(of: .senderToken)) or CAPTURE_TOKEN"
         }
         if let ownershipRequired { return (.rateLimited(ownershipRequired), .failure) }
         return (.refused(refusal), .failure)
@@ -88,7 +91,9 @@ struct HelloGate: Equatable {
 
     /// The answer to the Hello: authentication's, or, once admitted, the stream table's
     /// `reservation` (nil when authentication did not admit it, so nothing was reserved).
-    func decision(_ authentication: Authentication, reservation: StreamRegistry.Reservation?, streamID: UUID, maximumStreams: Int) -> HelloDecision {
+    func decision(_ authentication: Authentication, reservation: StreamRegistry.Reservation?, streamID: UUID, maximumStreams: Int,
+        settingNames: any SettingNaming = LibrarySettingNames()
+    ) -> HelloDecision {
         switch authentication {
         case .refused(let reason):
             return .refused(.authenticationFailed, reason)
@@ -101,7 +106,7 @@ struct HelloGate: Equatable {
             case .busy?:
                 return .refused(.streamBusy, "stream \(streamID) is already being received on another connection")
             case .full?, nil:
-                return .refused(.tooManyStreams, "the receiver already records \(maximumStreams) streams; try again later or raise --max-streams")
+                return .refused(.tooManyStreams, "the receiver already records \(maximumStreams) streams; try again later or raise \(settingNames.name(of: .maximumStreams))")
             }
         }
     }

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureWire
 import Foundation
 
@@ -71,14 +72,18 @@ public struct ReceiverSession: Sendable {
     public private(set) var connection: Connection = .open
 
     private let settings: Settings
+    /// How log lines name a setting to change.
+    private let settingNames: any SettingNaming
     private var protocolState: ReceiverStreamState
     /// The receiver is shutting down: a file let go of is finalized (and stays resumable).
     private var receiverShuttingDown = false
     /// Invalid levels were logged once already.
     private var reportedInvalidLevels = false
 
-    public init(settings: Settings = Settings()) {
+    /// A session with `settings`, whose log lines name settings as `settingNames` does.
+    public init(settings: Settings = Settings(), settingNames: any SettingNaming = LibrarySettingNames()) {
         self.settings = settings
+        self.settingNames = settingNames
         protocolState = ReceiverStreamState(limits: settings.helloLimits)
     }
 
@@ -632,12 +637,12 @@ public struct ReceiverSession: Sendable {
         case .wire(.truncatedPreamble(receivedBytes: 0)) where settings.usesTLS:
             // Over TLS 1.3 a sender that rejects this receiver's certificate hangs up after the
             // handshake, before sending anything.
-            actions.append(.log(.init(.warning, "refused: the sender closed the TLS connection before sending anything; it may not trust this receiver's certificate (check its --ca or --pin and the host name it connects to)", ["code": "TLS"])))
+            actions.append(.log(.init(.warning, "refused: the sender closed the TLS connection before sending anything; it may not trust this receiver's certificate (check its \(settingNames.name(of: .certificateAuthority)) or \(settingNames.name(of: .certificatePin)) and the host name it connects to)", ["code": "TLS"])))
         case .wire(.truncatedPreamble(receivedBytes: 0)):
             // A plaintext connection that closed without a byte: a port probe or health check.
             actions.append(.log(.init(.debug, "connection closed without data")))
         case .wire(let error):
-            actions.append(.log(.init(.warning, "refused: \(error.description)", ["code": "\(error.code)"])))
+            actions.append(.log(.init(.warning, "refused: \(error.message(naming: settingNames))", ["code": "\(error.code)"])))
             frame = error.peerUnderstandsErrorFrame ? error.errorFrame : nil
         case .refused(let code, let message):
             actions.append(.log(.init(.warning, "refused: \(message)", ["code": "\(code)"])))

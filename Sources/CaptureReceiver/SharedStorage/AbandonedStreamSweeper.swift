@@ -39,7 +39,8 @@ enum AbandonedStreamSweeper {
             writerPool.submit {
                 let result = sweep(
                     index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), handOff: configuration.handOff,
-                    logger: logger, replayingLogs: { stream, claim in writerPool.replayAbandonedLogs(stream: stream, claim: claim) })
+                    logger: logger, settingNames: configuration.settingNames,
+                    replayingLogs: { stream, claim in writerPool.replayAbandonedLogs(stream: stream, claim: claim) })
                 metrics?.waitingStreams(result.waiting)
             }
         }
@@ -109,7 +110,7 @@ enum AbandonedStreamSweeper {
     /// acknowledged audio the file lacks (`WriterPool.replayAbandonedLogs`).
     @discardableResult
     static func sweep(
-        index: StreamIndex, mode: Mode, handOff: FinishedFileHandOff? = nil, logger: Logger,
+        index: StreamIndex, mode: Mode, handOff: FinishedFileHandOff? = nil, logger: Logger, settingNames: any SettingNaming = LibrarySettingNames(),
         replayingLogs: ((UUID, StreamClaim) -> Result<Void, StorageError>)? = nil
     ) -> SweepResult {
         var finalized = 0
@@ -178,7 +179,7 @@ enum AbandonedStreamSweeper {
                 claim.release(removingEntry: false)
                 continue
             }
-            logger.warning("more interrupted streams wait for their senders than --max-waiting-streams allows; finalizing the one waiting longest", metadata: [
+            logger.warning("more interrupted streams wait for their senders than \(settingNames.name(of: .maximumWaitingStreams)) allows; finalizing the one waiting longest", metadata: [
                 "path": "\(path)", "stream-id": "\(candidate.stream)", "max-waiting-streams": "\(maximumWaiting)",
             ])
             let done = finalizeAbandoned(path: path, claim: claim, index: index, handOff: handOff, logger: logger)

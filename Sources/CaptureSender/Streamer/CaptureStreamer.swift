@@ -227,7 +227,7 @@ public final class CaptureStreamer: Service, Sendable {
                     spool = try StreamSpool.create(root: root, meta: meta)
                 } catch {
                     spools.forEach { $0.removeAll() }
-                    throw .spool(error.description)
+                    throw .spool(error.message(naming: configuration.settingNames))
                 }
             }
             if let spool { spools.append(spool) }
@@ -236,14 +236,15 @@ public final class CaptureStreamer: Service, Sendable {
                 streamID: streamID, description: description)
             // The main receiver sets the pace of a source read faster than real time; a stream only
             // backups get never holds the capture up (it overflows, loudly, instead).
-            let report = Self.storageReporter(logger, background: background ? (label, spoolDestination.description) : nil)
+            let report = Self.storageReporter(
+                logger, background: background ? (label, spoolDestination.description) : nil, settingNames: configuration.settingNames)
             let log = PacketLog(
                 producerIsRealTime: source.isRealTime || !receiversOf[number].contains(0), spool: spool, capacity: configuration.spoolCapacity, overflow: overflow,
                 destinations: receiversOf[number].count, budget: budget,
                 events: { event in
                     report(event)
                     sink.yield(.storage(event))
-                })
+                }, settingNames: configuration.settingNames)
             budget.add(log, background: background)
             streams.append(EncodedStream(
                 label: label, streamID: streamID, streamName: streamName, description: description, log: log, spoolDestination: spoolDestination,
@@ -264,7 +265,7 @@ public final class CaptureStreamer: Service, Sendable {
                     })
             } catch {
                 spools.forEach { $0.removeAll() }
-                throw .localCopy(error.description)
+                throw .localCopy(error.message(naming: configuration.settingNames))
             }
         }
         do throws(CaptureError) {
@@ -291,6 +292,7 @@ public final class CaptureStreamer: Service, Sendable {
                 sourceHost: configuration.sourceHost, authToken: receiver.authToken)
             sending.resumeSecret = secrets[number]
             sending.tls = receiver.tls
+            sending.settingNames = configuration.settingNames
             sending.reconnect = configuration.reconnect
             sending.destination = LogDestination(index: receiversOf[number].firstIndex(of: index) ?? 0)
             sending.maxBitsPerSecond = destination.maxBitsPerSecond
@@ -691,6 +693,7 @@ public final class CaptureStreamer: Service, Sendable {
             heartbeatInterval: configuration.heartbeatInterval, application: configuration.application,
             sourceHost: configuration.sourceHost, authToken: receiver.authToken)
         template.tls = receiver.tls
+        template.settingNames = configuration.settingNames
         template.reconnect = configuration.reconnect
         return template
     }
@@ -706,16 +709,19 @@ public final class CaptureStreamer: Service, Sendable {
 
     /// Logs the log's storage events loudly; `background`: the encoding's label and receiver, for a
     /// background encoding, which gives way first when the spool is full (`SpoolBudget`).
-    static func storageReporter(_ logger: Logger, background: (label: String, receiver: String)? = nil) -> @Sendable (PacketLogEvent) -> Void {
-        { event in
+    static func storageReporter(
+        _ logger: Logger, background: (label: String, receiver: String)? = nil, settingNames: any SettingNaming = LibrarySettingNames()
+    ) -> @Sendable (PacketLogEvent) -> Void {
+        let spoolLimit = settingNames.name(of: .spoolLimit)
+        return { event in
             switch event {
             case .overflowStarted(let path) where background != nil:
                 let label = background?.label ?? "", receiver = background?.receiver ?? ""
-                logger.critical("THE SPOOL IS FULL (--spool-max): the background encoding \(label) for \(receiver) gives way to the live stream: its audio from here on is not kept in the spool but in a local file, and \(receiver)'s recording will have a gap here naming that file", metadata: [
+                logger.critical("THE SPOOL IS FULL (\(spoolLimit)): the background encoding \(label) for \(receiver) gives way to the live stream: its audio from here on is not kept in the spool but in a local file, and \(receiver)'s recording will have a gap here naming that file", metadata: [
                     "file": "\(path)", "encoding": "\(label)", "receiver": "\(receiver)",
                 ])
             case .overflowStarted(let path):
-                logger.critical("the spool is full (--spool-max): audio now goes to a local file and the receiver will get a gap here", metadata: ["file": "\(path)"])
+                logger.critical("the spool is full (\(spoolLimit)): audio now goes to a local file and the receiver will get a gap here", metadata: ["file": "\(path)"])
             case .overflowEnded(let path, let frames):
                 logger.critical("overflow ended: the receiver's file has a gap whose audio is in the local file", metadata: ["file": "\(path)", "frames": "\(frames)"])
             case .audioLost(let reason):

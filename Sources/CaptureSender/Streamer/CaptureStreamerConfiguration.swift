@@ -77,6 +77,9 @@ extension CaptureStreamer {
         /// The capture's id: every stream of this capture (one per encoding) names it in its Hello
         /// when there are several.
         public var captureID = UUID()
+        /// How the streamer's errors and log lines name a setting to change ("the spool is full
+        /// (the spool's size limit)"): the library's words unless the program has its own.
+        public var settingNames: any SettingNaming = LibrarySettingNames()
 
         public init(streamName: String, receiver: Receiver) {
             self.streamName = streamName

@@ -1,0 +1,197 @@
+import CaptureALSA
+import CaptureCLISupport
+import CaptureConsole
+import CaptureCore
+import CaptureExport
+import CaptureLocalCopy
+import CaptureReceiver
+import CaptureSecurity
+import CaptureSender
+import CaptureWire
+import XCTest
+
+/// The libraries' errors read on the command line exactly as they always did (the executables'
+/// `CommandLineSettingNames`), and in the library's own words, with no flag, everywhere else.
+final class CommandLineSettingNamesTests: XCTestCase {
+    private let commandLine = CommandLineSettingNames()
+
+    /// Asserts `error`'s text with the executables' naming and its `description` (the library's words).
+    private func assertTexts(
+        _ message: (any SettingNaming) -> String, _ description: String, commandLine expected: String, library neutral: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(message(commandLine), expected, file: file, line: line)
+        XCTAssertEqual(description, neutral, file: file, line: line)
+        XCTAssertFalse(description.contains("--"), description, file: file, line: line)
+    }
+
+    func testEverySettingHasAFlag() {
+        for setting in Setting.allCases {
+            XCTAssertTrue(commandLine.name(of: setting).contains("--"), "\(setting): \(commandLine.name(of: setting))")
+        }
+    }
+
+    func testReceiverStartErrors() {
+        let bind = ReceiverStartError.bindFailed(host: "127.0.0.1", port: 7373, reason: "port 7373 is already in use")
+        assertTexts(
+            bind.message(naming:), bind.description,
+            commandLine: "cannot listen on 127.0.0.1:7373: port 7373 is already in use; choose another address with --listen HOST:PORT",
+            library: "cannot listen on 127.0.0.1:7373: port 7373 is already in use; choose another address with the listen address (ReceiverConfiguration.host, .port)")
+        let file = ReceiverStartError.outputDirectory(.notAFolder(path: "/srv/x"))
+        assertTexts(
+            file.message(naming:), file.description,
+            commandLine: "--out /srv/x is a file, not a folder; name a folder for the recordings",
+            library: "the output folder (ReceiverConfiguration.outputDirectory) /srv/x is a file, not a folder; name a folder for the recordings")
+        let create = ReceiverStartError.outputDirectory(.cannotCreate(path: "/srv/x", reason: "permission denied"))
+        XCTAssertTrue(create.message(naming: commandLine).hasSuffix("or choose another with --out"))
+        XCTAssertFalse(create.description.contains("--"), create.description)
+        let log = ReceiverStartError.commitLog(.cannotMakeFolder(path: "/srv/log", reason: "permission denied"))
+        assertTexts(
+            log.message(naming:), log.description,
+            commandLine: "cannot make the commit log folder /srv/log: permission denied; give --log-dir a writable folder",
+            library: "cannot make the commit log folder /srv/log: permission denied; give the commit log folder (ReceiverConfiguration.logDirectory) a writable folder")
+        let full = ReceiverStartError.commitLog(.log(.logVolumeFull(directory: "/srv/log", segmentSize: 16 << 20)))
+        XCTAssertTrue(full.message(naming: commandLine).contains("or give --log-dir another volume"))
+        XCTAssertFalse(full.description.contains("--"), full.description)
+    }
+
+    func testSecurityErrors() {
+        let pin = SecurityError.badPin("12:34")
+        assertTexts(
+            pin.message(naming:), pin.description,
+            commandLine: "--pin \"12:34\" is not a SHA-256 fingerprint: give 64 hexadecimal digits, with or without colons"
+                + " (as `capture-recv gen-cert` or `openssl x509 -noout -fingerprint -sha256` print it)",
+            library: "a pinned fingerprint (SenderTLSConfiguration.trust .pin) \"12:34\" is not a SHA-256 fingerprint: give 64 hexadecimal digits,"
+                + " with or without colons (as `capture-recv gen-cert` or `openssl x509 -noout -fingerprint -sha256` print it)")
+        let exists = SecurityError.certificateFilesExist(directory: "/etc/capture")
+        assertTexts(
+            exists.message(naming:), exists.description,
+            commandLine: "cannot make the certificate: /etc/capture already holds cert.pem or key.pem; choose another --out folder or pass --force to replace them",
+            library: "cannot make the certificate: /etc/capture already holds cert.pem or key.pem; choose another folder (CertificateFactory.write's directory)"
+                + " or pass overwrite: true (CertificateFactory.write) to replace them")
+        let host = SecurityError.badHostName("a b")
+        XCTAssertTrue(host.message(naming: commandLine).hasPrefix("--host \"a b\" is neither"))
+        XCTAssertFalse(host.description.contains("--"), host.description)
+        let authority = SecurityError.notAnAuthority(path: "cert.pem", fingerprint: "AB")
+        XCTAssertTrue(authority.message(naming: commandLine).hasSuffix("so --ca cannot trust it; connect with --pin AB instead"))
+        XCTAssertFalse(authority.description.contains("--"), authority.description)
+    }
+
+    func testSenderErrors() {
+        let gaveUp = SenderError.gaveUp(receiver: "b:7373", reason: .unreachable(seconds: 30), fromSecond: 1.5)
+        assertTexts(
+            gaveUp.message(naming:), gaveUp.description,
+            commandLine: "backup receiver b:7373 was unreachable for 30 s (--also-give-up) and was dropped: its file is incomplete,"
+                + " it lacks the audio from second 1.500 on; the main receiver's file is the whole recording",
+            library: "backup receiver b:7373 was unreachable for 30 s (CaptureStreamer.Configuration.backupGiveUpAfter) and was dropped:"
+                + " its file is incomplete, it lacks the audio from second 1.500 on; the main receiver's file is the whole recording")
+        let behind = SenderError.gaveUp(receiver: "b:7373", reason: .fellBehind(BackupRoom(bytes: 1 << 20, limit: .spoolMax)), fromSecond: 0)
+        XCTAssertTrue(behind.message(naming: commandLine).contains("the spool's limit (--spool-max)"))
+        XCTAssertFalse(behind.description.contains("--"), behind.description)
+        let spool = SpoolError("cannot write in the spool folder /var/spool/x: permission denied", chooseAnother: .spoolFolder)
+        assertTexts(
+            spool.message(naming:), spool.description,
+            commandLine: "cannot write in the spool folder /var/spool/x: permission denied; choose another with --spool DIR",
+            library: "cannot write in the spool folder /var/spool/x: permission denied; choose another with the spool folder (CaptureStreamer.Configuration.spoolRoot)")
+        let stop = SenderStopSequence.AbandonReason.stopTimeout(seconds: 10)
+        assertTexts(
+            stop.message(naming:), stop.description,
+            commandLine: "--stop-timeout (10 s) passed while delivering", library: "the stop timeout (10 s) passed while delivering")
+    }
+
+    func testLocalCopyErrors() {
+        let container = LocalCopyError.unsupportedContainer(path: "/tmp/take.mp3")
+        assertTexts(
+            container.message(naming:), container.description,
+            commandLine: "--record /tmp/take.mp3: the file must end in .caf, .wav or .flac",
+            library: "the local copy (LocalCopySettings.path) /tmp/take.mp3: the file must end in .caf, .wav or .flac")
+        let segment = LocalCopyError.invalidSegment(seconds: 0)
+        assertTexts(
+            segment.message(naming:), segment.description,
+            commandLine: "--record-segment is 0 s: use 1 s to 24 h (1s, 15m, 1h)",
+            library: "the local copy's segment length (LocalCopySettings.segmentSeconds) is 0 s: use 1 s to 24 h (1s, 15m, 1h)")
+    }
+
+    func testConsoleErrors() throws {
+        let open = ConsoleSetupError.tokensRequired(host: "0.0.0.0")
+        assertTexts(
+            open.message(naming:), open.description,
+            commandLine: "--http 0.0.0.0 is reachable from other machines, and the console plays live audio: give --http-token-file FILE"
+                + " (the tokens that may use it), or listen on 127.0.0.1",
+            library: "the console's address (ConsoleSettings.host, .port) 0.0.0.0 is reachable from other machines, and the console plays live audio:"
+                + " give the console's tokens (ConsoleAccess tokens) (the tokens that may use it), or listen on 127.0.0.1")
+        let busy = ConsoleSetupError.cannotListen(host: "127.0.0.1", port: 8080, reason: "port 8080 is already in use")
+        XCTAssertTrue(busy.message(naming: commandLine).hasSuffix("; choose another address with --http HOST:PORT"))
+        XCTAssertFalse(busy.description.contains("--"), busy.description)
+        let bad = ConsoleSetupError.badHost(setting: .consoleAllowedHost, value: "a b")
+        XCTAssertTrue(bad.message(naming: commandLine).hasPrefix("--http-allow-host a b is not a host name or address"))
+        let hosts = try ConsoleHostNames(listeningOn: "127.0.0.1", machineAddresses: { [] })
+        XCTAssertEqual(
+            hosts.refusal(host: "evil.example", secure: false, settingNames: commandLine),
+            "capture-recv: this console does not answer to the name evil.example (the request's Host); if that name is this machine's,"
+                + " start capture-recv with --http-allow-host evil.example")
+        XCTAssertEqual(
+            hosts.refusal(origin: "http://evil.example", method: "POST", settingNames: commandLine),
+            "capture-recv: this console takes no POST from pages of http://evil.example (the request's Origin); if that site is this console's,"
+                + " start capture-recv with --http-allow-host NAME for its host name")
+    }
+
+    func testExportErrors() {
+        let ogg = ExportError.oggNeedsOpus(path: "take.caf", packetTable: false)
+        assertTexts(
+            ogg.message(naming:), ogg.description,
+            commandLine: "cannot export take.caf: it is not an Opus recording: --to ogg remuxes Opus; export linear PCM as flac, wav or rf64",
+            library: "cannot export take.caf: it is not an Opus recording: ExportFormat.ogg remuxes Opus; export linear PCM as flac, wav or rf64")
+        let exists = ExportError.exists("take.flac")
+        assertTexts(
+            exists.message(naming:), exists.description,
+            commandLine: "take.flac exists already; remove it or pass --force to replace it",
+            library: "take.flac exists already; remove it or pass replacing: true (RecordingExporter.export) to replace it")
+    }
+
+    /// A device that cannot be opened: the advice names the device listing and the tone source.
+    func testALSAErrors() {
+        func openFailure(_ naming: any SettingNaming) -> String {
+            do {
+                _ = try ALSASource(
+                    device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3,
+                    settingNames: naming)
+                return "opened"
+            } catch {
+                return error.description
+            }
+        }
+        XCTAssertTrue(
+            openFailure(commandLine).hasSuffix(
+                "Run `capture-send --list-devices` to see the capture devices, or use `--source tone` to send a test tone without a sound card."),
+            openFailure(commandLine))
+        let neutral = openFailure(LibrarySettingNames())
+        XCTAssertTrue(
+            neutral.hasSuffix("Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."),
+            neutral)
+        XCTAssertFalse(neutral.contains("--"), neutral)
+    }
+
+    func testWireErrors() {
+        let clientTLS = WireError.clientSpeaksTLS
+        assertTexts(
+            clientTLS.message(naming:), clientTLS.description,
+            commandLine: "the client speaks TLS; start capture-recv with --tls-cert/--tls-key or connect without --tls",
+            library: "the client speaks TLS; start capture-recv with ReceiverTLSConfiguration.certificatePath/ReceiverTLSConfiguration.privateKeyPath"
+                + " or connect without TLS (SenderConfiguration.tls)")
+        let receiverTLS = WireError.receiverSpeaksTLS
+        assertTexts(
+            receiverTLS.message(naming:), receiverTLS.description,
+            commandLine: "the receiver speaks TLS; connect with --tls (and --ca or --pin to trust its certificate)",
+            library: "the receiver speaks TLS; connect with TLS (SenderConfiguration.tls) (and the trusted CA (SenderTLSConfiguration.trust .authorities)"
+                + " or a pinned fingerprint (SenderTLSConfiguration.trust .pin) to trust its certificate)")
+    }
+
+    func testFileNameTemplateErrors() {
+        let absolute = FileNameTemplate.TemplateError.absolute("/srv/{stream}")
+        assertTexts(
+            absolute.message(naming:), absolute.description,
+            commandLine: "the file name template '/srv/{stream}' starts with '/'; names are relative to --out",
+            library: "the file name template '/srv/{stream}' starts with '/'; names are relative to the output folder (ReceiverConfiguration.outputDirectory)")
+    }
+}

@@ -146,6 +146,7 @@ let package = Package(
         .target(
             name: "CaptureMetrics",
             dependencies: [
+                "CaptureCore",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

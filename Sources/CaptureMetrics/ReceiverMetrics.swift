@@ -1,3 +1,4 @@
+import CaptureCore
 import CoreMetrics
 import class Prometheus.PrometheusCollectorRegistry
 import struct Prometheus.PrometheusMetricsFactory
@@ -193,10 +194,7 @@ public final class ReceiverMetrics: Sendable {
         }
     }
 
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let components = duration.components
-        return max(0, components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
-    }
+    private static func nanoseconds(_ duration: Duration) -> Int64 { max(0, duration.inNanoseconds) }
 
     private func reasonCounter(_ name: String, _ reason: String) -> Counter {
         Counter(label: name, dimensions: [("reason", reason)], factory: factory)

@@ -1,3 +1,4 @@
+import CaptureCore
 import Dispatch
 
 /// Something that calls a closure at a fixed period until cancelled. The reporter uses a real timer
@@ -22,7 +23,7 @@ public struct DispatchStatusScheduler: StatusScheduler {
     }
 
     public func scheduleRepeating(every period: Duration, _ tick: @escaping @Sendable () -> Void) -> any StatusSchedule {
-        let nanoseconds = max(1, Int(period.components.seconds) * 1_000_000_000 + Int(period.components.attoseconds / 1_000_000_000))
+        let nanoseconds = Int(max(1, period.inNanoseconds))
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds), leeway: .milliseconds(5))
         timer.setEventHandler(handler: tick)

@@ -146,11 +146,7 @@ final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
     /// monotonic clock cannot overflow).
     static func nanoseconds(_ duration: Duration) -> Int64 {
         let century: Int64 = 100 * 365 * 86_400 * 1_000_000_000
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0 else { return 1 }
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow, whole < century else { return century }
-        return max(1, min(century, whole + attoseconds / 1_000_000_000))
+        return max(1, min(century, duration.inNanoseconds))
     }
 
     private var timeoutText: String { "\(definition.settingNames.name(of: definition.timeoutSetting)) \(definition.timeout.components.seconds) s" }

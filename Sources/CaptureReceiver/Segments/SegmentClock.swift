@@ -28,9 +28,7 @@ public struct SegmentClock: Sendable, Equatable {
     /// A clock for segments of `length` (at least a second, at most a day) of a stream whose first
     /// valid sample, at position `origin`, was captured at `startTime` (ns since 1970).
     public init(length: Duration, startTime: Int64, origin: Int64, sampleRate: Double) {
-        let (seconds, attoseconds) = length.components
-        let nanoseconds = Int128(seconds) * Int128(Self.nanosecondsPerSecond) + Int128(attoseconds / 1_000_000_000)
-        self.length = Int64(min(max(nanoseconds, Int128(Self.nanosecondsPerSecond)), Int128(Self.nanosecondsPerDay)))
+        self.length = min(max(length.inNanoseconds, Self.nanosecondsPerSecond), Self.nanosecondsPerDay)
         self.startTime = startTime
         self.origin = origin
         let rate = sampleRate.isFinite ? sampleRate.rounded() : 1

@@ -1,0 +1,16 @@
+extension Duration {
+    /// The duration in seconds, as a `Double`: for log lines and error messages, and for the few
+    /// APIs that take seconds (`Date`, `NSCondition.wait(until:)`).
+    public var inSeconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) * 1e-18
+    }
+
+    /// The duration in whole nanoseconds, rounded toward zero and clamped to `Int64`'s range: for
+    /// the clocks and timers that count nanoseconds (`DispatchTime`, the monotonic clock's
+    /// readings, Prometheus' timers). Callers bound it further where they add it to a time.
+    public var inNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let nanoseconds = Int128(seconds) * 1_000_000_000 + Int128(attoseconds / 1_000_000_000)
+        return Int64(clamping: nanoseconds)
+    }
+}

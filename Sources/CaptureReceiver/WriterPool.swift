@@ -3,6 +3,7 @@ import CaptureCore
 import CaptureWire
 import Foundation
 import Logging
+import Synchronization
 
 /// The receiver's storage threads, shared by every stream: a few lanes (threads) that run each
 /// stream's disk operations in the order they were submitted (create or reopen its file, append audio
@@ -445,7 +446,7 @@ public final class WriterPool: @unchecked Sendable {
     /// Runs `body` for each item on its writer's lane and waits for all; the non-nil results. Each
     /// lane gets one job for all its items (a round of 10,000 streams is a few jobs, not 10,000).
     /// `urgent`: a round's step, run ahead of the operations queued (`WriterLane`).
-    private func onLanes<Item, Result>(
+    private func onLanes<Item, Result: Sendable>(
         _ items: [Item], lane: KeyPath<Item, WriterLane>, urgent: Bool = false, _ body: @escaping (Item) -> Result?
     ) -> [Result] {
         let group = DispatchGroup()
@@ -499,12 +500,9 @@ struct CheckpointEntry {
 }
 
 /// Results gathered from several lanes.
-///
-/// Sendability (`@unchecked Sendable`): `values` is read and written only under `lock`.
-private final class ResultCollector<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [Value] = []
+private final class ResultCollector<Value: Sendable>: Sendable {
+    private let values = Mutex<[Value]>([])
 
-    func add(contentsOf more: [Value]) { lock.withLock { values.append(contentsOf: more) } }
-    var results: [Value] { lock.withLock { values } }
+    func add(contentsOf more: [Value]) { values.withLock { $0.append(contentsOf: more) } }
+    var results: [Value] { values.withLock { $0 } }
 }

@@ -26,6 +26,11 @@ public enum CrashPoint: String, CaseIterable, Sendable {
     case midSegmentCut = "mid-segment-cut"
     /// A takeover replayed a dead receiver's log into the files but did not mark it replayed.
     case midTakeover = "mid-takeover"
+    /// A stream's end finalized its file and journaled its hand-off, before the stream index
+    /// records it finished.
+    case finishBeforeRecord = "finish-before-record"
+    /// The stream index records a stream finished, before its file's position log is removed.
+    case finishAfterRecord = "finish-after-record"
 
     #if DEBUG
     private static let armed: (point: CrashPoint, occurrence: Int)? = {

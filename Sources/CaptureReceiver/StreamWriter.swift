@@ -192,7 +192,7 @@ public final class StreamWriter: @unchecked Sendable {
             if let failure { return completion(.failure(failure)) }
             let finished: FinishedFile
             do throws(StorageError) {
-                finished = try recording.finish(end)
+                finished = try recording.finish(end, written: written)
             } catch {
                 if recording.isOpen { fail(error) }
                 return completion(.failure(error))

@@ -41,6 +41,28 @@ final class CrashPointTests: XCTestCase {
         try crashOnce(at: "mid-segment-cut", receiverArguments: ["--segment", "1s"])
     }
 
+    /// Killed at the stream's end, after its file was finalized and before the index records the
+    /// stream finished: the file keeps its position log, so the sender's resume continues it and
+    /// its end finishes it again; one file holds the tone.
+    func testKilledFinishingTheStreamBeforeTheIndexRecordsIt() throws {
+        try crashOnce(at: "finish-before-record", receiverArguments: []) { restarted in
+            XCTAssertEqual(restarted.files().count, 1, "\(restarted.files())")
+        }
+    }
+
+    /// Killed after the index records the stream finished, before its file's position log is
+    /// removed: the sender's resume gets its EndAccepted again (no second file), and the restart
+    /// removes the stale log, so the file is not taken for a resumable one.
+    func testKilledAfterTheIndexRecordsTheStreamFinishedBeforeItsPositionLogGoes() throws {
+        try crashOnce(at: "finish-after-record", receiverArguments: []) { restarted in
+            XCTAssertEqual(restarted.files().count, 1, "\(restarted.files())")
+            let names = try FileManager.default.contentsOfDirectory(atPath: restarted.directory.path)
+            XCTAssertEqual(names.filter { !$0.hasPrefix(".") && !$0.hasSuffix(".caf") }, [], "no position log is left beside the finished file")
+            XCTAssertTrue(restarted.child.standardError.contains("removed the position log a crash left beside a finished stream's file"),
+                          restarted.child.standardError)
+        }
+    }
+
     /// Killed (as by the OOM killer), then killed again while its restart replays the log.
     func testKilledMidReplay() throws {
         let out = work.appendingPathComponent("out")
@@ -83,8 +105,9 @@ final class CrashPointTests: XCTestCase {
     // MARK: - Helpers
 
     /// A receiver started with `CAPTURE_CRASH_AT=point` records a paced tone until the point kills
-    /// it; a receiver restarted on the folder (without it) finishes the stream.
-    private func crashOnce(at point: String, receiverArguments: [String]) throws {
+    /// it; a receiver restarted on the folder (without it) finishes the stream. `afterwards` checks
+    /// the restarted receiver once it has stopped (its folder is removed with it).
+    private func crashOnce(at point: String, receiverArguments: [String], afterwards: (ReceiverUnderTest) throws -> Void = { _ in }) throws {
         let out = work.appendingPathComponent("out")
         let name = String(point.prefix { $0 != ":" })
         let first = try ReceiverUnderTest(
@@ -97,6 +120,7 @@ final class CrashPointTests: XCTestCase {
         let second = try ReceiverUnderTest(extraArguments: Resilience.receiverOptions + receiverArguments, outputDirectory: out)
         proxy.upstreamPort = second.port
         try expectTheWholeTone(sender: sender, receiver: second)
+        try afterwards(second)
     }
 
     private func startSender(port: Int, name: String) throws -> ChildProcess {

@@ -357,8 +357,9 @@ final class SegmentingFileWriter {
     /// Finalizes the file (sizes, packet table, markers), records the finished stream in the stream
     /// index (so a sender that missed the EndAccepted gets it again for the resume window), and
     /// returns what the file holds. `end` is nil for a stream finalized without its end: it then
-    /// leaves the index.
-    func finish(_ end: StreamEnd?) throws(StorageError) -> FinishedFile {
+    /// leaves the index. `written` is the stream position the file holds (every message before the
+    /// end).
+    func finish(_ end: StreamEnd?, written: StreamPosition) throws(StorageError) -> FinishedFile {
         guard let writer else { throw .writeFailed("\(currentPath) was already closed") }
         do throws(CAFError) {
             try writer.finalize(remainderFrames: format.isVariableBitRate ? end?.remainderFrames ?? 0 : 0)
@@ -366,11 +367,23 @@ final class SegmentingFileWriter {
             throw .writeFailed(error.description)
         }
         self.writer = nil
+        if end != nil {
+            // The finalized file holds everything written, durably, but the rounds since the last
+            // checkpoint are only in the commit log: its position log says so now, so that a crash
+            // before the index records the stream finished resumes the file at its end (the sender
+            // sends the end again) instead of where the last checkpoint left it. Should this fail,
+            // the finished record below, a moment later, says the same.
+            try? positionLog?.append(StreamPositionRecord(position: written, packets: writer.packetCount))
+        }
         positionLog = nil
         // Journaled before the position log goes: a crash in between leaves the stream
         // resumable, and its end finishes (and journals) the file again.
         journalHandOff(currentPath, frames: writer.frameCount, complete: end != nil)
-        try? StreamPositionLog.remove(cafPath: currentPath)
+        // The finished record is written before the position log goes: a crash between the two
+        // would otherwise leave an entry naming a file that is neither resumable nor finished, and
+        // the sender, missing its EndAccepted, would record the whole stream again in a new file.
+        // A crash after the record leaves a stale position log, which start-up removes.
+        CrashPoint.finishBeforeRecord.reached()
         // The entry names the file relative to the output folder; it becomes the finished record.
         let entry = (try? claim?.contents()).flatMap { StreamIndexEntry(text: $0) }
         if let claim, let end, let entry, case .recording(let relativePath) = entry.stream, !relativePath.isEmpty {
@@ -388,6 +401,8 @@ final class SegmentingFileWriter {
             claim?.release(removingEntry: true)
         }
         claim = nil
+        CrashPoint.finishAfterRecord.reached()
+        try? StreamPositionLog.remove(cafPath: currentPath)
         return FinishedFile(path: currentPath, frames: writer.frameCount, packets: writer.packetCount, bytes: writer.dataByteCount, gaps: gapCount)
     }
 

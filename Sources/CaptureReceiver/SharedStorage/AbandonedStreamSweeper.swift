@@ -55,6 +55,9 @@ enum AbandonedStreamSweeper {
         for found in ResumableFiles.scan(directory: index.outputDirectory, logger: logger) {
             if case .success(let claim) = index.claimNew(found.stream, relativePath: index.relativePath(of: found.path)) {
                 claim.release(removingEntry: false)
+            } else if case .success(let claim) = index.claimExisting(found.stream) {
+                removeStalePositionLog(of: found.path, claim: claim, index: index, logger: logger)
+                claim.release(removingEntry: false)
             }
         }
         var waiting: [(stream: UUID, path: String)] = []
@@ -65,6 +68,23 @@ enum AbandonedStreamSweeper {
             if let path { waiting.append((stream, path)) }
         }
         return waiting.sorted { $0.path < $1.path }
+    }
+
+    /// A receiver that crashed after recording a stream as finished, before removing its file's
+    /// position log, leaves that log behind: the file is complete, and its stream answers a resume
+    /// with EndAccepted, so the log only makes the file look resumable. Removed under the claim.
+    private static func removeStalePositionLog(of path: String, claim: StreamClaim, index: StreamIndex, logger: Logger) {
+        guard let record = index.finishedRecord(of: claim), record.complete,
+              index.absolutePath(relative: record.relativePath) == path
+        else { return }
+        do throws(DurableFileError) {
+            try StreamPositionLog.remove(cafPath: path)
+            logger.notice("removed the position log a crash left beside a finished stream's file", metadata: ["path": "\(path)"])
+        } catch {
+            logger.warning("cannot remove the position log a crash left beside a finished stream's file", metadata: [
+                "path": "\(path)", "error": "\(error.description)",
+            ])
+        }
     }
 
     /// Finalizes an abandoned stream's file under its claim and records where it ends in its entry

@@ -57,7 +57,7 @@ final class StreamDirectoryTests: XCTestCase {
     func testTheTimelineListsConnectionsGapsMarkersPausesAlarmsAndTheEnd() throws {
         let clock = self.clock
         var conditions = StreamAlarmConditions()
-        conditions.noAudioSeconds = 5
+        conditions.noAudioDuration = .seconds(5)
         let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: StreamAlarmPolicy(conditions: conditions)), now: { clock.now })
         let first = directory.streamOpened(opening())
         clock.advance(1)
@@ -219,9 +219,9 @@ final class StreamDirectoryTests: XCTestCase {
 
     func testEachStreamGetsTheAlarmConditionsOfItsName() throws {
         var quick = StreamAlarmConditions()
-        quick.silenceSeconds = 2
+        quick.silenceDuration = .seconds(2)
         let policy = StreamAlarmPolicy(
-            conditions: quick, overrides: [StreamAlarmOverride(pattern: "studio-*", changes: [.off]), .init(pattern: "van-*", changes: [.set(.silenceSeconds(4))])])
+            conditions: quick, overrides: [StreamAlarmOverride(pattern: "studio-*", changes: [.off]), .init(pattern: "van-*", changes: [.set(.silenceDuration(.seconds(4)))])])
         let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: policy), now: { [clock = self.clock] in clock.now })
         let names = ["studio-a", "van-1", "field-1"]
         let recorders = names.enumerated().map { index, name in

@@ -21,7 +21,7 @@ final class StreamDirectoryTests: XCTestCase {
 
     private let clock = TestClock()
 
-    private func directory(resumeWindow: Duration = .seconds(60), retention: TimeInterval = 600, maximumFinished: Int = 1_000, bufferLimit: Int = 4_096) -> StreamDirectory {
+    private func directory(resumeWindow: Duration = .seconds(60), retention: Duration = .seconds(600), maximumFinished: Int = 1_000, bufferLimit: Int = 4_096) -> StreamDirectory {
         let clock = self.clock
         return StreamDirectory(
             settings: .init(resumeWindow: resumeWindow, finishedRetention: retention, maximumFinished: maximumFinished, subscriberBufferLimit: bufferLimit),
@@ -252,7 +252,7 @@ final class StreamDirectoryTests: XCTestCase {
     }
 
     func testFinishedStreamsLeaveAfterTheirRetentionAndBeyondTheLimit() throws {
-        let directory = directory(retention: 600, maximumFinished: 2)
+        let directory = directory(retention: .seconds(600), maximumFinished: 2)
         for index in 0..<4 {
             let id = UUID(uuidString: "00000000-0000-4000-8000-00000000000\(index)") ?? UUID()
             directory.streamOpened(opening(id, name: "s\(index)")).connectionEnded(resumable: false)

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 import Synchronization
 
@@ -13,8 +14,8 @@ public final class AuthRateLimiter: Sendable {
     }
 
     private let maximumFailures: Int
-    private let window: TimeInterval
-    private let blockDuration: TimeInterval
+    private let window: Duration
+    private let blockDuration: Duration
     private let now: @Sendable () -> Date
     private let state = Mutex(State())
 
@@ -28,14 +29,13 @@ public final class AuthRateLimiter: Sendable {
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.maximumFailures = maximumFailures
-        // Kept in seconds: the limiter reads the wall clock (`Date`), as its injected clock does.
-        self.window = window.inSeconds
-        self.blockDuration = blockDuration.inSeconds
+        self.window = window
+        self.blockDuration = blockDuration
         self.now = now
     }
 
-    /// Seconds `address` remains refused, or nil when it may try.
-    public func remainingBlock(for address: String) -> TimeInterval? {
+    /// How long `address` remains refused, or nil when it may try.
+    public func remainingBlock(for address: String) -> Duration? {
         state.withLock { state in
             guard let until = state.blockedUntil[address] else { return nil }
             let remaining = until.timeIntervalSince(now())
@@ -43,7 +43,7 @@ public final class AuthRateLimiter: Sendable {
                 state.blockedUntil[address] = nil
                 return nil
             }
-            return remaining
+            return .seconds(remaining)
         }
     }
 
@@ -53,20 +53,25 @@ public final class AuthRateLimiter: Sendable {
         guard maximumFailures > 0 else { return false }
         return state.withLock { state in
             let time = now()
-            var recent = (state.failures[address] ?? []).filter { time.timeIntervalSince($0) < window }
+            var recent = (state.failures[address] ?? []).filter { Self.elapsed(from: $0, to: time) < window }
             recent.append(time)
             if recent.count >= maximumFailures {
                 state.failures[address] = nil
-                state.blockedUntil[address] = time.addingTimeInterval(blockDuration)
+                state.blockedUntil[address] = time.addingTimeInterval(blockDuration.inSeconds)
                 return true
             }
             state.failures[address] = recent
             // Forget addresses that stopped trying, so the table stays small.
             if state.failures.count > 10_000 {
-                state.failures = state.failures.filter { $0.value.contains { time.timeIntervalSince($0) < window } }
+                state.failures = state.failures.filter { $0.value.contains { Self.elapsed(from: $0, to: time) < window } }
             }
             return false
         }
+    }
+
+    /// The wall-clock time from `start` to `end`, as a `Duration`.
+    private static func elapsed(from start: Date, to end: Date) -> Duration {
+        .seconds(end.timeIntervalSince(start))
     }
 
     /// Forgets the failures of an address that authenticated.

@@ -261,7 +261,7 @@ public final class CaptureReceiverServer: Service, Sendable {
 
     private func stop() async -> Bool {
         let started = DispatchTime.now()
-        let timeout = shutdownTimeout.inSeconds
+        let timeout = shutdownTimeout
         // Running hand-off commands are stopped (their process groups: SIGTERM, then SIGKILL) while
         // the files finish; they run again at the next start, and none outlives the receiver.
         handOff?.beginStopping()
@@ -272,9 +272,9 @@ public final class CaptureReceiverServer: Service, Sendable {
 
     /// The blocking part of `shutDown`: every open file finished or let go of, the writer pool and
     /// the event loops stopped, the hand-off and alarm commands waited for.
-    private func finishAndStop(started: DispatchTime, timeout: TimeInterval) -> Bool {
+    private func finishAndStop(started: DispatchTime, timeout: Duration) -> Bool {
         registry.shutDownAll()
-        let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout))
+        let clean = registry.waitUntilEmpty(deadline: Date().addingTimeInterval(timeout.inSeconds))
         // Streams whose connection was lost earlier have unfinished files: finish those nobody holds
         // too, keeping their position logs and index entries so their senders can still resume them.
         AbandonedStreamSweeper.sweep(index: StreamIndex(outputDirectory: outputDirectory), mode: .finalizeResumable, logger: logger)
@@ -282,10 +282,12 @@ public final class CaptureReceiverServer: Service, Sendable {
         // last sync round.
         writerPool.shutDown()
         try? group.syncShutdownGracefully()
-        if let handOff, !handOff.waitUntilStopped(deadline: started + max(timeout, FinishedFileHandOff.stopGrace + 1)) {
+        // The hand-off and alarm commands get at least their grace from SIGTERM to SIGKILL, and a second.
+        let commandsDeadline = started + max(timeout, FinishedFileHandOff.stopGrace + .seconds(1)).inSeconds
+        if let handOff, !handOff.waitUntilStopped(deadline: commandsDeadline) {
             logger.error("a hand-off command still ran when the receiver stopped; its hand-off runs again at the next start, once that command has ended")
         }
-        if let alarmHook, !alarmHook.waitUntilStopped(deadline: started + max(timeout, FinishedFileHandOff.stopGrace + 1)) {
+        if let alarmHook, !alarmHook.waitUntilStopped(deadline: commandsDeadline) {
             logger.error("an alarm hook command still ran when the receiver stopped; it runs again at the next start, once that command has ended")
         }
         return clean

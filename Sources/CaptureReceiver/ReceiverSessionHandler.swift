@@ -49,12 +49,12 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
     private let listenTap: SessionListenTap?
     /// Log lines a peer can repeat at will, summarized per interval (by message).
     private var repeatedLines: [String: (summary: RepeatedEventSummary, last: SessionLogLine)] = [:]
-    private let repeatInterval: TimeInterval
+    private let repeatInterval: Duration
 
     init(
         configuration: ReceiverConfiguration, registry: StreamRegistry, storage: any StreamStorage, logger: Logger,
         rateLimiter: AuthRateLimiter = AuthRateLimiter(maximumFailures: 0), tlsReport: TLSVerificationReport? = nil, usesTLS: Bool = false,
-        directory: (any StreamDirectoryFeed)? = nil, listening: (any StreamListening)? = nil, repeatInterval: TimeInterval = 10
+        directory: (any StreamDirectoryFeed)? = nil, listening: (any StreamListening)? = nil, repeatInterval: Duration = .seconds(10)
     ) {
         self.repeatInterval = repeatInterval
         directoryTap = directory.map { SessionDirectoryTap(feed: $0, outputDirectory: configuration.outputDirectory) }
@@ -256,7 +256,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             token = .notRequired
         }
         let (authentication, record) = gate.authenticate(
-            peer: peerAddress, blockedForSeconds: rateLimiter.remainingBlock(for: peerAddress),
+            peer: peerAddress, blockedFor: rateLimiter.remainingBlock(for: peerAddress),
             carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token, settingNames: configuration.settingNames)
         switch record {
         case .failure:

@@ -12,9 +12,9 @@ import CaptureCore
 /// - a reading with frames replaces the shown levels (peak, RMS) with its own;
 /// - a reading without frames leaves the shown levels as they were; before any audio they are
 ///   silence (−∞), which is also what real digital silence reads;
-/// - the held peak of a channel is the highest peak of the last `holdSeconds` (1.5 s); after that
+/// - the held peak of a channel is the highest peak of the last `peakHold` (1.5 s); after that
 ///   it falls at `fallDecibelsPerSecond` (20 dB/s) until the current peak catches it;
-/// - the clip indicator stays on for `clipHoldSeconds` (3 s) after the last clipped sample, so a
+/// - the clip indicator stays on for `clipHold` (3 s) after the last clipped sample, so a
 ///   single clipped buffer cannot go unseen.
 public struct PeakHoldMeter: Sendable {
     /// What the meter shows at one moment.
@@ -26,12 +26,13 @@ public struct PeakHoldMeter: Sendable {
         public var heldPeaksDBFS: [Double]
     }
 
-    /// How long a peak is held before it starts to fall, in seconds.
-    public var holdSeconds: Double
+    /// How long a held peak stays before it starts to fall, so the eye can catch it.
+    public var peakHold: Duration
     /// How fast a held peak falls once its hold time is over, in dB per second.
     public var fallDecibelsPerSecond: Double
-    /// How long the clip indicator stays on after a clipped sample, in seconds.
-    public var clipHoldSeconds: Double
+    /// How long the clip indicator stays on after a clipped sample, so a single clipped buffer
+    /// cannot go unseen.
+    public var clipHold: Duration
 
     private var shown: LevelMeter.Reading?
     private var holds: [Hold] = []
@@ -42,10 +43,10 @@ public struct PeakHoldMeter: Sendable {
         var since: Double
     }
 
-    public init(holdSeconds: Double = 1.5, fallDecibelsPerSecond: Double = 20, clipHoldSeconds: Double = 3) {
-        self.holdSeconds = max(0, holdSeconds)
+    public init(peakHold: Duration = .milliseconds(1_500), fallDecibelsPerSecond: Double = 20, clipHold: Duration = .seconds(3)) {
+        self.peakHold = max(.zero, peakHold)
         self.fallDecibelsPerSecond = max(0, fallDecibelsPerSecond)
-        self.clipHoldSeconds = max(0, clipHoldSeconds)
+        self.clipHold = max(.zero, clipHold)
     }
 
     /// Feeds the reading taken at `seconds` (any monotonic time base) and returns what to show;
@@ -68,7 +69,7 @@ public struct PeakHoldMeter: Sendable {
         }
         var levels = shown ?? reading
         for channel in levels.channels.indices {
-            if let clip = lastClip[channel], seconds - clip <= clipHoldSeconds {
+            if let clip = lastClip[channel], seconds - clip <= clipHold.inSeconds {
                 levels.channels[channel].clipped = true
             } else {
                 levels.channels[channel].clipped = false
@@ -80,11 +81,11 @@ public struct PeakHoldMeter: Sendable {
         return Display(levels: levels, heldPeaksDBFS: held)
     }
 
-    /// The held peak of `channel` at `seconds`: held for `holdSeconds`, then falling.
+    /// The held peak of `channel` at `seconds`: held for `peakHold`, then falling.
     private func heldPeak(_ channel: Int, at seconds: Double) -> Double {
         let hold = holds[channel]
         guard hold.peakDBFS.isFinite else { return hold.peakDBFS }
-        let falling = seconds - hold.since - holdSeconds
+        let falling = seconds - hold.since - peakHold.inSeconds
         return falling > 0 ? hold.peakDBFS - falling * fallDecibelsPerSecond : hold.peakDBFS
     }
 }

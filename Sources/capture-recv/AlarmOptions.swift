@@ -121,14 +121,14 @@ struct AlarmOptions: ParsableArguments {
             do throws(ValidationError) {
                 switch key {
                 case "silence-dbfs": setting = .silenceDBFS(try ReceiveRanges.alarmSilenceDBFS.real(value))
-                case "silence-s": setting = .silenceSeconds(try ReceiveRanges.alarmSilenceSeconds.real(value))
+                case "silence-s": setting = .silenceDuration(.seconds(try ReceiveRanges.alarmSilenceSeconds.real(value)))
                 case "clipped-buffers": setting = .clippedBuffers(try ReceiveRanges.alarmClippedBuffers.integer(value))
-                case "clipping-window-s": setting = .clippingWindowSeconds(try ReceiveRanges.alarmClippingWindow.real(value))
+                case "clipping-window-s": setting = .clippingWindow(.seconds(try ReceiveRanges.alarmClippingWindow.real(value)))
                 case "loudness-min": setting = .loudnessMinimumLUFS(try ReceiveRanges.alarmLoudnessMin.real(value))
                 case "loudness-max": setting = .loudnessMaximumLUFS(try ReceiveRanges.alarmLoudnessMax.real(value))
-                case "loudness-s": setting = .loudnessSeconds(try ReceiveRanges.alarmLoudnessSeconds.real(value))
-                case "link-down-s": setting = .linkDownSeconds(try ReceiveRanges.alarmLinkDownSeconds.real(value))
-                case "no-audio-s": setting = .noAudioSeconds(try ReceiveRanges.alarmNoAudioSeconds.real(value))
+                case "loudness-s": setting = .loudnessDuration(.seconds(try ReceiveRanges.alarmLoudnessSeconds.real(value)))
+                case "link-down-s": setting = .linkDownDuration(.seconds(try ReceiveRanges.alarmLinkDownSeconds.real(value)))
+                case "no-audio-s": setting = .noAudioDuration(.seconds(try ReceiveRanges.alarmNoAudioSeconds.real(value)))
                 default:
                     throw problem("\(key) is not a condition (silence-dbfs, silence-s, clipped-buffers, clipping-window-s, loudness-min, loudness-max, loudness-s, link-down-s, no-audio-s)")
                 }
@@ -144,13 +144,13 @@ struct AlarmOptions: ParsableArguments {
     var conditions: StreamAlarmConditions {
         var conditions = StreamAlarmConditions()
         conditions.silenceBelowDBFS = alarmSilenceDbfs
-        conditions.silenceSeconds = alarmSilenceS
+        conditions.silenceDuration = .seconds(alarmSilenceS)
         conditions.clippedBuffers = alarmClippedBuffers
-        conditions.clippingWindowSeconds = alarmClippingWindowS
+        conditions.clippingWindow = .seconds(alarmClippingWindowS)
         conditions.loudnessRangeLUFS = alarmLoudnessMin...alarmLoudnessMax
-        conditions.loudnessSeconds = alarmLoudnessS
-        conditions.linkDownSeconds = alarmLinkDownS
-        conditions.noAudioSeconds = alarmNoAudioS
+        conditions.loudnessDuration = .seconds(alarmLoudnessS)
+        conditions.linkDownDuration = .seconds(alarmLinkDownS)
+        conditions.noAudioDuration = .seconds(alarmNoAudioS)
         return conditions
     }
 

@@ -149,7 +149,7 @@ final class ConsoleServerTests: XCTestCase {
     }
 
     func testEventsArriveAsServerSentEventsInOrder() async throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), levelsInterval: 0))
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), levelsInterval: .zero))
         let console = try await RunningConsole(directory: directory)
         addTeardownBlock { await console.stop() }
         Thread.detachNewThread {

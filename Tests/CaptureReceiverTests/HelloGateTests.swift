@@ -17,7 +17,7 @@ final class HelloGateTests: XCTestCase {
 
     func testAuthentication() {
         typealias Row = (
-            blocked: Double?, secret: Bool, token: HelloGate.TokenCheck,
+            blocked: Duration?, secret: Bool, token: HelloGate.TokenCheck,
             authentication: HelloGate.Authentication, record: HelloGate.Record, ownershipRequired: Bool, note: String)
         let rows: [Row] = [
             (nil, false, .notRequired, .admitted, .nothing, false, "an open receiver admits anyone"),
@@ -25,17 +25,17 @@ final class HelloGateTests: XCTestCase {
             (nil, false, .accepted, .admitted, .success, false, "a good token: the address's failures are forgotten"),
             (nil, false, .missing, .refused(Self.missing), .failure, false, "no token where one is required"),
             (nil, false, .wrong, .refused(Self.wrong), .failure, false, "a wrong token"),
-            (29.5, false, .accepted, .rateLimited(Self.limited), .nothing, false, "a blocked address without a secret: its token is not even looked at"),
-            (29.5, false, .notRequired, .rateLimited(Self.limited), .nothing, false, "blocked, on an open receiver too"),
-            (29.5, true, .accepted, .admitted, .nothing, true, "blocked with a secret and a good token: it may resume a stream it owns"),
-            (29.5, true, .notRequired, .admitted, .nothing, true, "blocked with a secret, no token required: the same"),
-            (29.5, true, .wrong, .rateLimited(Self.limited), .failure, true, "blocked with a secret and a wrong token: a failure, answered as the block"),
-            (29.5, true, .missing, .rateLimited(Self.limited), .failure, true, "blocked with a secret and no token"),
+            (.milliseconds(29_500), false, .accepted, .rateLimited(Self.limited), .nothing, false, "a blocked address without a secret: its token is not even looked at"),
+            (.milliseconds(29_500), false, .notRequired, .rateLimited(Self.limited), .nothing, false, "blocked, on an open receiver too"),
+            (.milliseconds(29_500), true, .accepted, .admitted, .nothing, true, "blocked with a secret and a good token: it may resume a stream it owns"),
+            (.milliseconds(29_500), true, .notRequired, .admitted, .nothing, true, "blocked with a secret, no token required: the same"),
+            (.milliseconds(29_500), true, .wrong, .rateLimited(Self.limited), .failure, true, "blocked with a secret and a wrong token: a failure, answered as the block"),
+            (.milliseconds(29_500), true, .missing, .rateLimited(Self.limited), .failure, true, "blocked with a secret and no token"),
         ]
         for row in rows {
             var gate = HelloGate()
             let (authentication, record) = gate.authenticate(
-                peer: Self.peer, blockedForSeconds: row.blocked, carriesResumeSecret: row.secret, token: row.token)
+                peer: Self.peer, blockedFor: row.blocked, carriesResumeSecret: row.secret, token: row.token)
             XCTAssertEqual(authentication, row.authentication, row.note)
             XCTAssertEqual(record, row.record, row.note)
             XCTAssertEqual(gate.ownershipRequired != nil, row.ownershipRequired, row.note)
@@ -47,12 +47,13 @@ final class HelloGateTests: XCTestCase {
     /// The block's remaining time in the reason and the retry-after: seconds rounded up, and
     /// milliseconds rounded up, clamped to what the field holds.
     func testTheRetryAfter() {
-        let rows: [(remaining: Double, seconds: String, milliseconds: UInt32)] = [
-            (0.0004, "1 s", 1), (1, "1 s", 1_000), (59.9991, "60 s", 60_000), (1e12, "1000000000000 s", UInt32.max),
+        let rows: [(remaining: Duration, seconds: String, milliseconds: UInt32)] = [
+            (.microseconds(400), "1 s", 1), (.seconds(1), "1 s", 1_000), (.microseconds(59_999_100), "60 s", 60_000),
+            (.seconds(1_000_000_000_000), "1000000000000 s", UInt32.max),
         ]
         for row in rows {
             var gate = HelloGate()
-            let (authentication, _) = gate.authenticate(peer: Self.peer, blockedForSeconds: row.remaining, carriesResumeSecret: false, token: .accepted)
+            let (authentication, _) = gate.authenticate(peer: Self.peer, blockedFor: row.remaining, carriesResumeSecret: false, token: .accepted)
             XCTAssertEqual(
                 authentication,
                 .rateLimited(.init(reason: "too many failed authentication attempts from \(Self.peer); try again in \(row.seconds)", retryAfterMilliseconds: row.milliseconds)),
@@ -79,7 +80,7 @@ final class HelloGateTests: XCTestCase {
     /// all; other failures, and every failure from an address that is not limited, stay the storage's.
     func testAFailedOpen() {
         var limited = HelloGate()
-        _ = limited.authenticate(peer: Self.peer, blockedForSeconds: 29.5, carriesResumeSecret: true, token: .accepted)
+        _ = limited.authenticate(peer: Self.peer, blockedFor: .milliseconds(29_500), carriesResumeSecret: true, token: .accepted)
         let free = HelloGate()
         let rows: [(StorageError, limited: StorageError, free: StorageError)] = [
             (.notResumable, .rateLimited(Self.limited.reason, retryAfterMilliseconds: 29_500), .notResumable),

@@ -95,9 +95,32 @@ final class StreamAlarmMachineTests: XCTestCase {
     func testConditionsAreSettable() {
         var conditions = StreamAlarmConditions()
         conditions.silenceBelowDBFS = -40
-        conditions.silenceSeconds = 2
-        conditions.clearSeconds = 0.5
+        conditions.silenceDuration = .seconds(2)
+        conditions.clearDuration = .milliseconds(500)
         XCTAssertEqual(run(audio(from: 0, to: 3, peak: -50) + audio(from: 3, to: 4, peak: -30), conditions: conditions), ["2 silence raised", "3.5 silence cleared"])
+    }
+
+    /// Durations that are not whole seconds, as an override gives them: raised after exactly their
+    /// time of table events, and the details say them with one decimal.
+    func testFractionalDurationsRaiseAfterExactlyTheirTime() {
+        var conditions = StreamAlarmConditions()
+        conditions.silenceDuration = .milliseconds(500)
+        conditions.noAudioDuration = .milliseconds(1_500)
+        conditions.linkDownDuration = .milliseconds(2_500)
+        XCTAssertEqual(run(audio(from: 0, to: 1, peak: -90), conditions: conditions), ["0.5 silence raised"])
+        let quiet: [(Double, StreamAlarmMachine.Event)] = stride(from: 0.5, to: 2.5, by: 0.5).map { ($0, .tick) }
+        XCTAssertEqual(run(quiet, conditions: conditions), ["1.5 no-audio raised"])
+        let down: [(Double, StreamAlarmMachine.Event)] = [(1, .connection(.reconnecting))] + stride(from: 1.5, to: 5, by: 0.5).map { ($0, .tick) }
+        XCTAssertEqual(run(down, conditions: conditions), ["3.5 link-down raised"])
+
+        var machine = StreamAlarmMachine(conditions: conditions, startedAt: start)
+        var details: [String] = []
+        for (seconds, event) in audio(from: 0, to: 1, peak: -90) + [(1.5, .connection(.reconnecting)), (4, .tick)] {
+            details += machine.handle(event, at: start.addingTimeInterval(seconds)).filter { $0.change == .raised }.map(\.detail)
+        }
+        XCTAssertEqual(details, [
+            "every channel below -60.0 dBFS for 0.5 s (loudest peak -90.0 dBFS)", "reconnecting for more than 2.5 s",
+        ])
     }
 
     func testRaisedAlarmsAreListedAndCarryWhatTheDeskReads() {

@@ -21,7 +21,7 @@ final class StreamDirectoryTests: XCTestCase {
 
     private let clock = TestClock()
 
-    private func directory(resumeWindow: Duration = .seconds(60), retention: TimeInterval = 600, maximumFinished: Int = 1_000, bufferLimit: Int = 4_096) -> StreamDirectory {
+    private func directory(resumeWindow: Duration = .seconds(60), retention: Duration = .seconds(600), maximumFinished: Int = 1_000, bufferLimit: Int = 4_096) -> StreamDirectory {
         let clock = self.clock
         return StreamDirectory(
             settings: .init(resumeWindow: resumeWindow, finishedRetention: retention, maximumFinished: maximumFinished, subscriberBufferLimit: bufferLimit),
@@ -57,7 +57,7 @@ final class StreamDirectoryTests: XCTestCase {
     func testTheTimelineListsConnectionsGapsMarkersPausesAlarmsAndTheEnd() throws {
         let clock = self.clock
         var conditions = StreamAlarmConditions()
-        conditions.noAudioSeconds = 5
+        conditions.noAudioDuration = .seconds(5)
         let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: StreamAlarmPolicy(conditions: conditions)), now: { clock.now })
         let first = directory.streamOpened(opening())
         clock.advance(1)
@@ -219,9 +219,9 @@ final class StreamDirectoryTests: XCTestCase {
 
     func testEachStreamGetsTheAlarmConditionsOfItsName() throws {
         var quick = StreamAlarmConditions()
-        quick.silenceSeconds = 2
+        quick.silenceDuration = .seconds(2)
         let policy = StreamAlarmPolicy(
-            conditions: quick, overrides: [StreamAlarmOverride(pattern: "studio-*", changes: [.off]), .init(pattern: "van-*", changes: [.set(.silenceSeconds(4))])])
+            conditions: quick, overrides: [StreamAlarmOverride(pattern: "studio-*", changes: [.off]), .init(pattern: "van-*", changes: [.set(.silenceDuration(.seconds(4)))])])
         let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), alarms: policy), now: { [clock = self.clock] in clock.now })
         let names = ["studio-a", "van-1", "field-1"]
         let recorders = names.enumerated().map { index, name in
@@ -252,7 +252,7 @@ final class StreamDirectoryTests: XCTestCase {
     }
 
     func testFinishedStreamsLeaveAfterTheirRetentionAndBeyondTheLimit() throws {
-        let directory = directory(retention: 600, maximumFinished: 2)
+        let directory = directory(retention: .seconds(600), maximumFinished: 2)
         for index in 0..<4 {
             let id = UUID(uuidString: "00000000-0000-4000-8000-00000000000\(index)") ?? UUID()
             directory.streamOpened(opening(id, name: "s\(index)")).connectionEnded(resumable: false)

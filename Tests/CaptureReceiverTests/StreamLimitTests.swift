@@ -72,7 +72,7 @@ final class StreamLimitTests: XCTestCase {
     }
 
     func testAFloodOfRefusalsIsOneLinePerInterval() {
-        let summary = RepeatedEventSummary(interval: 10)
+        let summary = RepeatedEventSummary(interval: .seconds(10))
         let start = Date(timeIntervalSince1970: 1_000)
         XCTAssertEqual(summary.record(now: start), 1, "the first one is logged at once")
         for second in 1...9 { XCTAssertNil(summary.record(now: start.addingTimeInterval(Double(second)))) }

@@ -15,7 +15,7 @@ final class StreamMarkerEventTests: XCTestCase {
     }
 
     func testAMarkerIsPublishedWithItsTimeAndLabel() async throws {
-        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), finishedRetention: 600, maximumFinished: 10, subscriberBufferLimit: 64))
+        let directory = StreamDirectory(settings: .init(resumeWindow: .seconds(60), finishedRetention: .seconds(600), maximumFinished: 10, subscriberBufferLimit: 64))
         let events = directory.events()
         let first = directory.streamOpened(opening())
         first.markerRecorded(sampleTime: 72_000, label: "interview starts")

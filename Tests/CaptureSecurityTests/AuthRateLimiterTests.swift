@@ -20,10 +20,12 @@ final class AuthRateLimiterTests: XCTestCase {
         }
         XCTAssertNil(limiter.remainingBlock(for: "10.0.0.1"), "four failures are allowed")
         XCTAssertTrue(limiter.recordFailure(from: "10.0.0.1"), "the fifth failure blocks")
-        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), 60)
+        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), .seconds(60))
         XCTAssertNil(limiter.remainingBlock(for: "10.0.0.2"), "other addresses are not affected")
-        clock.advance(59)
-        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), 1)
+        clock.advance(0.25)
+        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), .milliseconds(59_750), "the remaining block to the fraction of a second, as a Duration")
+        clock.advance(58.75)
+        XCTAssertEqual(limiter.remainingBlock(for: "10.0.0.1"), .seconds(1))
         clock.advance(1)
         XCTAssertNil(limiter.remainingBlock(for: "10.0.0.1"), "the block ends")
     }
@@ -38,7 +40,7 @@ final class AuthRateLimiterTests: XCTestCase {
         XCTAssertFalse(limiter.recordFailure(from: "a"))
         XCTAssertNil(limiter.remainingBlock(for: "a"))
         XCTAssertTrue(limiter.recordFailure(from: "a"))
-        XCTAssertEqual(limiter.remainingBlock(for: "a"), 30)
+        XCTAssertEqual(limiter.remainingBlock(for: "a"), .seconds(30))
     }
 
     func testSuccessForgetsEarlierFailures() {

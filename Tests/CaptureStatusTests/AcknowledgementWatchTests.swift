@@ -33,6 +33,17 @@ final class AcknowledgementWatchTests: XCTestCase {
         }
     }
 
+    /// A threshold other than the default, given as a `Duration`, compared with the seconds fed in.
+    func testTheThresholdIsADuration() {
+        var watch = AcknowledgementWatch(overdueAfter: .milliseconds(500))
+        XCTAssertEqual(watch.overdueAfter, .milliseconds(500))
+        XCTAssertNil(watch.overdue(now: 1.0, link: .streaming, lastAcknowledgement: nil, oldestUnacknowledged: 1.0))
+        XCTAssertNil(watch.overdue(now: 1.25, link: .streaming, lastAcknowledgement: nil, oldestUnacknowledged: 1.0))
+        XCTAssertEqual(watch.overdue(now: 1.5, link: .streaming, lastAcknowledgement: nil, oldestUnacknowledged: 1.0), 0.5, "overdue after exactly 0.5 s")
+        XCTAssertEqual(AcknowledgementWatch(overdueAfter: .seconds(-1)).overdueAfter, .zero, "a negative threshold is none")
+        XCTAssertEqual(AcknowledgementWatch().overdueAfter, .seconds(3))
+    }
+
     func testOverdueAcknowledgementsReplaceTheLinkState() {
         let renderer = StatusLineRenderer()
         let snapshot = SenderStatusSnapshot(link: .streaming, secondsWithoutAcknowledgement: 7.9, usesTLS: true, secondsAcknowledged: 12.3)

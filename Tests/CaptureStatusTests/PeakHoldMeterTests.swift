@@ -86,6 +86,27 @@ final class PeakHoldMeterTests: XCTestCase {
         }
     }
 
+    /// Hold times other than the defaults, given as `Duration`s, against the seconds the readings
+    /// are taken at.
+    func testHoldTimesAreDurations() throws {
+        var meter = PeakHoldMeter(peakHold: .milliseconds(500), clipHold: .seconds(1))
+        XCTAssertEqual(meter.peakHold, .milliseconds(500))
+        XCTAssertEqual(meter.clipHold, .seconds(1))
+        let table: [(time: Double, feed: Feed, held: Double, clipped: Bool)] = [
+            (0.0, .fullScale, 0, true),
+            (0.5, .audio(dBFS: -30), 0, true),        // held 0.5 s
+            (1.0, .nothingNew, -10, true),            // then falling at 20 dB/s; the clip held 1 s
+            (1.1, .nothingNew, -12, false),
+        ]
+        for row in table {
+            let display = try XCTUnwrap(meter.update(reading(row.feed, channels: 1), at: row.time))
+            assertLevel(display.heldPeaksDBFS[0], row.held, "held at \(row.time)")
+            XCTAssertEqual(display.levels.channels.map(\.clipped), [row.clipped], "at \(row.time)")
+        }
+        XCTAssertEqual(PeakHoldMeter(peakHold: .seconds(-1), clipHold: .seconds(-1)).clipHold, .zero, "a negative hold is none")
+        XCTAssertEqual(PeakHoldMeter().peakHold, .milliseconds(1_500))
+    }
+
     func testNothingToMeterStaysNothing() {
         var meter = PeakHoldMeter()
         XCTAssertNil(meter.update(nil, at: 0))

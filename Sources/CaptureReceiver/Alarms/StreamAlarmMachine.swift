@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureWire
 import Foundation
 
@@ -17,28 +18,29 @@ public enum StreamAlarmKind: String, CaseIterable, Sendable, Codable {
 
 /// When the receiver raises and clears each alarm (`--alarm-*` options). Each condition must hold
 /// for its duration before the alarm is raised, and be over (past a margin, the hysteresis) for
-/// `clearSeconds` before it is cleared, so a level hovering at a threshold does not flap.
+/// `clearDuration` before it is cleared, so a level hovering at a threshold does not flap.
 public struct StreamAlarmConditions: Sendable, Equatable {
     /// Silence: every channel's peak below this, dBFS.
     public var silenceBelowDBFS: Double = -60
-    /// Silence: for this long, seconds.
-    public var silenceSeconds: Double = 10
+    /// Silence: how long every channel must stay below `silenceBelowDBFS` before the silence alarm is raised.
+    public var silenceDuration: Duration = .seconds(10)
     /// Clipping: more than this many clipped AudioData (a peak at full scale)...
     public var clippedBuffers: Int = 3
-    /// ...within this window, seconds.
-    public var clippingWindowSeconds: Double = 10
+    /// ...within this window: the span over which clipped buffers are counted; the clipping alarm
+    /// clears once a whole window passes without one.
+    public var clippingWindow: Duration = .seconds(10)
     /// Loudness: the short-term loudness outside this range, LUFS...
     public var loudnessRangeLUFS: ClosedRange<Double> = -40 ... -5
-    /// ...for this long, seconds.
-    public var loudnessSeconds: Double = 10
-    /// Link down: reconnecting for longer than this, seconds.
-    public var linkDownSeconds: Double = 30
-    /// No audio: connected and nothing received for this long, seconds.
-    public var noAudioSeconds: Double = 10
-    /// A level or loudness alarm clears once its level is this many dB (LU) inside its threshold.
+    /// ...for this long before the loudness alarm is raised.
+    public var loudnessDuration: Duration = .seconds(10)
+    /// Link down: how long a stream's sender may be reconnecting before the link-down alarm is raised.
+    public var linkDownDuration: Duration = .seconds(30)
+    /// No audio: how long a connected stream may receive nothing before the no-audio alarm is raised.
+    public var noAudioDuration: Duration = .seconds(10)
+    /// A level or loudness alarm clears once its level is this many dB (LU) inside its threshold...
     public var hysteresisDB: Double = 3
-    /// ...for this long, seconds.
-    public var clearSeconds: Double = 2
+    /// ...for this long: how long a raised level or loudness alarm's condition must stay over before it clears.
+    public var clearDuration: Duration = .seconds(2)
 
     public init() {}
 }
@@ -190,22 +192,22 @@ public struct StreamAlarmMachine: Sendable {
         let loudest = levels.peakDBFS.max() ?? -120
         let quiet = loudest < conditions.silenceBelowDBFS
         let heard = loudest >= conditions.silenceBelowDBFS + conditions.hysteresisDB
-        if let change = Self.step(&silence, holding: quiet, over: heard, at: time, raiseAfter: conditions.silenceSeconds, clearAfter: conditions.clearSeconds) {
+        if let change = Self.step(&silence, holding: quiet, over: heard, at: time, raiseAfter: conditions.silenceDuration, clearAfter: conditions.clearDuration) {
             out.append(.init(
                 kind: .silence, change: change, since: change == .raised ? silence.holdingSince ?? time : time,
                 detail: change == .raised
-                    ? "every channel below \(Self.decibels(conditions.silenceBelowDBFS)) dBFS for \(Self.seconds(conditions.silenceSeconds)) s (loudest peak \(Self.decibels(loudest)) dBFS)"
+                    ? "every channel below \(Self.decibels(conditions.silenceBelowDBFS)) dBFS for \(Self.seconds(conditions.silenceDuration)) s (loudest peak \(Self.decibels(loudest)) dBFS)"
                     : "peak \(Self.decibels(loudest)) dBFS"))
         }
         if let shortTerm = levels.shortTermLUFS {
             let range = conditions.loudnessRangeLUFS
             let outside = !range.contains(shortTerm)
             let inside = shortTerm >= range.lowerBound + conditions.hysteresisDB && shortTerm <= range.upperBound - conditions.hysteresisDB
-            if let change = Self.step(&loudness, holding: outside, over: inside, at: time, raiseAfter: conditions.loudnessSeconds, clearAfter: conditions.clearSeconds) {
+            if let change = Self.step(&loudness, holding: outside, over: inside, at: time, raiseAfter: conditions.loudnessDuration, clearAfter: conditions.clearDuration) {
                 out.append(.init(
                     kind: .loudness, change: change, since: change == .raised ? loudness.holdingSince ?? time : time,
                     detail: change == .raised
-                        ? "short-term loudness \(Self.decibels(shortTerm)) LUFS, outside \(Self.decibels(range.lowerBound))...\(Self.decibels(range.upperBound)) LUFS for \(Self.seconds(conditions.loudnessSeconds)) s"
+                        ? "short-term loudness \(Self.decibels(shortTerm)) LUFS, outside \(Self.decibels(range.lowerBound))...\(Self.decibels(range.upperBound)) LUFS for \(Self.seconds(conditions.loudnessDuration)) s"
                         : "short-term loudness \(Self.decibels(shortTerm)) LUFS"))
             }
         }
@@ -217,24 +219,24 @@ public struct StreamAlarmMachine: Sendable {
     /// level conditions' clear timers.
     private mutating func timeouts(at time: Date) -> [StreamAlarmTransition] {
         var out: [StreamAlarmTransition] = []
-        let windowStart = time.addingTimeInterval(-conditions.clippingWindowSeconds)
+        let windowStart = time.addingTimeInterval(-conditions.clippingWindow.inSeconds)
         clipped.removeAll { $0 <= windowStart }
         if !clippingRaised, clipped.count > conditions.clippedBuffers {
             clippingRaised = true
             out.append(.init(
                 kind: .clipping, change: .raised, since: clipped.first ?? time,
-                detail: "\(clipped.count) clipped buffers within \(Self.seconds(conditions.clippingWindowSeconds)) s (more than \(conditions.clippedBuffers))"))
+                detail: "\(clipped.count) clipped buffers within \(Self.seconds(conditions.clippingWindow)) s (more than \(conditions.clippedBuffers))"))
         } else if clippingRaised, clipped.isEmpty {
             clippingRaised = false
-            out.append(.init(kind: .clipping, change: .cleared, since: time, detail: "no clipped buffer for \(Self.seconds(conditions.clippingWindowSeconds)) s"))
+            out.append(.init(kind: .clipping, change: .cleared, since: time, detail: "no clipped buffer for \(Self.seconds(conditions.clippingWindow)) s"))
         }
-        if state == .reconnecting, !linkDownRaised, time.timeIntervalSince(stateSince) >= conditions.linkDownSeconds {
+        if state == .reconnecting, !linkDownRaised, Self.elapsed(from: stateSince, to: time) >= conditions.linkDownDuration {
             linkDownRaised = true
-            out.append(.init(kind: .linkDown, change: .raised, since: stateSince, detail: "reconnecting for more than \(Self.seconds(conditions.linkDownSeconds)) s"))
+            out.append(.init(kind: .linkDown, change: .raised, since: stateSince, detail: "reconnecting for more than \(Self.seconds(conditions.linkDownDuration)) s"))
         }
-        if state == .live, !noAudioRaised, time.timeIntervalSince(lastAudio) >= conditions.noAudioSeconds {
+        if state == .live, !noAudioRaised, Self.elapsed(from: lastAudio, to: time) >= conditions.noAudioDuration {
             noAudioRaised = true
-            out.append(.init(kind: .noAudio, change: .raised, since: lastAudio, detail: "connected, no audio for \(Self.seconds(conditions.noAudioSeconds)) s"))
+            out.append(.init(kind: .noAudio, change: .raised, since: lastAudio, detail: "connected, no audio for \(Self.seconds(conditions.noAudioDuration)) s"))
         }
         return out
     }
@@ -255,7 +257,7 @@ public struct StreamAlarmMachine: Sendable {
     /// for `clearAfter`. A measurement inside the hysteresis keeps a raised alarm and restarts its
     /// clear timer.
     private static func step(
-        _ debounce: inout Debounce, holding: Bool, over: Bool, at time: Date, raiseAfter: Double, clearAfter: Double
+        _ debounce: inout Debounce, holding: Bool, over: Bool, at time: Date, raiseAfter: Duration, clearAfter: Duration
     ) -> StreamAlarmTransition.Change? {
         if !debounce.raised {
             guard holding else {
@@ -264,7 +266,7 @@ public struct StreamAlarmMachine: Sendable {
             }
             let since = debounce.holdingSince ?? time
             debounce.holdingSince = since
-            guard time.timeIntervalSince(since) >= raiseAfter else { return nil }
+            guard elapsed(from: since, to: time) >= raiseAfter else { return nil }
             debounce.raised = true
             return .raised
         }
@@ -274,13 +276,21 @@ public struct StreamAlarmMachine: Sendable {
         }
         let since = debounce.overSince ?? time
         debounce.overSince = since
-        guard time.timeIntervalSince(since) >= clearAfter else { return nil }
+        guard elapsed(from: since, to: time) >= clearAfter else { return nil }
         debounce = Debounce()
         return .cleared
     }
 
     private static func decibels(_ value: Double) -> String { String(format: "%.1f", value) }
-    private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
+    /// The time from `start` to `end` (the events' wall-clock times) as a `Duration`, to compare
+    /// with the conditions.
+    private static func elapsed(from start: Date, to end: Date) -> Duration {
+        .seconds(end.timeIntervalSince(start))
+    }
+
+    /// A condition's duration in the details' words: whole seconds as an integer, else one decimal.
+    private static func seconds(_ duration: Duration) -> String {
+        let value = duration.inSeconds
+        return value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
     }
 }

@@ -56,28 +56,33 @@ public struct StreamAlarmOverride: Sendable, Equatable {
     /// A condition's new value.
     public enum Setting: Sendable, Equatable {
         case silenceDBFS(Double)
-        case silenceSeconds(Double)
+        /// `StreamAlarmConditions.silenceDuration`.
+        case silenceDuration(Duration)
         case clippedBuffers(Int)
-        case clippingWindowSeconds(Double)
+        /// `StreamAlarmConditions.clippingWindow`.
+        case clippingWindow(Duration)
         case loudnessMinimumLUFS(Double)
         case loudnessMaximumLUFS(Double)
-        case loudnessSeconds(Double)
-        case linkDownSeconds(Double)
-        case noAudioSeconds(Double)
+        /// `StreamAlarmConditions.loudnessDuration`.
+        case loudnessDuration(Duration)
+        /// `StreamAlarmConditions.linkDownDuration`.
+        case linkDownDuration(Duration)
+        /// `StreamAlarmConditions.noAudioDuration`.
+        case noAudioDuration(Duration)
 
         func apply(to conditions: inout StreamAlarmConditions) {
             switch self {
             case .silenceDBFS(let value): conditions.silenceBelowDBFS = value
-            case .silenceSeconds(let value): conditions.silenceSeconds = value
+            case .silenceDuration(let value): conditions.silenceDuration = value
             case .clippedBuffers(let value): conditions.clippedBuffers = value
-            case .clippingWindowSeconds(let value): conditions.clippingWindowSeconds = value
+            case .clippingWindow(let value): conditions.clippingWindow = value
             case .loudnessMinimumLUFS(let value):
                 conditions.loudnessRangeLUFS = min(value, conditions.loudnessRangeLUFS.upperBound)...conditions.loudnessRangeLUFS.upperBound
             case .loudnessMaximumLUFS(let value):
                 conditions.loudnessRangeLUFS = conditions.loudnessRangeLUFS.lowerBound...max(value, conditions.loudnessRangeLUFS.lowerBound)
-            case .loudnessSeconds(let value): conditions.loudnessSeconds = value
-            case .linkDownSeconds(let value): conditions.linkDownSeconds = value
-            case .noAudioSeconds(let value): conditions.noAudioSeconds = value
+            case .loudnessDuration(let value): conditions.loudnessDuration = value
+            case .linkDownDuration(let value): conditions.linkDownDuration = value
+            case .noAudioDuration(let value): conditions.noAudioDuration = value
             }
         }
     }

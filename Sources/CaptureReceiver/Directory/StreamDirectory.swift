@@ -21,19 +21,20 @@ public final class StreamDirectory: Sendable {
         /// The receiver's resume window: a reconnecting stream whose sender has not come back
         /// within it is finished (`--resume-window`).
         public var resumeWindow: Duration
-        /// How long a finished stream stays in the table.
-        public var finishedRetention: TimeInterval
+        /// How long a finished stream stays in the table before the sweep removes it.
+        public var finishedRetention: Duration
         /// The most finished streams kept; the oldest go first.
         public var maximumFinished: Int
-        /// The shortest time between two levels events of one stream.
-        public var levelsInterval: TimeInterval
+        /// The shortest time between two levels events of one stream, so subscribers are not
+        /// flooded with one per AudioData; zero publishes every one.
+        public var levelsInterval: Duration
         /// Events a subscriber may have unread before it is dropped.
         public var subscriberBufferLimit: Int
         /// When each stream's alarms are raised and cleared (`StreamAlarmPolicy.off`: never).
         public var alarms: StreamAlarmPolicy
 
         public init(
-            resumeWindow: Duration, finishedRetention: TimeInterval = 600, maximumFinished: Int = 1_000, levelsInterval: TimeInterval = 0.1,
+            resumeWindow: Duration, finishedRetention: Duration = .seconds(600), maximumFinished: Int = 1_000, levelsInterval: Duration = .milliseconds(100),
             subscriberBufferLimit: Int = 4_096, alarms: StreamAlarmPolicy = StreamAlarmPolicy()
         ) {
             self.alarms = alarms
@@ -116,7 +117,7 @@ public final class StreamDirectory: Sendable {
                 finished.append((id, since))
             }
         }
-        let cutoff = time.addingTimeInterval(-settings.finishedRetention)
+        let cutoff = time.addingTimeInterval(-settings.finishedRetention.inSeconds)
         var leaving = Set(finished.filter { $0.since < cutoff }.map(\.id))
         let kept = finished.filter { !leaving.contains($0.id) }
         if kept.count > settings.maximumFinished {
@@ -234,14 +235,14 @@ final class StreamEntry: Sendable {
     }
 
     private let hub: StreamEventHub
-    private let levelsInterval: TimeInterval
+    private let levelsInterval: Duration
     private let now: @Sendable () -> Date
     private let policy: StreamAlarmPolicy
     private let alarmObserver: @Sendable (StreamAlarmEvent) -> Void
     private let stream: Mutex<State>
 
     init(
-        opening: StreamOpening, hub: StreamEventHub, levelsInterval: TimeInterval, alarms policy: StreamAlarmPolicy,
+        opening: StreamOpening, hub: StreamEventHub, levelsInterval: Duration, alarms policy: StreamAlarmPolicy,
         alarmObserver: @escaping @Sendable (StreamAlarmEvent) -> Void, now: @escaping @Sendable () -> Date
     ) {
         self.hub = hub
@@ -340,7 +341,7 @@ final class StreamEntry: Sendable {
             feedAlarms(.audio(levels: newLevels), at: time, in: &stream)
             guard let newLevels else { return }
             stream.levels = newLevels
-            if time.timeIntervalSince(stream.lastLevelsEvent) >= levelsInterval, hub.hasSubscribers {
+            if Duration.seconds(time.timeIntervalSince(stream.lastLevelsEvent)) >= levelsInterval, hub.hasSubscribers {
                 stream.lastLevelsEvent = time
                 hub.publish(.levels(StreamLevelsUpdate(id: stream.opening.id, levels: StreamLevels(newLevels))))
             }

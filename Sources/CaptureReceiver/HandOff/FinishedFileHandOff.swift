@@ -65,8 +65,9 @@ public final class FinishedFileHandOff: Sendable {
     /// they run again at the next start. Returns at once; `waitUntilStopped` waits.
     public func beginStopping() { queue.beginStopping() }
 
-    /// Seconds from SIGTERM to SIGKILL for a command being stopped.
-    public static var stopGrace: TimeInterval { Double(HandOffSchedule.Limits().grace) / 1e9 }
+    /// How long a command being stopped has from SIGTERM to SIGKILL: the receiver's shutdown waits
+    /// at least this (and a second) for its hand-off and alarm commands.
+    public static var stopGrace: Duration { .nanoseconds(HandOffSchedule.Limits().grace) }
 
     /// Waits until no hand-off runs any more (after `beginStopping`), at most until `deadline`;
     /// false when one still ran then.

@@ -12,10 +12,10 @@ final class RepeatedEventSummary: Sendable {
         var lastLogged: Date?
     }
 
-    private let interval: TimeInterval
+    private let interval: Duration
     private let state = Mutex(State())
 
-    init(interval: TimeInterval = 10) {
+    init(interval: Duration = .seconds(10)) {
         self.interval = interval
     }
 
@@ -23,7 +23,7 @@ final class RepeatedEventSummary: Sendable {
     func record(now: Date = Date()) -> Int? {
         state.withLock { state in
             state.pending += 1
-            if let lastLogged = state.lastLogged, now.timeIntervalSince(lastLogged) < interval { return nil }
+            if let lastLogged = state.lastLogged, Duration.seconds(now.timeIntervalSince(lastLogged)) < interval { return nil }
             state.lastLogged = now
             defer { state.pending = 0 }
             return state.pending

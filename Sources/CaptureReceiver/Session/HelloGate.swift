@@ -58,15 +58,15 @@ struct HelloGate: Equatable {
     /// owns: what the refusal is if it does not.
     private(set) var ownershipRequired: RateLimit?
 
-    /// Authenticates a valid Hello from `peer`: `blockedForSeconds` is what the rate limiter says
+    /// Authenticates a valid Hello from `peer`: `blockedFor` is what the rate limiter says
     /// is left of the address's block (nil: not blocked), `carriesResumeSecret` whether the Hello
     /// has a resume secret, `token` how its token compares. Returns the decision and what to
     /// record with the limiter.
     mutating func authenticate(
-        peer: String, blockedForSeconds: Double?, carriesResumeSecret: Bool, token: TokenCheck, settingNames: any SettingNaming = LibrarySettingNames()
+        peer: String, blockedFor: Duration?, carriesResumeSecret: Bool, token: TokenCheck, settingNames: any SettingNaming = LibrarySettingNames()
     ) -> (Authentication, Record) {
         ownershipRequired = nil
-        if let remaining = blockedForSeconds {
+        if let remaining = blockedFor?.inSeconds {
             let seconds = Int(exactly: remaining.rounded(.up)) ?? Int.max
             let limit = RateLimit(
                 reason: "too many failed authentication attempts from \(peer); try again in \(seconds) s",

@@ -32,20 +32,20 @@ enum AbandonedStreamSweeper {
                 "path": "\(path)", "stream-id": "\(stream)",
             ])
         }
-        let window = configuration.resumeWindow.inSeconds
+        let window = configuration.resumeWindow
         let maximumWaiting = configuration.maximumWaitingStreams
         let metrics = configuration.metrics
         let sweepNow: @Sendable () -> Void = {
             writerPool.submit {
                 let result = sweep(
-                    index: index, mode: .expire(before: Date().addingTimeInterval(-window), maximumWaiting: maximumWaiting), handOff: configuration.handOff,
+                    index: index, mode: .expire(before: Date().addingTimeInterval(-window.inSeconds), maximumWaiting: maximumWaiting), handOff: configuration.handOff,
                     logger: logger, settingNames: configuration.settingNames,
                     replayingLogs: { stream, claim in writerPool.replayAbandonedLogs(stream: stream, claim: claim) })
                 metrics?.waitingStreams(result.waiting)
             }
         }
         sweepNow()
-        let period = TimeAmount.milliseconds(Int64(max(1, min(window, 60)) * 1_000))
+        let period = TimeAmount(max(.seconds(1), min(window, .seconds(60))))
         eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in sweepNow() }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 extension Duration {
     /// The duration in seconds, as a `Double`: for log lines and error messages, and for the few
     /// APIs that take seconds (`Date`, `NSCondition.wait(until:)`).
@@ -12,5 +14,13 @@ extension Duration {
         let (seconds, attoseconds) = components
         let nanoseconds = Int128(seconds) * 1_000_000_000 + Int128(attoseconds / 1_000_000_000)
         return Int64(clamping: nanoseconds)
+    }
+}
+
+extension Date {
+    /// The wall-clock time from `start` to this date, as a `Duration` (negative when `start` is
+    /// later): to compare times read from a `Date` clock with the settings, which are durations.
+    public func duration(since start: Date) -> Duration {
+        .seconds(timeIntervalSince(start))
     }
 }

@@ -53,7 +53,7 @@ public final class AuthRateLimiter: Sendable {
         guard maximumFailures > 0 else { return false }
         return state.withLock { state in
             let time = now()
-            var recent = (state.failures[address] ?? []).filter { Self.elapsed(from: $0, to: time) < window }
+            var recent = (state.failures[address] ?? []).filter { time.duration(since: $0) < window }
             recent.append(time)
             if recent.count >= maximumFailures {
                 state.failures[address] = nil
@@ -63,16 +63,12 @@ public final class AuthRateLimiter: Sendable {
             state.failures[address] = recent
             // Forget addresses that stopped trying, so the table stays small.
             if state.failures.count > 10_000 {
-                state.failures = state.failures.filter { $0.value.contains { Self.elapsed(from: $0, to: time) < window } }
+                state.failures = state.failures.filter { $0.value.contains { time.duration(since: $0) < window } }
             }
             return false
         }
     }
 
-    /// The wall-clock time from `start` to `end`, as a `Duration`.
-    private static func elapsed(from start: Date, to end: Date) -> Duration {
-        .seconds(end.timeIntervalSince(start))
-    }
 
     /// Forgets the failures of an address that authenticated.
     public func recordSuccess(from address: String) {

@@ -1,4 +1,5 @@
 import CaptureCore
+import Foundation
 import XCTest
 
 /// `Duration`'s conversions for the clocks and texts that count seconds or nanoseconds.
@@ -32,5 +33,12 @@ final class DurationConversionsTests: XCTestCase {
         XCTAssertEqual(Duration.milliseconds(1_500).inSeconds, 1.5)
         XCTAssertEqual(Duration.milliseconds(-250).inSeconds, -0.25)
         XCTAssertEqual(Duration.zero.inSeconds, 0)
+    }
+
+    func testTheDurationBetweenTwoDates() {
+        let start = Date(timeIntervalSince1970: 1_000)
+        XCTAssertEqual(start.addingTimeInterval(2.5).duration(since: start), .milliseconds(2_500))
+        XCTAssertEqual(start.duration(since: start), .zero)
+        XCTAssertEqual(start.duration(since: start.addingTimeInterval(1)), .seconds(-1))
     }
 }

@@ -230,11 +230,11 @@ public struct StreamAlarmMachine: Sendable {
             clippingRaised = false
             out.append(.init(kind: .clipping, change: .cleared, since: time, detail: "no clipped buffer for \(Self.seconds(conditions.clippingWindow)) s"))
         }
-        if state == .reconnecting, !linkDownRaised, Self.elapsed(from: stateSince, to: time) >= conditions.linkDownDuration {
+        if state == .reconnecting, !linkDownRaised, time.duration(since: stateSince) >= conditions.linkDownDuration {
             linkDownRaised = true
             out.append(.init(kind: .linkDown, change: .raised, since: stateSince, detail: "reconnecting for more than \(Self.seconds(conditions.linkDownDuration)) s"))
         }
-        if state == .live, !noAudioRaised, Self.elapsed(from: lastAudio, to: time) >= conditions.noAudioDuration {
+        if state == .live, !noAudioRaised, time.duration(since: lastAudio) >= conditions.noAudioDuration {
             noAudioRaised = true
             out.append(.init(kind: .noAudio, change: .raised, since: lastAudio, detail: "connected, no audio for \(Self.seconds(conditions.noAudioDuration)) s"))
         }
@@ -266,7 +266,7 @@ public struct StreamAlarmMachine: Sendable {
             }
             let since = debounce.holdingSince ?? time
             debounce.holdingSince = since
-            guard elapsed(from: since, to: time) >= raiseAfter else { return nil }
+            guard time.duration(since: since) >= raiseAfter else { return nil }
             debounce.raised = true
             return .raised
         }
@@ -276,17 +276,12 @@ public struct StreamAlarmMachine: Sendable {
         }
         let since = debounce.overSince ?? time
         debounce.overSince = since
-        guard elapsed(from: since, to: time) >= clearAfter else { return nil }
+        guard time.duration(since: since) >= clearAfter else { return nil }
         debounce = Debounce()
         return .cleared
     }
 
     private static func decibels(_ value: Double) -> String { String(format: "%.1f", value) }
-    /// The time from `start` to `end` (the events' wall-clock times) as a `Duration`, to compare
-    /// with the conditions.
-    private static func elapsed(from start: Date, to end: Date) -> Duration {
-        .seconds(end.timeIntervalSince(start))
-    }
 
     /// A condition's duration in the details' words: whole seconds as an integer, else one decimal.
     private static func seconds(_ duration: Duration) -> String {

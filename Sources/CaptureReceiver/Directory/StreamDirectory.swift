@@ -341,7 +341,7 @@ final class StreamEntry: Sendable {
             feedAlarms(.audio(levels: newLevels), at: time, in: &stream)
             guard let newLevels else { return }
             stream.levels = newLevels
-            if Duration.seconds(time.timeIntervalSince(stream.lastLevelsEvent)) >= levelsInterval, hub.hasSubscribers {
+            if time.duration(since: stream.lastLevelsEvent) >= levelsInterval, hub.hasSubscribers {
                 stream.lastLevelsEvent = time
                 hub.publish(.levels(StreamLevelsUpdate(id: stream.opening.id, levels: StreamLevels(newLevels))))
             }

@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 import Synchronization
 
@@ -23,7 +24,7 @@ final class RepeatedEventSummary: Sendable {
     func record(now: Date = Date()) -> Int? {
         state.withLock { state in
             state.pending += 1
-            if let lastLogged = state.lastLogged, Duration.seconds(now.timeIntervalSince(lastLogged)) < interval { return nil }
+            if let lastLogged = state.lastLogged, now.duration(since: lastLogged) < interval { return nil }
             state.lastLogged = now
             defer { state.pending = 0 }
             return state.pending

@@ -625,7 +625,7 @@ public final class CaptureStreamer: Service, Sendable {
             capture: capture ?? .success(.stopped),
             links: links.indices.map { index in
                 LinkOutcome(role: links[index].role, receiver: links[index].receiver.description, encoding: encodings[links[index].encoding].label,
-                            result: results[index] ?? .failure(.connectionLost("delivery did not run")),
+                            result: results[index] ?? .failure(.connectionLost(.deliveryDidNotRun)),
                             priority: links[index].priority, leftInSpool: leftInSpool(link: index, deferred: deferred))
             },
             stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses,
@@ -643,7 +643,7 @@ public final class CaptureStreamer: Service, Sendable {
     /// or stopped (`stopDelivering()`) before its receiver had everything.
     private func leftInSpool(link index: Int, deferred: Set<Int>) -> LeftInSpool? {
         let link = links[index]
-        guard link.priority == .background, case .failure = state.withLock({ $0.linkResults[index] }) ?? .failure(.connectionLost("")) else { return nil }
+        guard link.priority == .background, case .failure = state.withLock({ $0.linkResults[index] }) ?? .failure(.connectionLost(.deliveryDidNotRun)) else { return nil }
         return Self.leftInSpool(encodings[link.encoding], destination: link.destination, deferred: deferred.contains(index))
     }
 

@@ -15,8 +15,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case connectionLost(ConnectionLoss)
     /// The receiver broke the protocol: what it did wrong, as this side detected it.
     case protocolViolation(WireError)
-    /// Capture failed.
-    case captureFailed(String)
+    /// Capture failed, for the source's reason.
+    case captureFailed(CaptureError)
     /// The encoder failed.
     case encoderFailed(String)
     /// No answer in time.
@@ -159,8 +159,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the stream holds \(what) (sequence \(sequence)) but the receiver does not accept \(plural) (it predates them): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts them"
         case .protocolViolation(let reason):
             return "the receiver broke the protocol: \(reason.message(naming: naming)); check that capture-recv is the same version"
-        case .captureFailed(let reason):
-            return "capture failed: \(reason)"
+        case .captureFailed(let error):
+            return "capture failed: \(error.message(naming: naming))"
         case .encoderFailed(let reason):
             return "encoding failed: \(reason)"
         case .timedOut(let reason):

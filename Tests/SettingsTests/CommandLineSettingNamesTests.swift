@@ -268,11 +268,10 @@ final class CommandLineSettingNamesTests: XCTestCase {
         func openFailure(_ naming: any SettingNaming) -> String {
             do {
                 _ = try ALSASource(
-                    device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3,
-                    settingNames: naming)
+                    device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3)
                 return "opened"
             } catch {
-                return error.description
+                return error.message(naming: naming)
             }
         }
         XCTAssertTrue(
@@ -284,6 +283,44 @@ final class CommandLineSettingNamesTests: XCTestCase {
             neutral.hasSuffix("Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."),
             neutral)
         XCTAssertFalse(neutral.contains("--"), neutral)
+    }
+
+    /// The ALSA source's failures carry the device, the step and libasound's error; each text as the
+    /// source used to build it.
+    func testALSAFailuresThatCarryTheirData() {
+        let cliAdvice = "Run `capture-send --list-devices` to see the capture devices, or use `--source tone` to send a test tone without a sound card."
+        let libraryAdvice = "Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."
+        let opens: [(Int32, String, String)] = [
+            (-EBUSY, "Device or resource busy", "Device or resource busy (another program is capturing from it)"),
+            (-ENOENT, "No such file or directory", "No such file or directory (no such capture device; there may be no sound card)"),
+            (-ENODEV, "No such device", "No such device (no such capture device; there may be no sound card)"),
+            (-EINVAL, "Invalid argument", "Invalid argument"),
+        ]
+        for (code, reason, worded) in opens {
+            let error = CaptureError.deviceUnavailable(DeviceFailure(device: "hw:1,0", activity: .opening, code: code, reason: reason))
+            assertTexts(
+                error.message(naming:), error.description,
+                commandLine: "cannot open ALSA capture device 'hw:1,0': \(worded). " + cliAdvice,
+                library: "cannot open ALSA capture device 'hw:1,0': \(worded). " + libraryAdvice)
+        }
+        let setup = CaptureError.deviceUnavailable(
+            DeviceFailure(device: "hw:1,0", activity: .settingUp(step: "setting 2 channels"), code: -EINVAL, reason: "Invalid argument"))
+        let setupText = "cannot set up ALSA capture device 'hw:1,0' (setting 2 channels): Invalid argument. Try another device, for example a `plughw:` one. "
+        assertTexts(setup.message(naming:), setup.description, commandLine: setupText + cliAdvice, library: setupText + libraryAdvice)
+        let lost = CaptureError.deviceLost(DeviceFailure(device: "hw:1,0", activity: .using("capturing"), code: -ENODEV, reason: "No such device"))
+        assertTexts(
+            lost.message(naming:), lost.description,
+            commandLine: "ALSA capture device 'hw:1,0' was lost while capturing: No such device. Check that it is still connected; with `--reopen` capture-send reopens it and records the gap.",
+            library: "ALSA capture device 'hw:1,0' was lost while capturing: No such device. Check that it is still connected; with `DeviceSettings.reopen` capture-send reopens it and records the gap.")
+        let silent = CaptureError.deviceSilent(device: "hw:1,0")
+        assertTexts(
+            silent.message(naming:), silent.description,
+            commandLine: "ALSA capture device 'hw:1,0' delivers no audio; check that it is running, or use `--source tone` to test without it",
+            library: "ALSA capture device 'hw:1,0' delivers no audio; check that it is running, or use `SourceSettings.tone` to test without it")
+        let failed = SenderError.captureFailed(lost)
+        assertTexts(
+            failed.message(naming:), failed.description,
+            commandLine: "capture failed: " + lost.message(naming: commandLine), library: "capture failed: " + lost.description)
     }
 
     func testWireErrors() {

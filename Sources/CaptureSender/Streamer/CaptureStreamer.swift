@@ -274,7 +274,7 @@ public final class CaptureStreamer: Service, Sendable {
         } catch {
             _ = localCopy?.finish()
             spools.forEach { $0.removeAll() }
-            throw .capture(error.description)
+            throw .capture(error.message(naming: configuration.settingNames))
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         spoolReads = NIOThreadPool(numberOfThreads: 1)
@@ -375,7 +375,7 @@ public final class CaptureStreamer: Service, Sendable {
         state.withLock { $0.run = run }
         if let startFailure {
             stopDelivering()
-            throw .capture(startFailure.description)
+            throw .capture(startFailure.message(naming: configuration.settingNames))
         }
         startProgressReports()
     }
@@ -408,8 +408,9 @@ public final class CaptureStreamer: Service, Sendable {
     /// the local copy's finish writes to disk; neither may hold a thread of the task pool.
     private func awaitCaptureEnd() async {
         let pipeline = self.pipeline
+        let settingNames = configuration.settingNames
         let (result, copy) = await BlockingWork.run("capture end") {
-            let result = pipeline.waitAndFinish()
+            let result = pipeline.waitAndFinish(settingNames: settingNames)
             // Nothing more is captured: the local copy ends with the last buffer taken.
             return (result, pipeline.localCopy?.finish())
         }
@@ -425,7 +426,7 @@ public final class CaptureStreamer: Service, Sendable {
 
     /// Resumes capture after `pause()`.
     public func resume() throws(CaptureStreamerError) {
-        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.description) }
+        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.message(naming: configuration.settingNames)) }
     }
 
     /// Drops a marker with `label` (may be empty) where the stream stands now: just past the audio

@@ -4,37 +4,27 @@ import CaptureCore
 import Glibc
 #endif
 
-/// The wording of the errors the ALSA source throws, kept in one place so each one says what to do.
+/// The errors the ALSA source throws, as data (`DeviceFailure`): `CaptureError.message(naming:)`
+/// words them where they are shown.
 enum ALSAErrorText {
-    /// What the user can do when no capture device is usable.
-    static func noDeviceAdvice(_ naming: any SettingNaming) -> String {
-        "Run `\(naming.name(of: .deviceList))` to see the capture devices, or use `\(naming.name(of: .toneSource))` to send a test tone without a sound card."
-    }
-
     /// libasound's text for a negative error code.
     static func describe(_ code: Int32) -> String {
         String(cString: snd_strerror(code))
     }
 
     /// The device could not be opened at all.
-    static func openFailed(device: String, code: Int32, naming: any SettingNaming) -> CaptureError {
-        var reason = describe(code)
-        if code == -EBUSY {
-            reason += " (another program is capturing from it)"
-        } else if code == -ENOENT || code == -ENODEV {
-            reason += " (no such capture device; there may be no sound card)"
-        }
-        return .openFailed("cannot open ALSA capture device '\(device)': \(reason). \(noDeviceAdvice(naming))")
+    static func openFailed(device: String, code: Int32) -> CaptureError {
+        .deviceUnavailable(DeviceFailure(device: device, activity: .opening, code: code, reason: describe(code)))
     }
 
     /// A setup step after opening failed.
-    static func setupFailed(device: String, step: String, code: Int32, naming: any SettingNaming) -> CaptureError {
-        .openFailed("cannot set up ALSA capture device '\(device)' (\(step)): \(describe(code)). Try another device, for example a `plughw:` one. \(noDeviceAdvice(naming))")
+    static func setupFailed(device: String, step: String, code: Int32) -> CaptureError {
+        .deviceUnavailable(DeviceFailure(device: device, activity: .settingUp(step: step), code: code, reason: describe(code)))
     }
 
     /// The device went away or stopped working.
-    static func deviceLost(device: String, code: Int32, during: String, naming: any SettingNaming) -> CaptureError {
-        .deviceLost("ALSA capture device '\(device)' was lost while \(during): \(describe(code)). Check that it is still connected; with `\(naming.name(of: .reopenDevice))` capture-send reopens it and records the gap.")
+    static func deviceLost(device: String, code: Int32, during: String) -> CaptureError {
+        .deviceLost(DeviceFailure(device: device, activity: .using(during), code: code, reason: describe(code)))
     }
 }
 

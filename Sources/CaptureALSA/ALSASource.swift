@@ -56,10 +56,8 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
     ///   - bufferCount: how many periods the device's ring buffer holds (at least 2).
     ///   - strictFormat: when `true`, a device that cannot give exactly `requested` is an error
     ///     (`.unsupportedFormat`) rather than a substitute format.
-    ///   - settingNames: how errors name a setting to change (`--source tone` for capture-send).
     public init(
-        device: String = "default", requested: StreamFormat, periodFrames: Int, bufferCount: Int, strictFormat: Bool = false,
-        settingNames: any SettingNaming = LibrarySettingNames()
+        device: String = "default", requested: StreamFormat, periodFrames: Int, bufferCount: Int, strictFormat: Bool = false
     ) throws(CaptureError) {
         guard let sample = requested.pcmSampleFormat else {
             throw .unsupportedFormat("ALSA capture delivers interleaved little-endian linear PCM; ask for s16, s24, s32 or f32 instead of \(requested)")
@@ -71,7 +69,7 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
             throw .openFailed("the ALSA ring buffer needs at least 2 periods (asked for \(bufferCount)); use 2 or more buffers")
         }
         let request = ALSARequest(
-            deviceName: device, format: requested, sample: sample, periodFrames: periodFrames, bufferCount: bufferCount, settingNames: settingNames)
+            deviceName: device, format: requested, sample: sample, periodFrames: periodFrames, bufferCount: bufferCount)
         let opened = try Self.open(request, strictFormat: strictFormat)
         var statusStorage: OpaquePointer?
         if snd_pcm_status_malloc(&statusStorage) != 0 { statusStorage = nil }
@@ -95,10 +93,10 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
         guard let pcm else { throw closedError() }
         if snd_pcm_state(pcm) != SND_PCM_STATE_PREPARED {
             let prepared = snd_pcm_prepare(pcm)
-            if prepared < 0 { throw ALSAErrorText.deviceLost(device: deviceName, code: prepared, during: "preparing to start", naming: request.settingNames) }
+            if prepared < 0 { throw ALSAErrorText.deviceLost(device: deviceName, code: prepared, during: "preparing to start") }
         }
         let started = snd_pcm_start(pcm)
-        if started < 0 { throw ALSAErrorText.deviceLost(device: deviceName, code: started, during: "starting", naming: request.settingNames) }
+        if started < 0 { throw ALSAErrorText.deviceLost(device: deviceName, code: started, during: "starting") }
         stoppedByCaller = false
         pendingLostFrames = 0
     }
@@ -134,7 +132,7 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
                 // and give up if it never delivers.
                 idleWakeUps += 1
                 if idleWakeUps > Self.maximumIdleWakeUps {
-                    throw .readFailed("ALSA capture device '\(deviceName)' delivers no audio; check that it is running, or use `\(request.settingNames.name(of: .toneSource))` to test without it")
+                    throw .deviceSilent(device: deviceName)
                 }
                 if result == 0 || result == -Int(EAGAIN) { _ = snd_pcm_wait(pcm, Self.waitMilliseconds) }
             case .overrun, .suspended:
@@ -148,7 +146,7 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
                 }
                 return .overrun(lostFrames: lost)
             case .lost:
-                throw ALSAErrorText.deviceLost(device: deviceName, code: Int32(truncatingIfNeeded: result), during: "capturing", naming: request.settingNames)
+                throw ALSAErrorText.deviceLost(device: deviceName, code: Int32(truncatingIfNeeded: result), during: "capturing")
             }
         }
         lastReadEndNanoseconds = ALSAClock.now(CLOCK_MONOTONIC)
@@ -234,12 +232,12 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
         // owner, then switch to blocking reads.
         let opened = snd_pcm_open(&handle, request.deviceName, SND_PCM_STREAM_CAPTURE, SND_PCM_NONBLOCK)
         guard opened == 0, let pcm = handle else {
-            throw ALSAErrorText.openFailed(device: request.deviceName, code: opened, naming: request.settingNames)
+            throw ALSAErrorText.openFailed(device: request.deviceName, code: opened)
         }
         let blocking = snd_pcm_nonblock(pcm, 0)
         guard blocking == 0 else {
             snd_pcm_close(pcm)
-            throw ALSAErrorText.setupFailed(device: request.deviceName, step: "switching to blocking reads", code: blocking, naming: request.settingNames)
+            throw ALSAErrorText.setupFailed(device: request.deviceName, step: "switching to blocking reads", code: blocking)
         }
         let negotiation: ALSANegotiation
         do {
@@ -271,7 +269,7 @@ public final class ALSASource: AudioSource, @unchecked Sendable {
         let recovered = snd_pcm_recover(pcm, Int32(truncatingIfNeeded: code), 1)
         guard recovered >= 0 else {
             let during = code == -Int(ESTRPIPE) ? "resuming after a system suspend" : "recovering from an overrun"
-            throw ALSAErrorText.deviceLost(device: deviceName, code: recovered, during: during, naming: request.settingNames)
+            throw ALSAErrorText.deviceLost(device: deviceName, code: recovered, during: during)
         }
         // Restart now so the stall ends here (a read would start it too, start threshold 1).
         _ = snd_pcm_start(pcm)

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What one read from an `AudioSource` produced.
 public enum SourceReadResult: Equatable, Sendable {
     /// This many whole frames were written to the start of the buffer.
@@ -62,25 +66,90 @@ extension AudioSource {
     public func framesBeforeOverrun() -> Int? { nil }
 }
 
-/// Why capture could not start or go on. Each message says what to do.
+/// Why capture could not start or go on. Each message says what to do, naming the settings to
+/// change as a `SettingNaming` spells them (`message(naming:)`; `description`: the library's words).
 public enum CaptureError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The requested format cannot be produced.
     case unsupportedFormat(String)
-    /// The device or file could not be opened.
+    /// The file could not be opened, or the source was asked for something it cannot do.
     case openFailed(String)
+    /// A capture device could not be opened (`failure.activity` `.opening`) or set up (`.settingUp`).
+    case deviceUnavailable(DeviceFailure)
     /// Reading failed in a way the source could not recover from.
     case readFailed(String)
-    /// The device went away or was suspended and could not be recovered.
-    case deviceLost(String)
+    /// The capture device `device` delivers no audio: its reads keep coming back empty.
+    case deviceSilent(device: String)
+    /// The device went away or was suspended and could not be recovered (`failure.activity` `.using`).
+    case deviceLost(DeviceFailure)
     /// The queue was used against its lifecycle (for example started after dispose).
     case invalidState(String)
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
-        case .unsupportedFormat(let message), .openFailed(let message), .readFailed(let message),
-             .deviceLost(let message), .invalidState(let message):
+        case .unsupportedFormat(let message), .openFailed(let message), .readFailed(let message), .invalidState(let message):
             return message
+        case .deviceUnavailable(let failure), .deviceLost(let failure):
+            return failure.message(naming: naming)
+        case .deviceSilent(let device):
+            return "ALSA capture device '\(device)' delivers no audio; check that it is running, or use `\(naming.name(of: .toneSource))` to test without it"
         }
+    }
+}
+
+/// What went wrong with an ALSA capture device, as data: the device, what was being done with it,
+/// and libasound's error. `CaptureError` carries it; `message(naming:)` words it.
+public struct DeviceFailure: Sendable, Equatable {
+    /// What was being done with the device when it failed.
+    public enum Activity: Sendable, Equatable {
+        /// Opening it.
+        case opening
+        /// Setting it up once open: `step` says which step ("setting 2 channels").
+        case settingUp(step: String)
+        /// Using it: `what` was happening ("capturing", "starting", "recovering from an overrun").
+        case using(String)
+    }
+
+    /// The device's ALSA PCM name ("default", "hw:CARD=USB,DEV=0").
+    public var device: String
+    /// What was being done.
+    public var activity: Activity
+    /// libasound's error code (a negative errno).
+    public var code: Int32
+    /// libasound's words for `code` (`snd_strerror`).
+    public var reason: String
+
+    /// `device` failed while `activity`, with libasound's `code` and its words for it, `reason`.
+    public init(device: String, activity: Activity, code: Int32, reason: String) {
+        self.device = device
+        self.activity = activity
+        self.code = code
+        self.reason = reason
+    }
+
+    /// The failure's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
+        switch activity {
+        case .opening:
+            var reason = reason
+            if code == -EBUSY {
+                reason += " (another program is capturing from it)"
+            } else if code == -ENOENT || code == -ENODEV {
+                reason += " (no such capture device; there may be no sound card)"
+            }
+            return "cannot open ALSA capture device '\(device)': \(reason). \(Self.noDeviceAdvice(naming))"
+        case .settingUp(let step):
+            return "cannot set up ALSA capture device '\(device)' (\(step)): \(reason). Try another device, for example a `plughw:` one. \(Self.noDeviceAdvice(naming))"
+        case .using(let what):
+            return "ALSA capture device '\(device)' was lost while \(what): \(reason). Check that it is still connected; with `\(naming.name(of: .reopenDevice))` capture-send reopens it and records the gap."
+        }
+    }
+
+    /// What the user can do when no capture device is usable.
+    private static func noDeviceAdvice(_ naming: any SettingNaming) -> String {
+        "Run `\(naming.name(of: .deviceList))` to see the capture devices, or use `\(naming.name(of: .toneSource))` to send a test tone without a sound card."
     }
 }
 

@@ -50,9 +50,9 @@ public final class ReopeningSource: AudioSource {
     public func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
         do {
             return try inner.read(into: buffer, frameCapacity: frameCapacity)
-        } catch .deviceLost(let message) {
-            onEvent(.lost(.deviceLost(message)))
-            return try recover(after: .deviceLost(message))
+        } catch .deviceLost(let failure) {
+            onEvent(.lost(.deviceLost(failure)))
+            return try recover(after: .deviceLost(failure))
         }
     }
 

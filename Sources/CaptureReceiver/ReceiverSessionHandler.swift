@@ -257,7 +257,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
         }
         let (authentication, record) = gate.authenticate(
             peer: peerAddress, blockedFor: rateLimiter.remainingBlock(for: peerAddress),
-            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token, settingNames: configuration.settingNames)
+            carriesResumeSecret: !hello.message.resumeSecret.isEmpty, token: token)
         switch record {
         case .failure:
             if rateLimiter.recordFailure(from: peerAddress) {
@@ -269,8 +269,7 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             break
         }
         let reservation = authentication == .admitted ? registry.reserve(hello.streamID, maximumStreams: configuration.maximumStreams) : nil
-        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams,
-            settingNames: configuration.settingNames)
+        return gate.decision(authentication, reservation: reservation, streamID: hello.streamID, maximumStreams: configuration.maximumStreams)
     }
 
     /// Opens (continues or creates) the stream's file off the event loop, then reports back on it.

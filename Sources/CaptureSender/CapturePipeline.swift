@@ -145,19 +145,21 @@ public final class CapturePipeline: @unchecked Sendable {
 
     /// Waits until capture ends (source finished, stopped or failed), then ends every encoding's
     /// stream in its log (flushing its encoder). Returns how capture ended, or the first encoding's
-    /// failure.
-    public func waitAndFinish(reasonIfStopped: String = "interrupted") -> Result<CaptureQueue.Completion, SenderError> {
+    /// failure. A capture failure is worded in each stream's end as `settingNames` names settings.
+    public func waitAndFinish(
+        reasonIfStopped: String = "interrupted", settingNames: any SettingNaming = LibrarySettingNames()
+    ) -> Result<CaptureQueue.Completion, SenderError> {
         let completion = queue.waitForCompletion()
         let statistics = queue.statistics
         var firstFailure: SenderError?
         for stage in stages {
-            if case .failure(let error) = stage.finish(completion, statistics: statistics, reasonIfStopped: reasonIfStopped), firstFailure == nil {
+            if case .failure(let error) = stage.finish(completion, statistics: statistics, reasonIfStopped: reasonIfStopped, settingNames: settingNames), firstFailure == nil {
                 firstFailure = error
             }
         }
         if let firstFailure { return .failure(firstFailure) }
         if case .failed(let error) = completion {
-            return .failure(.captureFailed(error.description))
+            return .failure(.captureFailed(error))
         }
         return .success(completion)
     }

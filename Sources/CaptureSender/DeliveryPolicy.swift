@@ -1,3 +1,5 @@
+import CaptureWire
+
 /// The delivery decisions of one `StreamSender`, as a pure state machine (events in, actions out;
 /// each event gives the time, as a `Duration` since the origin of `MonotonicClock`): what a connection's end leads to
 /// (delivered; delivered although the confirmation was lost; continued as a new stream; a failure
@@ -77,7 +79,7 @@ struct DeliveryPolicy: Sendable {
     /// The last moment a connection was known accepted (its acceptance, or its end).
     private var lastConnectedAt: Duration?
     /// The last protocol violation of the receiver: when, and what.
-    private var lastViolation: (at: Duration, detail: String)?
+    private var lastViolation: (at: Duration, detail: WireError)?
 
     /// `giveUpAfter`: nil for never (the main receiver); below zero counts as zero.
     init(reconnect: ReconnectPolicy, giveUpAfter: Duration?) {

@@ -94,8 +94,11 @@ public final class EncodingStage: @unchecked Sendable {
     }
 
     /// Ends the stream after the queue has ended: the pause the stop ended, the encoder's tail,
-    /// the trailing loss, and the end in the log. `completion` is how capture ended.
-    func finish(_ completion: CaptureQueue.Completion, statistics: CaptureStatistics, reasonIfStopped: String) -> Result<Void, SenderError> {
+    /// the trailing loss, and the end in the log. `completion` is how capture ended; a capture
+    /// failure is worded in the end's reason as `settingNames` names settings.
+    func finish(
+        _ completion: CaptureQueue.Completion, statistics: CaptureStatistics, reasonIfStopped: String, settingNames: any SettingNaming
+    ) -> Result<Void, SenderError> {
         if let failure = state.withLock({ $0.failure }) {
             log.finish(endSampleTime: state.withLock { $0.lastEnd }, remainderFrames: 0, reason: "encoder-failed")
             return .failure(.encoderFailed(failure.description))
@@ -130,7 +133,7 @@ public final class EncodingStage: @unchecked Sendable {
         switch completion {
         case .endOfStream: reason = "end-of-source"
         case .stopped: reason = reasonIfStopped
-        case .failed(let error): reason = "capture-failed: \(error.description)"
+        case .failed(let error): reason = "capture-failed: \(error.message(naming: settingNames))"
         }
         let endSampleTime = outputFormat.isLinearPCM ? max(timelineEnd, capturedEnd) : state.withLock { $0.lastOutputEnd }
         log.finish(endSampleTime: endSampleTime, remainderFrames: remainder, reason: reason)

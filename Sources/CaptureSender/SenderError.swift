@@ -1,4 +1,5 @@
 import CaptureCore
+import CaptureSecurity
 import CaptureWire
 
 /// Why a stream could not be sent. Each message is the one line capture-send prints before it exits
@@ -10,18 +11,18 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case refused(code: String, message: String)
     /// The receiver refuses this sender's address for now (RATE_LIMITED): try again after `retryAfter` seconds.
     case rateLimited(message: String, retryAfter: Double)
-    /// The connection broke before the receiver acknowledged the end of the stream.
-    case connectionLost(String)
-    /// The receiver broke the protocol.
-    case protocolViolation(String)
-    /// Capture failed.
-    case captureFailed(String)
+    /// The connection broke before the receiver acknowledged the end of the stream, for `reason`.
+    case connectionLost(ConnectionLoss)
+    /// The receiver broke the protocol: what it did wrong, as this side detected it.
+    case protocolViolation(WireError)
+    /// Capture failed, for the source's reason.
+    case captureFailed(CaptureError)
     /// The encoder failed.
     case encoderFailed(String)
     /// No answer in time.
     case timedOut(String)
     /// TLS could not be set up or the receiver's (or this sender's) certificate was refused.
-    case tls(String)
+    case tls(TLSFailure)
     /// Audio kept in the spool for sending could not be read back: the stream cannot go on from it.
     case spoolUnreadable(firstSequence: UInt64, reason: String)
     /// A backup receiver was given up (dropped) for `reason`: the spool keeps nothing more for it,
@@ -47,10 +48,91 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case noProgress(seconds: Double)
         /// It broke the protocol (`detail`: acknowledging what was never sent, for one), so it made
         /// no progress for `seconds`, however often it was reconnected to.
-        case brokeProtocol(seconds: Double, detail: String)
+        case brokeProtocol(seconds: Double, detail: WireError)
         /// What only it lacked reached the log's room: keeping more for it would have cost the main
         /// receiver audio (or held it up), so it was given up at once.
         case fellBehind(BackupRoom)
+    }
+
+    /// Why the connection to the receiver was lost.
+    public enum ConnectionLoss: Sendable, Equatable {
+        /// The receiver closed a plain TCP connection before it accepted the stream: it may require TLS.
+        case closedBeforeAccepting
+        /// The receiver closed the connection.
+        case closed
+        /// The socket failed; `reason` is the system's description of the error.
+        case transport(reason: String)
+        /// TLS failed after its handshake; `reason` is TLS's description of the error.
+        case tlsError(reason: String)
+        /// Delivery was stopped while `messages` messages (`bytes` bytes) were not yet acknowledged.
+        case stoppedUnacknowledged(messages: UInt64, bytes: Int)
+        /// Delivery to this receiver never ran.
+        case deliveryDidNotRun
+
+        /// The reason's text, naming the settings to change as `naming` spells them.
+        public func message(naming: any SettingNaming) -> String {
+            switch self {
+            case .closedBeforeAccepting:
+                return "the receiver closed the connection before accepting the stream; if it requires TLS, connect with \(naming.name(of: .senderTLS))"
+            case .closed:
+                return "the receiver closed the connection"
+            case .transport(let reason):
+                return reason
+            case .tlsError(let reason):
+                return "TLS error: \(reason)"
+            case .stoppedUnacknowledged(let messages, let bytes):
+                return "delivery was stopped with \(messages) messages (\(bytes) bytes) not acknowledged by the receiver"
+            case .deliveryDidNotRun:
+                return "delivery did not run"
+            }
+        }
+    }
+
+    /// Why TLS failed on the sender's connection.
+    public enum TLSFailure: Sendable, Equatable {
+        /// The client certificate or key could not be read.
+        case unreadableClientCredentials(SecurityError)
+        /// NIOSSL refused the configuration (`reason`): the client certificate and key do not belong together.
+        case cannotSetUp(reason: String)
+        /// The receiver's certificate was refused; `reason` is the certificate check's explanation.
+        case receiverCertificateRefused(reason: String)
+        /// The receiver's certificate is not for `host`; `certificateNames` lists the names it is for, when known.
+        case hostNameMismatch(host: String, certificateNames: String?)
+        /// The receiver requires mutual TLS and this sender presented no client certificate.
+        case clientCertificateMissing
+        /// The receiver refused this sender's client certificate with the TLS alert `alert` ("unknown ca").
+        case clientCertificateRefused(alert: String)
+        /// The receiver did not answer with TLS.
+        case receiverSpeaksPlaintext
+        /// The receiver closed the connection during the TLS handshake (`reason`: TLS's description).
+        case closedDuringHandshake(reason: String)
+
+        /// The failure's text, naming the settings to change as `naming` spells them.
+        public func message(naming: any SettingNaming) -> String {
+            let receiverCertificate = naming.name(of: .receiverCertificateAndKey), senderTLS = naming.name(of: .senderTLS)
+            let clientCA = naming.name(of: .clientCertificateAuthority)
+            switch self {
+            case .unreadableClientCredentials(let error):
+                return error.message(naming: naming)
+            case .cannotSetUp(let reason):
+                return "cannot set up TLS: \(reason); check that \(naming.name(of: .clientCertificateAndKey)) belong together"
+            case .receiverCertificateRefused(let reason):
+                return reason
+            case .hostNameMismatch(let host, let certificateNames):
+                let names = certificateNames.map { " (it is for \($0))" } ?? ""
+                return "host-name mismatch: the receiver's certificate is not for \(host)\(names);"
+                    + " connect with a name the certificate lists, or make a certificate for \(host) (\(naming.name(of: .certificateForHost)) \(host))"
+            case .clientCertificateMissing:
+                return "missing client certificate: the receiver requires mutual TLS; pass \(naming.name(of: .clientCertificateAndKey)) with a certificate signed by its \(clientCA)"
+            case .clientCertificateRefused(let alert):
+                return "the receiver refused this sender's client certificate (\(alert)); use a valid certificate signed by the receiver's \(clientCA)"
+            case .receiverSpeaksPlaintext:
+                return "the receiver did not answer with TLS; start capture-recv with \(receiverCertificate), or connect without \(senderTLS)"
+            case .closedDuringHandshake(let reason):
+                return "the receiver closed the connection during the TLS handshake (\(reason));"
+                    + " does the receiver speak TLS? start capture-recv with \(receiverCertificate), or connect without \(senderTLS)"
+            }
+        }
     }
 
     public var description: String { message(naming: LibrarySettingNames()) }
@@ -66,7 +148,7 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case .rateLimited(let message, let retryAfter):
             return "the receiver refuses this address for now (rateLimited): \(message); trying again in \(Self.seconds(retryAfter.rounded(.up))) s, and the audio is kept meanwhile"
         case .connectionLost(let reason):
-            return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason)"
+            return "the connection to the receiver was lost before it confirmed the end of the stream: \(reason.message(naming: naming))"
         case .receiverPredatesFrameType(let type, let sequence):
             let (what, plural): (String, String)
             switch type {
@@ -76,15 +158,15 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             }
             return "the stream holds \(what) (sequence \(sequence)) but the receiver does not accept \(plural) (it predates them): upgrade capture-recv; the audio from there on is kept in the spool and delivered once the receiver accepts them"
         case .protocolViolation(let reason):
-            return "the receiver broke the protocol: \(reason); check that capture-recv is the same version"
-        case .captureFailed(let reason):
-            return "capture failed: \(reason)"
+            return "the receiver broke the protocol: \(reason.message(naming: naming)); check that capture-recv is the same version"
+        case .captureFailed(let error):
+            return "capture failed: \(error.message(naming: naming))"
         case .encoderFailed(let reason):
             return "encoding failed: \(reason)"
         case .timedOut(let reason):
             return "timed out: \(reason)"
-        case .tls(let reason):
-            return "TLS: \(reason)"
+        case .tls(let failure):
+            return "TLS: \(failure.message(naming: naming))"
         case .spoolUnreadable(let sequence, let reason):
             return "the spool cannot give back the audio from sequence \(sequence) on: \(reason); that audio cannot be delivered and stays in the spool for `capture-send spool list` (check the disk: dmesg, df)"
         case .receiverLostAcknowledgedAudio(let receiver, let lost, let unconfirmed, let restIn):
@@ -108,7 +190,7 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             case .noProgress(let seconds):
                 return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (\(giveUp)): it was connected but acknowledged nothing new, and was dropped: \(lacks)"
             case .brokeProtocol(let seconds, let detail):
-                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (\(giveUp)): it broke the protocol (\(detail)), and was dropped: \(lacks)"
+                return "backup receiver \(receiver) made no progress for \(Self.seconds(seconds)) s (\(giveUp)): it broke the protocol (\(detail.message(naming: naming))), and was dropped: \(lacks)"
             case .fellBehind(let room):
                 return "backup receiver \(receiver) was dropped at once: \(room.message(naming: naming)); \(lacks)"
             }

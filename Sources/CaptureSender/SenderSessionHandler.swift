@@ -59,8 +59,6 @@ final class SenderSessionHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var pumpScheduled = false
     private let security: Security?
-    /// How failures name a setting to change.
-    private let settingNames: any SettingNaming
     private var tlsHandshakeDone = false
     private var tlsHandshakeTimeout: Scheduled<Void>?
     /// Where the foreground destinations stand, for a background destination's pacing.
@@ -76,17 +74,14 @@ final class SenderSessionHandler: ChannelInboundHandler {
         var host: String
         /// Time allowed for the TLS handshake.
         var handshakeTimeout: Duration
-        /// How the explanations name settings.
-        var settingNames: any SettingNaming
     }
 
     init(
         hello: Capture_V1_Hello, log: PacketLog, destination: LogDestination = .main, fetcher: PacketFetcher, windowBytes: Int, done: EventLoopPromise<ConnectionOutcome>, logger: Logger,
         security: Security? = nil, pacing: SendPacing = .unpaced, foreground: @escaping @Sendable () -> SendPacing.Foreground = { .finished },
-        onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }, settingNames: any SettingNaming = LibrarySettingNames()
+        onAccepted: @escaping @Sendable (Capture_V1_HelloAccepted) -> Void = { _ in }
     ) {
         self.security = security
-        self.settingNames = settingNames
         self.foreground = foreground
         self.onAccepted = onAccepted
         self.log = log
@@ -94,7 +89,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         self.fetcher = fetcher
         self.done = done
         self.logger = logger
-        session = SenderSession(hello: hello, windowBytes: windowBytes, oldestHeld: log.oldestKeptSequence, log: Self.position(of: log), pacing: pacing, settingNames: settingNames)
+        session = SenderSession(hello: hello, windowBytes: windowBytes, oldestHeld: log.oldestKeptSequence, log: Self.position(of: log), pacing: pacing)
     }
 
     private static func position(of log: PacketLog) -> PacketLogPosition {
@@ -152,19 +147,19 @@ final class SenderSessionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wire = error as? WireError {
-            handle(.transportFailed(.protocolViolation(wire.message(naming: settingNames)), retry: SenderSession.isRetryable(wire)))
+            handle(.transportFailed(.protocolViolation(wire), retry: SenderSession.isRetryable(wire)))
         } else if let security {
             // A certificate either side cannot trust, or a receiver that does not speak TLS, are
             // settings to fix: reconnecting cannot help. Other TLS errors are connection faults.
             let explained = SenderTLSFailure.explain(
-                error, report: security.report, host: security.host, handshakeDone: tlsHandshakeDone, settingNames: security.settingNames)
+                error, report: security.report, host: security.host, handshakeDone: tlsHandshakeDone)
             if case .tls = explained {
                 handle(.transportFailed(explained, retry: false))
             } else {
                 handle(.transportFailed(explained, retry: true))
             }
         } else {
-            handle(.transportFailed(.connectionLost(SystemErrorText.describe(error)), retry: true))
+            handle(.transportFailed(.connectionLost(.transport(reason: SystemErrorText.describe(error))), retry: true))
         }
     }
 
@@ -185,7 +180,7 @@ final class SenderSessionHandler: ChannelInboundHandler {
         tlsHandshakeTimeout?.cancel()
         if let security, !tlsHandshakeDone {
             handle(.transportFailed(SenderTLSFailure.explain(
-                ChannelError.eof, report: security.report, host: security.host, handshakeDone: false, settingNames: security.settingNames), retry: false))
+                ChannelError.eof, report: security.report, host: security.host, handshakeDone: false), retry: false))
         }
         handle(.channelInactive(plainTCP: security == nil))
         context.fireChannelInactive()

@@ -28,7 +28,7 @@ public struct SenderTLSConfiguration: Sendable {
     }
 
     /// The NIOSSL context: TLS 1.2 at least, 1.3 preferred (NIOSSL offers 1.3 first).
-    func makeContext(settingNames: any SettingNaming) throws(SenderError) -> NIOSSLContext {
+    func makeContext() throws(SenderError) -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.maximumTLSVersion = .tlsv13
@@ -44,12 +44,12 @@ public struct SenderTLSConfiguration: Sendable {
                 tls.privateKey = .privateKey(try PEMFiles.privateKey(at: clientKeyPath))
             }
         } catch {
-            throw .tls(error.description)
+            throw .tls(.unreadableClientCredentials(error))
         }
         do {
             return try NIOSSLContext(configuration: tls)
         } catch {
-            throw .tls("cannot set up TLS: \(error); check that \(settingNames.name(of: .clientCertificateAndKey)) belong together")
+            throw .tls(.cannotSetUp(reason: "\(error)"))
         }
     }
 
@@ -66,35 +66,30 @@ public struct SenderTLSConfiguration: Sendable {
     }
 }
 
-/// Turns TLS errors on the sender into one line that names the reason.
+/// Turns TLS errors on the sender into the failure they mean.
 enum SenderTLSFailure {
-    static func explain(_ error: Error, report: TLSVerificationReport?, host: String, handshakeDone: Bool, settingNames: any SettingNaming) -> SenderError {
-        let receiverCertificate = settingNames.name(of: .receiverCertificateAndKey), senderTLS = settingNames.name(of: .senderTLS)
-        let clientCA = settingNames.name(of: .clientCertificateAuthority)
+    static func explain(_ error: Error, report: TLSVerificationReport?, host: String, handshakeDone: Bool) -> SenderError {
         if let failure = report?.failure {
-            return .tls(failure)
+            return .tls(.receiverCertificateRefused(reason: failure))
         }
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
-            let names = report?.certificateNames.map { " (it is for \($0))" } ?? ""
-            return .tls("host-name mismatch: the receiver's certificate is not for \(host)\(names);"
-                + " connect with a name the certificate lists, or make a certificate for \(host) (\(settingNames.name(of: .certificateForHost)) \(host))")
+            return .tls(.hostNameMismatch(host: host, certificateNames: report?.certificateNames))
         }
         let text = "\(error)"
         if text.contains("CERTIFICATE_REQUIRED") || text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") {
-            return .tls("missing client certificate: the receiver requires mutual TLS; pass \(settingNames.name(of: .clientCertificateAndKey)) with a certificate signed by its \(clientCA)")
+            return .tls(.clientCertificateMissing)
         }
         if text.contains("UNKNOWN_CA") || text.contains("BAD_CERTIFICATE") || text.contains("CERTIFICATE_UNKNOWN")
             || text.contains("CERTIFICATE_EXPIRED") || text.contains("DECRYPT_ERROR") {
-            return .tls("the receiver refused this sender's client certificate (\(alertName(text))); use a valid certificate signed by the receiver's \(clientCA)")
+            return .tls(.clientCertificateRefused(alert: alertName(text)))
         }
         if text.contains("WRONG_VERSION_NUMBER") || text.contains("PACKET_LENGTH_TOO_LONG") || text.contains("HTTP_REQUEST") {
-            return .tls("the receiver did not answer with TLS; start capture-recv with \(receiverCertificate), or connect without \(senderTLS)")
+            return .tls(.receiverSpeaksPlaintext)
         }
         if !handshakeDone {
-            return .tls("the receiver closed the connection during the TLS handshake (\(TLSErrorText.reason(of: error)));"
-                + " does the receiver speak TLS? start capture-recv with \(receiverCertificate), or connect without \(senderTLS)")
+            return .tls(.closedDuringHandshake(reason: TLSErrorText.reason(of: error)))
         }
-        return .connectionLost("TLS error: \(TLSErrorText.reason(of: error))")
+        return .connectionLost(.tlsError(reason: TLSErrorText.reason(of: error)))
     }
 
     private static func alertName(_ text: String) -> String {

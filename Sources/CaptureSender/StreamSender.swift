@@ -215,7 +215,7 @@ public final class StreamSender: Sendable {
         let destination = configuration.destination
         let tlsContext: NIOSSLContext?
         do throws(SenderError) {
-            tlsContext = try configuration.tls?.makeContext(settingNames: configuration.settingNames)
+            tlsContext = try configuration.tls?.makeContext()
         } catch {
             return .failure(error)
         }
@@ -251,7 +251,7 @@ public final class StreamSender: Sendable {
             case .deliveredUnconfirmed(let refusal):
                 // Every packet and the end were acknowledged; the receiver already finished the
                 // file and only its confirmation was lost.
-                logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal)"])
+                logger.notice("the receiver acknowledged the whole stream; its end confirmation was lost", metadata: ["refusal": "\(refusal.message(naming: configuration.settingNames))"])
                 return .success(StreamSummary(fileName: control.fileName, totalFrames: log.streamEnd?.position.endSampleTime ?? 0, totalPackets: 0))
             case .continueAsNewStream(let refusal, let receiverHoldsUntil):
                 guard let continuation = await continueAsNewStreamOffLoop(receiverHoldsUntil: receiverHoldsUntil) else {
@@ -266,14 +266,14 @@ public final class StreamSender: Sendable {
                     logger.error("the receiver lost audio it had acknowledged (its storage did not keep what it confirmed): those seconds are in no file; the audio from here on is delivered as a new stream that continues the stream", metadata: [
                         "lost-seconds": "\(Self.seconds(lost, rate: description.format.sampleRate))",
                         "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
-                        "refusal": "\(refusal)",
+                        "refusal": "\(refusal.message(naming: configuration.settingNames))",
                     ])
                     continue
                 }
                 logger.warning("the receiver no longer resumes this stream (its resume window passed and its file was finalized, or it lost it): the audio from here on is delivered as a new stream that continues it; the receiver says whether the two recordings join without a hole", metadata: [
                     "continues": "\(continuation.continues.uuidString.lowercased())", "stream-id": "\(continuation.streamID.uuidString.lowercased())",
                     "first-sample": "\(continuation.firstSampleTime)", "first-sample-time": "\(Self.utc(startOf: continuation, description))",
-                    "refusal": "\(refusal)",
+                    "refusal": "\(refusal.message(naming: configuration.settingNames))",
                 ])
             case .fail(let error):
                 return .failure(error)
@@ -341,7 +341,8 @@ public final class StreamSender: Sendable {
 
     private func abandonedError() -> SenderError {
         let destination = configuration.destination
-        return .connectionLost("delivery was stopped with \(log.lastSequence - log.acknowledgedSequence(for: destination)) messages (\(log.unacknowledgedBytes(for: destination)) bytes) not acknowledged by the receiver")
+        return .connectionLost(.stoppedUnacknowledged(
+            messages: log.lastSequence - log.acknowledgedSequence(for: destination), bytes: log.unacknowledgedBytes(for: destination)))
     }
 
     /// Ends delivery to this (backup) receiver and says what its file lacks. Its cursor is dropped
@@ -382,7 +383,7 @@ public final class StreamSender: Sendable {
                             try tls.makeHandler(context: tlsContext, host: configuration.host, report: report, settingNames: configuration.settingNames)
                         )
                         security = .init(
-                            report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout, settingNames: configuration.settingNames)
+                            report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout)
                     }
                     try channel.pipeline.syncOperations.addHandlers([
                         IdleStateHandler(readTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.heartbeatInterval)),
@@ -407,7 +408,7 @@ public final class StreamSender: Sendable {
                                 if before == .reconnecting {
                                     Self.logReconnected(accepted, sampleRate: sampleRate, log: log, logger: logger, configuration: configuration)
                                 }
-                            }, settingNames: configuration.settingNames),
+                            }),
                     ])
                 }
             }
@@ -431,7 +432,7 @@ public final class StreamSender: Sendable {
             // Ends when the session ends: on its own, or when a stop closes the channel.
             outcome = try await done.futureResult.get()
         } catch {
-            outcome = .interrupted(.connectionLost(SystemErrorText.describe(error)), retry: true, streamed: false)
+            outcome = .interrupted(.connectionLost(.transport(reason: SystemErrorText.describe(error))), retry: true, streamed: false)
         }
         control.setChannel(nil)
         try? await channel.close()

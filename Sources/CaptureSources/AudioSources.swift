@@ -66,10 +66,9 @@ public struct OpenedSource {
 
 /// The one place that turns `SourceSettings` into an `AudioSource`.
 public enum AudioSources {
-    /// Opens the source `settings` name; `events` hears what the device does; errors name settings
-    /// as `settingNames` does.
+    /// Opens the source `settings` name; `events` hears what the device does.
     public static func open(
-        _ settings: SourceSettings, settingNames: any SettingNaming = LibrarySettingNames(), events: @escaping @Sendable (SourceEvent) -> Void = { _ in }
+        _ settings: SourceSettings, events: @escaping @Sendable (SourceEvent) -> Void = { _ in }
     ) throws(CaptureError) -> OpenedSource {
         switch settings {
         case .tone(let tone):
@@ -79,7 +78,7 @@ public enum AudioSources {
         case .device(let device):
             let alsa = try ALSASource(
                 device: device.name, requested: device.requested, periodFrames: device.periodFrames, bufferCount: device.bufferCount,
-                strictFormat: device.strictFormat, settingNames: settingNames)
+                strictFormat: device.strictFormat)
             events(.deviceOpened(alsa.negotiation, asRequested: alsa.format == device.requested))
             var source: any AudioSource = alsa
             var stopRetrying: (@Sendable () -> Void)?

@@ -446,23 +446,23 @@ struct CaptureSend: ParsableCommand {
                 bufferCount: buffers, strictFormat: strictFormat, reopen: reopen, durationSeconds: duration))
         }
         do throws(CaptureError) {
-            let opened = try AudioSources.open(settings, settingNames: CommandLineSettingNames()) { event in
+            let opened = try AudioSources.open(settings) { event in
                 switch event {
                 case .deviceOpened(let negotiation, asRequested: true):
                     logger.info("device opened", metadata: ["negotiation": "\(negotiation)"])
                 case .deviceOpened(let negotiation, asRequested: false):
                     logger.warning("the device gives another format than asked; streaming what it gives", metadata: ["negotiation": "\(negotiation)"])
                 case .device(.lost(let error)):
-                    logger.error("capture device lost; retrying", metadata: ["reason": "\(error)"])
+                    logger.error("capture device lost; retrying", metadata: ["reason": "\(error.message(naming: CommandLineSettingNames()))"])
                 case .device(.retryFailed(let attempt, let error)):
-                    logger.warning("device not back yet", metadata: ["attempt": "\(attempt)", "reason": "\(error)"])
+                    logger.warning("device not back yet", metadata: ["attempt": "\(attempt)", "reason": "\(error.message(naming: CommandLineSettingNames()))"])
                 case .device(.reopened(let lost)):
                     logger.notice("capture device back; the outage is recorded as a gap", metadata: ["frames": "\(lost)"])
                 }
             }
             return (opened.source, opened.stopRetrying)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
     }
 

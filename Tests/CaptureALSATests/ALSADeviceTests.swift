@@ -24,7 +24,8 @@ final class ALSADeviceTests: ALSATestCase {
         XCTAssertThrowsError(
             try ALSASource(requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3)
         ) { error in
-            guard case CaptureError.openFailed(let message) = error else { return XCTFail("unexpected \(error)") }
+            guard case CaptureError.deviceUnavailable(let failure) = error else { return XCTFail("unexpected \(error)") }
+            let message = failure.message(naming: LibrarySettingNames())
             XCTAssertTrue(message.contains("cannot open ALSA capture device 'default'"), message)
             XCTAssertTrue(message.contains("Run `ALSADeviceList.captureDevices()` to see the capture devices"), message)
             XCTAssertTrue(message.contains("or use `SourceSettings.tone` to send a test tone"), message)
@@ -35,7 +36,8 @@ final class ALSADeviceTests: ALSATestCase {
         XCTAssertThrowsError(
             try ALSASource(device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3)
         ) { error in
-            guard case CaptureError.openFailed(let message) = error else { return XCTFail("unexpected \(error)") }
+            guard case CaptureError.deviceUnavailable(let failure) = error else { return XCTFail("unexpected \(error)") }
+            let message = failure.message(naming: LibrarySettingNames())
             XCTAssertTrue(message.contains("'hw:CARD=NoSuchCard'"), message)
             XCTAssertTrue(message.contains("Run `ALSADeviceList.captureDevices()` to see the capture devices"), message)
             XCTAssertTrue(message.contains("or use `SourceSettings.tone` to send a test tone"), message)

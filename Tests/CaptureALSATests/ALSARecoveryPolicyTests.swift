@@ -28,8 +28,9 @@ final class ALSARecoveryPolicyTests: XCTestCase {
     }
 
     func testDeviceLostMessageSaysWhatHappenedAndWhatToDo() {
-        let error = ALSAErrorText.deviceLost(device: "hw:1,0", code: -Int32(ENODEV), during: "capturing", naming: LibrarySettingNames())
-        XCTAssertEqual(error, .deviceLost("ALSA capture device 'hw:1,0' was lost while capturing: No such device. Check that it is still connected; with `DeviceSettings.reopen` capture-send reopens it and records the gap."))
+        let error = ALSAErrorText.deviceLost(device: "hw:1,0", code: -Int32(ENODEV), during: "capturing")
+        XCTAssertEqual(error, .deviceLost(DeviceFailure(device: "hw:1,0", activity: .using("capturing"), code: -Int32(ENODEV), reason: "No such device")))
+        XCTAssertEqual(error.description, "ALSA capture device 'hw:1,0' was lost while capturing: No such device. Check that it is still connected; with `DeviceSettings.reopen` capture-send reopens it and records the gap.")
     }
 
     func testSubstituteSampleFormatsKeepPrecisionFirst() {

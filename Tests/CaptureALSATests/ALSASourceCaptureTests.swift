@@ -111,7 +111,8 @@ final class ALSASourceCaptureTests: ALSATestCase {
         let without = try ALSATestConfiguration(pcms: [ALSATestPCMs.s24Mono44k])
         without.activate()
         XCTAssertThrowsError(try source.reopen()) { error in
-            guard case CaptureError.openFailed(let message) = error else { return XCTFail("unexpected \(error)") }
+            guard case CaptureError.deviceUnavailable(let failure) = error else { return XCTFail("unexpected \(error)") }
+            let message = failure.message(naming: LibrarySettingNames())
             XCTAssertTrue(message.contains("'alsatest_s16_stereo'"), message)
             XCTAssertTrue(message.contains("ALSADeviceList.captureDevices()"), message)
         }

@@ -5,6 +5,8 @@ import XCTest
 /// A device that is lost after `loseAfter` frames, refuses `failedReopens` reopen attempts, then
 /// comes back having missed `missedFrames` frames.
 final class FlakyDevice: ReopenableSource {
+    /// The loss it reports.
+    static let unplugged = DeviceFailure(device: "test", activity: .using("capturing"), code: -19, reason: "capture device was unplugged")
     let format = StreamFormat.linearPCM(sampleRate: 8_000, channels: 1, sample: .s16)
     let isRealTime = true
     private let loseAfter: Int64
@@ -24,10 +26,10 @@ final class FlakyDevice: ReopenableSource {
 
     func start() throws(CaptureError) {}
     func read(into buffer: UnsafeMutableRawBufferPointer, frameCapacity: Int) throws(CaptureError) -> SourceReadResult {
-        if lost { throw .deviceLost("device is gone") }
+        if lost { throw .deviceLost(DeviceFailure(device: "test", activity: .using("capturing"), code: -19, reason: "device is gone")) }
         if position == loseAfter, reopenAttempts == 0 {
             lost = true
-            throw .deviceLost("capture device was unplugged")
+            throw .deviceLost(Self.unplugged)
         }
         let limit = position < loseAfter ? loseAfter : totalFrames
         let count = Int(min(Int64(frameCapacity), limit - position))
@@ -80,7 +82,7 @@ final class ReopeningSourceTests: XCTestCase {
         try queue.start()
         XCTAssertTrue(waitUntil { device.reopenAttempts >= 3 })
         source.cancel()
-        XCTAssertEqual(queue.waitForCompletion(), .failed(.deviceLost("capture device was unplugged")))
+        XCTAssertEqual(queue.waitForCompletion(), .failed(.deviceLost(FlakyDevice.unplugged)))
         XCTAssertEqual(queue.statistics.framesCaptured, 800, "what was captured before the loss was delivered")
         queue.dispose()
     }

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureSecurity
 import CaptureWire
 import Foundation
@@ -23,8 +24,8 @@ final class HelloGateTests: XCTestCase {
             (nil, false, .notRequired, .admitted, .nothing, false, "an open receiver admits anyone"),
             (nil, true, .notRequired, .admitted, .nothing, false, "a resume secret changes nothing when not limited"),
             (nil, false, .accepted, .admitted, .success, false, "a good token: the address's failures are forgotten"),
-            (nil, false, .missing, .refused(Self.missing), .failure, false, "no token where one is required"),
-            (nil, false, .wrong, .refused(Self.wrong), .failure, false, "a wrong token"),
+            (nil, false, .missing, .refused(.missingToken), .failure, false, "no token where one is required"),
+            (nil, false, .wrong, .refused(.wrongToken), .failure, false, "a wrong token"),
             (.milliseconds(29_500), false, .accepted, .rateLimited(Self.limited), .nothing, false, "a blocked address without a secret: its token is not even looked at"),
             (.milliseconds(29_500), false, .notRequired, .rateLimited(Self.limited), .nothing, false, "blocked, on an open receiver too"),
             (.milliseconds(29_500), true, .accepted, .admitted, .nothing, true, "blocked with a secret and a good token: it may resume a stream it owns"),
@@ -66,13 +67,29 @@ final class HelloGateTests: XCTestCase {
         let gate = HelloGate()
         let rows: [(HelloGate.Authentication, StreamRegistry.Reservation?, HelloDecision)] = [
             (.admitted, .reserved, .accepted),
-            (.admitted, .busy, .refused(.streamBusy, "stream \(stream) is already being received on another connection")),
-            (.admitted, .full, .refused(.tooManyStreams, "the receiver already records 8 streams; try again later or raise the stream limit (ReceiverConfiguration.maximumStreams)")),
-            (.refused("wrong token"), nil, .refused(.authenticationFailed, "wrong token")),
+            (.admitted, .busy, .refused(.streamBusy(streamID: stream))),
+            (.admitted, .full, .refused(.tooManyStreams(maximumStreams: 8))),
+            (.refused(.wrongToken), nil, .refused(.wrongToken)),
             (.rateLimited(Self.limited), nil, .rateLimited(Self.limited.reason, retryAfterMilliseconds: Self.limited.retryAfterMilliseconds)),
         ]
         for (authentication, reservation, decision) in rows {
             XCTAssertEqual(gate.decision(authentication, reservation: reservation, streamID: stream, maximumStreams: 8), decision, "\(authentication) \(String(describing: reservation))")
+        }
+    }
+
+    /// The refusals' codes and words (the library's naming; the command line's: `CommandLineSettingNamesTests`).
+    func testTheRefusalsWords() {
+        let stream = UUID(uuidString: "00000000-0000-4000-8000-000000000001") ?? UUID()
+        let rows: [(HelloRefusal, Capture_V1_Error.Code, String)] = [
+            (.missingToken, .authenticationFailed, Self.missing),
+            (.wrongToken, .authenticationFailed, Self.wrong),
+            (.streamBusy(streamID: stream), .streamBusy, "stream \(stream) is already being received on another connection"),
+            (.tooManyStreams(maximumStreams: 8), .tooManyStreams,
+             "the receiver already records 8 streams; try again later or raise the stream limit (ReceiverConfiguration.maximumStreams)"),
+        ]
+        for (refusal, code, text) in rows {
+            XCTAssertEqual(refusal.code, code, "\(refusal)")
+            XCTAssertEqual(refusal.message(naming: LibrarySettingNames()), text, "\(refusal)")
         }
     }
 

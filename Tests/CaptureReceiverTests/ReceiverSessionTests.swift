@@ -274,12 +274,16 @@ final class ReceiverSessionTests: XCTestCase {
     // MARK: - Refusals and failures
 
     func testARefusedHelloSendsItsErrorAndReservesNothing() throws {
-        var session = ReceiverSession()
+        /// Names the stream limit as capture-recv does: the session words the refusal with its naming.
+        struct StreamLimitFlag: SettingNaming {
+            func name(of setting: Setting) -> String { setting == .maximumStreams ? "--max-streams" : LibrarySettingNames().name(of: setting) }
+        }
+        var session = ReceiverSession(settingNames: StreamLimitFlag())
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
         let message = "the receiver already records 4 streams; try again later or raise --max-streams"
         run(&session, [
-            (.helloDecided(.refused(.tooManyStreams, message)), [
+            (.helloDecided(.refused(.tooManyStreams(maximumStreams: 4))), [
                 .log(.init(.warning, "refused: \(message)", ["code": "tooManyStreams"])),
                 Self.error(.tooManyStreams, message),
                 .close,
@@ -620,7 +624,7 @@ final class ReceiverSessionTests: XCTestCase {
         let endOfStream = ReceiverSessionEvent.messageReceived(.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 }))
         let rows: [(name: String, settings: ReceiverSession.Settings, events: [ReceiverSessionEvent], outcome: ReceiverSession.Outcome, streamID: UUID?, leftResumable: Bool)] = [
             ("closed during the handshake", .init(), [.preambleReceived(version: 1), .connectionClosed], .noStream, nil, false),
-            ("Hello refused", .init(), handshake + [.helloDecided(.refused(.tooManyStreams, "full")), .connectionClosed], .helloRefused(hello), nil, false),
+            ("Hello refused", .init(), handshake + [.helloDecided(.refused(.tooManyStreams(maximumStreams: 1))), .connectionClosed], .helloRefused(hello), nil, false),
             ("Hello rate limited", .init(), handshake + [.helloDecided(.rateLimited("later", retryAfterMilliseconds: 5)), .connectionClosed], .helloRefused(hello), nil, false),
             ("accepted after the close", .init(), handshake + [.connectionClosed, .helloDecided(.accepted)], .notOpened(hello), Self.stream, false),
             ("file could not be opened", .init(), handshake + [.helloDecided(.accepted), .fileOpenFailed(.streamBusy("busy")), .connectionClosed], .notOpened(hello), Self.stream, false),

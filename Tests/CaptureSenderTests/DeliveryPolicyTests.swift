@@ -10,8 +10,8 @@ final class DeliveryPolicyTests: XCTestCase {
 
     /// Delays of 0.5, 1, 2, 4, 4… s with `random` 0.
     private let reconnect = ReconnectPolicy(initial: .seconds(1), maximum: .seconds(8))
-    private let lost = SenderError.connectionLost("the receiver closed the connection")
-    private let violation = SenderError.protocolViolation("the receiver acknowledged sequence 99 but only 3 was sent on this connection")
+    private let lost = SenderError.connectionLost(.closed)
+    private let violation = SenderError.protocolViolation(.ackBeyondSent(acknowledged: 99, highestSent: 3))
     private let refusal = SenderError.refused(code: "badFormat", message: "no")
     private let summary = StreamSummary(fileName: "a.caf", totalFrames: 96_000, totalPackets: 96_000)
 
@@ -64,7 +64,7 @@ final class DeliveryPolicyTests: XCTestCase {
               .accepted(at: 10.8), ended(.interrupted(violation, retry: true, streamed: true), at: 10.9, lacking(since: 10)),
               .accepted(at: 12.0), ended(.interrupted(violation, retry: true, streamed: true), at: 13.1, lacking(since: 10))],
              [.keepGoing(checkAt: nil), .reconnect(after: 0.5, error: violation), .keepGoing(checkAt: nil), .reconnect(after: 1, error: violation),
-              .keepGoing(checkAt: nil), .giveUp(.brokeProtocol(seconds: 3, detail: "the receiver acknowledged sequence 99 but only 3 was sent on this connection"))]),
+              .keepGoing(checkAt: nil), .giveUp(.brokeProtocol(seconds: 3, detail: .ackBeyondSent(acknowledged: 99, highestSent: 3)))]),
             ("a violation before the stall began does not name it", 3,
              [ended(.interrupted(violation, retry: true, streamed: true), at: 2, caughtUp), .check(at: 13, backlog: lacking(since: 10))],
              [.reconnect(after: 0.5, error: violation), .giveUp(.unreachable(seconds: 3))]),

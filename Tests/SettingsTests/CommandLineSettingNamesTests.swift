@@ -8,6 +8,7 @@ import CaptureReceiver
 import CaptureSecurity
 import CaptureSender
 import CaptureWire
+import Foundation
 import XCTest
 
 /// The libraries' errors read on the command line exactly as they always did (the executables'
@@ -99,6 +100,119 @@ final class CommandLineSettingNamesTests: XCTestCase {
             commandLine: "--stop-timeout (10 s) passed while delivering", library: "the stop timeout (10 s) passed while delivering")
     }
 
+    /// The connection's, the protocol's and TLS's failures carry their cause and are worded where
+    /// they are shown: each text as the session and the TLS setup used to build it.
+    func testSenderErrorsThatCarryTheirCause() {
+        let lostBefore = "the connection to the receiver was lost before it confirmed the end of the stream: "
+        let closedEarly = SenderError.connectionLost(.closedBeforeAccepting)
+        assertTexts(
+            closedEarly.message(naming:), closedEarly.description,
+            commandLine: lostBefore + "the receiver closed the connection before accepting the stream; if it requires TLS, connect with --tls",
+            library: lostBefore + "the receiver closed the connection before accepting the stream; if it requires TLS, connect with TLS (SenderConfiguration.tls)")
+        let losses: [(SenderError.ConnectionLoss, String)] = [
+            (.closed, "the receiver closed the connection"),
+            (.transport(reason: "Connection reset by peer (errno 104)"), "Connection reset by peer (errno 104)"),
+            (.tlsError(reason: "bad record mac"), "TLS error: bad record mac"),
+            (.stoppedUnacknowledged(messages: 3, bytes: 4_096), "delivery was stopped with 3 messages (4096 bytes) not acknowledged by the receiver"),
+            (.deliveryDidNotRun, "delivery did not run"),
+        ]
+        for (loss, text) in losses {
+            let error = SenderError.connectionLost(loss)
+            assertTexts(error.message(naming:), error.description, commandLine: lostBefore + text, library: lostBefore + text)
+        }
+
+        let ack = SenderError.protocolViolation(.ackBeyondSent(acknowledged: 99, highestSent: 3))
+        let ackText = "the receiver broke the protocol: the receiver acknowledged sequence 99 but only 3 was sent on this connection; check that capture-recv is the same version"
+        assertTexts(ack.message(naming:), ack.description, commandLine: ackText, library: ackText)
+        let speaksTLS = SenderError.protocolViolation(.receiverSpeaksTLS)
+        assertTexts(
+            speaksTLS.message(naming:), speaksTLS.description,
+            commandLine: "the receiver broke the protocol: the receiver speaks TLS; connect with --tls (and --ca or --pin to trust its certificate);"
+                + " check that capture-recv is the same version",
+            library: "the receiver broke the protocol: the receiver speaks TLS; connect with TLS (SenderConfiguration.tls) (and the trusted CA"
+                + " (SenderTLSConfiguration.trust .authorities) or a pinned fingerprint (SenderTLSConfiguration.trust .pin) to trust its certificate);"
+                + " check that capture-recv is the same version")
+        let broke = SenderError.gaveUp(receiver: "b:7373", reason: .brokeProtocol(seconds: 3, detail: .receiverSpeaksTLS), fromSecond: 0)
+        let lacks = ", and was dropped: its file is incomplete, it lacks the audio from second 0.000 on; the main receiver's file is the whole recording"
+        assertTexts(
+            broke.message(naming:), broke.description,
+            commandLine: "backup receiver b:7373 made no progress for 3 s (--also-give-up): it broke the protocol"
+                + " (the receiver speaks TLS; connect with --tls (and --ca or --pin to trust its certificate))" + lacks,
+            library: "backup receiver b:7373 made no progress for 3 s (CaptureStreamer.Configuration.backupGiveUpAfter): it broke the protocol"
+                + " (the receiver speaks TLS; connect with TLS (SenderConfiguration.tls) (and the trusted CA (SenderTLSConfiguration.trust .authorities)"
+                + " or a pinned fingerprint (SenderTLSConfiguration.trust .pin) to trust its certificate))" + lacks)
+
+        let libraryClientCA = "the client CA (ReceiverTLSConfiguration.clientCAPath)"
+        let libraryClientCertificate = "a client certificate and key (SenderTLSConfiguration.clientCertificatePath, .clientKeyPath)"
+        let libraryReceiverCertificate = "a certificate and key (ReceiverConfiguration.tls)"
+        let tls: [(SenderError.TLSFailure, commandLine: String, library: String)] = [
+            (.unreadableClientCredentials(.unreadableFile(path: "/etc/k.pem", reason: "no such file")),
+             "cannot read /etc/k.pem: no such file; check the path and its permissions",
+             "cannot read /etc/k.pem: no such file; check the path and its permissions"),
+            (.cannotSetUp(reason: "key values mismatch"),
+             "cannot set up TLS: key values mismatch; check that --cert and --key belong together",
+             "cannot set up TLS: key values mismatch; check that \(libraryClientCertificate) belong together"),
+            (.receiverCertificateRefused(reason: "the receiver presented no certificate"),
+             "the receiver presented no certificate", "the receiver presented no certificate"),
+            (.hostNameMismatch(host: "127.0.0.1", certificateNames: "elsewhere.example, 10.9.8.7"),
+             "host-name mismatch: the receiver's certificate is not for 127.0.0.1 (it is for elsewhere.example, 10.9.8.7);"
+                + " connect with a name the certificate lists, or make a certificate for 127.0.0.1 (gen-cert --host 127.0.0.1)",
+             "host-name mismatch: the receiver's certificate is not for 127.0.0.1 (it is for elsewhere.example, 10.9.8.7);"
+                + " connect with a name the certificate lists, or make a certificate for 127.0.0.1 (CertificateFactory.make with hosts: 127.0.0.1)"),
+            (.hostNameMismatch(host: "recorder", certificateNames: nil),
+             "host-name mismatch: the receiver's certificate is not for recorder;"
+                + " connect with a name the certificate lists, or make a certificate for recorder (gen-cert --host recorder)",
+             "host-name mismatch: the receiver's certificate is not for recorder;"
+                + " connect with a name the certificate lists, or make a certificate for recorder (CertificateFactory.make with hosts: recorder)"),
+            (.clientCertificateMissing,
+             "missing client certificate: the receiver requires mutual TLS; pass --cert and --key with a certificate signed by its --client-ca",
+             "missing client certificate: the receiver requires mutual TLS; pass \(libraryClientCertificate) with a certificate signed by its \(libraryClientCA)"),
+            (.clientCertificateRefused(alert: "unknown ca"),
+             "the receiver refused this sender's client certificate (unknown ca); use a valid certificate signed by the receiver's --client-ca",
+             "the receiver refused this sender's client certificate (unknown ca); use a valid certificate signed by the receiver's \(libraryClientCA)"),
+            (.receiverSpeaksPlaintext,
+             "the receiver did not answer with TLS; start capture-recv with --tls-cert and --tls-key, or connect without --tls",
+             "the receiver did not answer with TLS; start capture-recv with \(libraryReceiverCertificate), or connect without TLS (SenderConfiguration.tls)"),
+            (.closedDuringHandshake(reason: "end of file"),
+             "the receiver closed the connection during the TLS handshake (end of file);"
+                + " does the receiver speak TLS? start capture-recv with --tls-cert and --tls-key, or connect without --tls",
+             "the receiver closed the connection during the TLS handshake (end of file);"
+                + " does the receiver speak TLS? start capture-recv with \(libraryReceiverCertificate), or connect without TLS (SenderConfiguration.tls)"),
+        ]
+        for (failure, commandLineText, libraryText) in tls {
+            let error = SenderError.tls(failure)
+            assertTexts(error.message(naming:), error.description, commandLine: "TLS: " + commandLineText, library: "TLS: " + libraryText)
+        }
+    }
+
+    /// A refused Hello is worded where the session sends it: capture-recv's flags on the wire.
+    func testHelloRefusals() {
+        let missing = HelloRefusal.missingToken
+        XCTAssertEqual(
+            missing.message(naming: commandLine),
+            "missing token: this receiver requires a token; give capture-send --token-file FILE or set CAPTURE_TOKEN")
+        XCTAssertEqual(
+            missing.message(naming: LibrarySettingNames()),
+            "missing token: this receiver requires a token; give capture-send SenderConfiguration.authToken or set CAPTURE_TOKEN")
+        let wrong = HelloRefusal.wrongToken
+        XCTAssertEqual(
+            wrong.message(naming: commandLine),
+            "wrong token: the token is not one this receiver accepts; check the sender's --token-file or CAPTURE_TOKEN")
+        XCTAssertEqual(
+            wrong.message(naming: LibrarySettingNames()),
+            "wrong token: the token is not one this receiver accepts; check the sender's SenderConfiguration.authToken or CAPTURE_TOKEN")
+        let full = HelloRefusal.tooManyStreams(maximumStreams: 4)
+        XCTAssertEqual(full.message(naming: commandLine), "the receiver already records 4 streams; try again later or raise --max-streams")
+        XCTAssertEqual(
+            full.message(naming: LibrarySettingNames()),
+            "the receiver already records 4 streams; try again later or raise the stream limit (ReceiverConfiguration.maximumStreams)")
+        let stream = UUID(uuidString: "00000000-0000-4000-8000-000000000001") ?? UUID()
+        let busy = HelloRefusal.streamBusy(streamID: stream)
+        let busyText = "stream 00000000-0000-4000-8000-000000000001 is already being received on another connection"
+        XCTAssertEqual(busy.message(naming: commandLine), busyText)
+        XCTAssertEqual(busy.message(naming: LibrarySettingNames()), busyText)
+    }
+
     func testLocalCopyErrors() {
         let container = LocalCopyError.unsupportedContainer(path: "/tmp/take.mp3")
         assertTexts(
@@ -154,11 +268,10 @@ final class CommandLineSettingNamesTests: XCTestCase {
         func openFailure(_ naming: any SettingNaming) -> String {
             do {
                 _ = try ALSASource(
-                    device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3,
-                    settingNames: naming)
+                    device: "hw:CARD=NoSuchCard", requested: .linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), periodFrames: 480, bufferCount: 3)
                 return "opened"
             } catch {
-                return error.description
+                return error.message(naming: naming)
             }
         }
         XCTAssertTrue(
@@ -170,6 +283,44 @@ final class CommandLineSettingNamesTests: XCTestCase {
             neutral.hasSuffix("Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."),
             neutral)
         XCTAssertFalse(neutral.contains("--"), neutral)
+    }
+
+    /// The ALSA source's failures carry the device, the step and libasound's error; each text as the
+    /// source used to build it.
+    func testALSAFailuresThatCarryTheirData() {
+        let cliAdvice = "Run `capture-send --list-devices` to see the capture devices, or use `--source tone` to send a test tone without a sound card."
+        let libraryAdvice = "Run `ALSADeviceList.captureDevices()` to see the capture devices, or use `SourceSettings.tone` to send a test tone without a sound card."
+        let opens: [(Int32, String, String)] = [
+            (-EBUSY, "Device or resource busy", "Device or resource busy (another program is capturing from it)"),
+            (-ENOENT, "No such file or directory", "No such file or directory (no such capture device; there may be no sound card)"),
+            (-ENODEV, "No such device", "No such device (no such capture device; there may be no sound card)"),
+            (-EINVAL, "Invalid argument", "Invalid argument"),
+        ]
+        for (code, reason, worded) in opens {
+            let error = CaptureError.deviceUnavailable(DeviceFailure(device: "hw:1,0", activity: .opening, code: code, reason: reason))
+            assertTexts(
+                error.message(naming:), error.description,
+                commandLine: "cannot open ALSA capture device 'hw:1,0': \(worded). " + cliAdvice,
+                library: "cannot open ALSA capture device 'hw:1,0': \(worded). " + libraryAdvice)
+        }
+        let setup = CaptureError.deviceUnavailable(
+            DeviceFailure(device: "hw:1,0", activity: .settingUp(step: "setting 2 channels"), code: -EINVAL, reason: "Invalid argument"))
+        let setupText = "cannot set up ALSA capture device 'hw:1,0' (setting 2 channels): Invalid argument. Try another device, for example a `plughw:` one. "
+        assertTexts(setup.message(naming:), setup.description, commandLine: setupText + cliAdvice, library: setupText + libraryAdvice)
+        let lost = CaptureError.deviceLost(DeviceFailure(device: "hw:1,0", activity: .using("capturing"), code: -ENODEV, reason: "No such device"))
+        assertTexts(
+            lost.message(naming:), lost.description,
+            commandLine: "ALSA capture device 'hw:1,0' was lost while capturing: No such device. Check that it is still connected; with `--reopen` capture-send reopens it and records the gap.",
+            library: "ALSA capture device 'hw:1,0' was lost while capturing: No such device. Check that it is still connected; with `DeviceSettings.reopen` capture-send reopens it and records the gap.")
+        let silent = CaptureError.deviceSilent(device: "hw:1,0")
+        assertTexts(
+            silent.message(naming:), silent.description,
+            commandLine: "ALSA capture device 'hw:1,0' delivers no audio; check that it is running, or use `--source tone` to test without it",
+            library: "ALSA capture device 'hw:1,0' delivers no audio; check that it is running, or use `SourceSettings.tone` to test without it")
+        let failed = SenderError.captureFailed(lost)
+        assertTexts(
+            failed.message(naming:), failed.description,
+            commandLine: "capture failed: " + lost.message(naming: commandLine), library: "capture failed: " + lost.description)
     }
 
     func testWireErrors() {

@@ -48,8 +48,8 @@ struct HelloGate: Equatable {
     enum Authentication: Equatable {
         /// Authenticated: reserve the stream in the stream table next (`reserved(_:)`).
         case admitted
-        /// Refused for good: AUTHENTICATION_FAILED with this reason.
-        case refused(String)
+        /// Refused for good: AUTHENTICATION_FAILED for this reason (`.missingToken`, `.wrongToken`).
+        case refused(HelloRefusal)
         /// Refused for now: RATE_LIMITED.
         case rateLimited(RateLimit)
     }
@@ -63,7 +63,7 @@ struct HelloGate: Equatable {
     /// has a resume secret, `token` how its token compares. Returns the decision and what to
     /// record with the limiter.
     mutating func authenticate(
-        peer: String, blockedFor: Duration?, carriesResumeSecret: Bool, token: TokenCheck, settingNames: any SettingNaming = LibrarySettingNames()
+        peer: String, blockedFor: Duration?, carriesResumeSecret: Bool, token: TokenCheck
     ) -> (Authentication, Record) {
         ownershipRequired = nil
         if let remaining = blockedFor?.inSeconds {
@@ -74,16 +74,16 @@ struct HelloGate: Equatable {
             guard carriesResumeSecret else { return (.rateLimited(limit), .nothing) }
             ownershipRequired = limit
         }
-        let refusal: String
+        let refusal: HelloRefusal
         switch token {
         case .notRequired:
             return (.admitted, .nothing)
         case .accepted:
             return (.admitted, ownershipRequired == nil ? .success : .nothing)
         case .missing:
-            refusal = "missing token: this receiver requires a token; give capture-send \(settingNames.name(of: .senderToken, value: "FILE")) or set CAPTURE_TOKEN"
+            refusal = .missingToken
         case .wrong:
-            refusal = "wrong token: the token is not one this receiver accepts; check the sender's \(settingNames.name(of: .senderToken)) or CAPTURE_TOKEN"
+            refusal = .wrongToken
         }
         if let ownershipRequired { return (.rateLimited(ownershipRequired), .failure) }
         return (.refused(refusal), .failure)
@@ -91,12 +91,10 @@ struct HelloGate: Equatable {
 
     /// The answer to the Hello: authentication's, or, once admitted, the stream table's
     /// `reservation` (nil when authentication did not admit it, so nothing was reserved).
-    func decision(_ authentication: Authentication, reservation: StreamRegistry.Reservation?, streamID: UUID, maximumStreams: Int,
-        settingNames: any SettingNaming = LibrarySettingNames()
-    ) -> HelloDecision {
+    func decision(_ authentication: Authentication, reservation: StreamRegistry.Reservation?, streamID: UUID, maximumStreams: Int) -> HelloDecision {
         switch authentication {
-        case .refused(let reason):
-            return .refused(.authenticationFailed, reason)
+        case .refused(let refusal):
+            return .refused(refusal)
         case .rateLimited(let limit):
             return .rateLimited(limit.reason, retryAfterMilliseconds: limit.retryAfterMilliseconds)
         case .admitted:
@@ -104,9 +102,9 @@ struct HelloGate: Equatable {
             case .reserved?:
                 return .accepted
             case .busy?:
-                return .refused(.streamBusy, "stream \(streamID) is already being received on another connection")
+                return .refused(.streamBusy(streamID: streamID))
             case .full?, nil:
-                return .refused(.tooManyStreams, "the receiver already records \(maximumStreams) streams; try again later or raise \(settingNames.name(of: .maximumStreams))")
+                return .refused(.tooManyStreams(maximumStreams: maximumStreams))
             }
         }
     }

@@ -352,10 +352,10 @@ public struct ReceiverSession: Sendable {
         guard case .deciding(let deciding) = state else { return }
         let hello = deciding.hello
         switch decision {
-        case .refused(let code, let message):
+        case .refused(let refusal):
             protocolState.reject()
             state = .done(.helloRefused(hello))
-            fail(.refused(code, message), &actions)
+            fail(.refused(refusal.code, refusal.message(naming: settingNames)), &actions)
         case .rateLimited(let message, let retryAfter):
             protocolState.reject()
             state = .done(.helloRefused(hello))

@@ -1,3 +1,4 @@
+import CaptureCore
 import CaptureWire
 import Foundation
 
@@ -6,11 +7,47 @@ public enum HelloDecision: Sendable, Equatable {
     /// Accepted by this receiver (authenticated, within the stream limit, not on another of its
     /// connections): open the stream's file, which continues it or creates it.
     case accepted
-    /// Refused: send an Error with `code` and `message`, and close.
-    case refused(Capture_V1_Error.Code, String)
+    /// Refused: send an Error with the refusal's code and words, and close.
+    case refused(HelloRefusal)
     /// Refused for now (too many failed authentications from the peer's address): send
     /// RATE_LIMITED with its retry-after, and close.
     case rateLimited(String, retryAfterMilliseconds: UInt32)
+}
+
+/// Why a valid Hello was refused for good, as data: the session words it (`message(naming:)`)
+/// for the Error frame it sends and for its log, as its settings are named.
+public enum HelloRefusal: Sendable, Equatable {
+    /// The receiver requires a token and the Hello carries none.
+    case missingToken
+    /// The Hello's token is not one the receiver accepts.
+    case wrongToken
+    /// Another connection of this receiver records the stream `streamID`.
+    case streamBusy(streamID: UUID)
+    /// The receiver records `maximumStreams` streams already (its stream limit).
+    case tooManyStreams(maximumStreams: Int)
+
+    /// The protocol error code the refusal is sent with.
+    public var code: Capture_V1_Error.Code {
+        switch self {
+        case .missingToken, .wrongToken: .authenticationFailed
+        case .streamBusy: .streamBusy
+        case .tooManyStreams: .tooManyStreams
+        }
+    }
+
+    /// The refusal's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
+        switch self {
+        case .missingToken:
+            "missing token: this receiver requires a token; give capture-send \(naming.name(of: .senderToken, value: "FILE")) or set CAPTURE_TOKEN"
+        case .wrongToken:
+            "wrong token: the token is not one this receiver accepts; check the sender's \(naming.name(of: .senderToken)) or CAPTURE_TOKEN"
+        case .streamBusy(let streamID):
+            "stream \(streamID) is already being received on another connection"
+        case .tooManyStreams(let maximumStreams):
+            "the receiver already records \(maximumStreams) streams; try again later or raise \(naming.name(of: .maximumStreams))"
+        }
+    }
 }
 
 /// What a new stream that says it continues another (`Hello.continues`, PROTOCOL.md §8.1) was

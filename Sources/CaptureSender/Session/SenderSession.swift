@@ -91,18 +91,12 @@ struct SenderSession {
     /// The receiver listed Marker in `HelloAccepted.accepted_frame_types`.
     /// The frame types beyond version 1's first nine that the receiver listed in its HelloAccepted.
     private var acceptedFrameTypes: Set<UInt32> = []
-    /// How failures name a setting to change.
-    private let settingNames: any SettingNaming
 
     /// A session for `hello` over the log's current state (`oldestHeld`: the oldest sequence it
     /// keeps; `log`: its newest and its end), with at most `windowBytes` unacknowledged bytes in
-    /// flight, and entries sent no faster than `pacing` allows; its failures name settings as `settingNames` does.
-    init(
-        hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: PacketLogPosition, pacing: SendPacing = .unpaced,
-        settingNames: any SettingNaming = LibrarySettingNames()
-    ) {
+    /// flight, and entries sent no faster than `pacing` allows.
+    init(hello: Capture_V1_Hello, windowBytes: Int, oldestHeld: UInt64, log: PacketLogPosition, pacing: SendPacing = .unpaced) {
         self.hello = hello
-        self.settingNames = settingNames
         self.windowBytes = windowBytes
         self.pacing = pacing
         state = SenderStreamState(
@@ -120,7 +114,7 @@ struct SenderSession {
             do {
                 try state.helloSent()
             } catch {
-                return fail(.protocolViolation(error.message(naming: settingNames)), retry: false)
+                return fail(.protocolViolation(error), retry: false)
             }
             return [.send(.hello(hello)), .flush]
         case .received(let message, let writable, let log):
@@ -144,9 +138,9 @@ struct SenderSession {
             return fail(error, retry: retry) + [.close]
         case .channelInactive(let plainTCP):
             if !accepted, plainTCP, !streamed {
-                return fail(.connectionLost("the receiver closed the connection before accepting the stream; if it requires TLS, connect with \(settingNames.name(of: .senderTLS))"), retry: true)
+                return fail(.connectionLost(.closedBeforeAccepting), retry: true)
             }
-            return fail(.connectionLost("the receiver closed the connection"), retry: true)
+            return fail(.connectionLost(.closed), retry: true)
         }
     }
 
@@ -157,9 +151,9 @@ struct SenderSession {
         } catch {
             let refusal: [Action] = [.send(.error(error.errorFrame)), .flush]
             if case .cannotResume(_, _, let heldUntil) = error {
-                return refusal + complete(.cannotResume(.protocolViolation(error.message(naming: settingNames)), receiverHoldsUntil: heldUntil)) + [.close]
+                return refusal + complete(.cannotResume(.protocolViolation(error), receiverHoldsUntil: heldUntil)) + [.close]
             }
-            return refusal + fail(.protocolViolation(error.message(naming: settingNames)), retry: Self.isRetryable(error)) + [.close]
+            return refusal + fail(.protocolViolation(error), retry: Self.isRetryable(error)) + [.close]
         }
         switch event {
         case .accepted(let accepted):
@@ -212,7 +206,7 @@ struct SenderSession {
         do {
             try state.endOfStreamSent(lastSequence: last, endSampleTime: end.position.endSampleTime)
         } catch {
-            return fail(.protocolViolation(error.message(naming: settingNames)), retry: false)
+            return fail(.protocolViolation(error), retry: false)
         }
         endSent = true
         return [.send(.endOfStream(.with {
@@ -239,7 +233,7 @@ struct SenderSession {
             do {
                 try state.sent(sequence: entry.sequence)
             } catch {
-                return actions + fail(.protocolViolation(error.message(naming: settingNames)), retry: false) + [.close]
+                return actions + fail(.protocolViolation(error), retry: false) + [.close]
             }
             actions.append(.send(entry.wireMessage))
             sent = sent.appendingEntry(endingAt: entry.endSampleTime)

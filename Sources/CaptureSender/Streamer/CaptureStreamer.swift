@@ -274,7 +274,7 @@ public final class CaptureStreamer: Service, Sendable {
         } catch {
             _ = localCopy?.finish()
             spools.forEach { $0.removeAll() }
-            throw .capture(error.description)
+            throw .capture(error.message(naming: configuration.settingNames))
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         spoolReads = NIOThreadPool(numberOfThreads: 1)
@@ -375,7 +375,7 @@ public final class CaptureStreamer: Service, Sendable {
         state.withLock { $0.run = run }
         if let startFailure {
             stopDelivering()
-            throw .capture(startFailure.description)
+            throw .capture(startFailure.message(naming: configuration.settingNames))
         }
         startProgressReports()
     }
@@ -408,8 +408,9 @@ public final class CaptureStreamer: Service, Sendable {
     /// the local copy's finish writes to disk; neither may hold a thread of the task pool.
     private func awaitCaptureEnd() async {
         let pipeline = self.pipeline
+        let settingNames = configuration.settingNames
         let (result, copy) = await BlockingWork.run("capture end") {
-            let result = pipeline.waitAndFinish()
+            let result = pipeline.waitAndFinish(settingNames: settingNames)
             // Nothing more is captured: the local copy ends with the last buffer taken.
             return (result, pipeline.localCopy?.finish())
         }
@@ -425,7 +426,7 @@ public final class CaptureStreamer: Service, Sendable {
 
     /// Resumes capture after `pause()`.
     public func resume() throws(CaptureStreamerError) {
-        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.description) }
+        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.message(naming: configuration.settingNames)) }
     }
 
     /// Drops a marker with `label` (may be empty) where the stream stands now: just past the audio
@@ -625,7 +626,7 @@ public final class CaptureStreamer: Service, Sendable {
             capture: capture ?? .success(.stopped),
             links: links.indices.map { index in
                 LinkOutcome(role: links[index].role, receiver: links[index].receiver.description, encoding: encodings[links[index].encoding].label,
-                            result: results[index] ?? .failure(.connectionLost("delivery did not run")),
+                            result: results[index] ?? .failure(.connectionLost(.deliveryDidNotRun)),
                             priority: links[index].priority, leftInSpool: leftInSpool(link: index, deferred: deferred))
             },
             stoppedDelivering: stopped, earlierStreamFailures: earlierResults.failures, earlierStreamLosses: earlierResults.losses,
@@ -643,7 +644,7 @@ public final class CaptureStreamer: Service, Sendable {
     /// or stopped (`stopDelivering()`) before its receiver had everything.
     private func leftInSpool(link index: Int, deferred: Set<Int>) -> LeftInSpool? {
         let link = links[index]
-        guard link.priority == .background, case .failure = state.withLock({ $0.linkResults[index] }) ?? .failure(.connectionLost("")) else { return nil }
+        guard link.priority == .background, case .failure = state.withLock({ $0.linkResults[index] }) ?? .failure(.connectionLost(.deliveryDidNotRun)) else { return nil }
         return Self.leftInSpool(encodings[link.encoding], destination: link.destination, deferred: deferred.contains(index))
     }
 

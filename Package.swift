@@ -291,7 +291,7 @@ let package = Package(
         .testTarget(
             name: "CaptureSenderTests",
             dependencies: [
-                "CaptureSender", "CaptureWire", "CaptureCore", "CaptureCodecs", "TestSupport",
+                "CaptureSender", "CaptureWire", "CaptureCore", "CaptureCodecs", "CaptureSecurity", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -27,7 +27,7 @@ public struct ReceiverTLSConfiguration: Sendable {
     }
 
     /// Loads the files and builds the server context: TLS 1.2 at least, 1.3 preferred.
-    func prepare(settingNames: any SettingNaming) throws(ReceiverStartError) -> Prepared {
+    func prepare() throws(ReceiverStartError) -> Prepared {
         var tls: TLSConfiguration
         var clientVerifier: PeerCertificateVerifier?
         do throws(SecurityError) {
@@ -38,21 +38,19 @@ public struct ReceiverTLSConfiguration: Sendable {
                 let authorities = try PEMFiles.x509Certificates(at: clientCAPath)
                 tls.trustRoots = .certificates(try PEMFiles.certificates(at: clientCAPath))
                 tls.certificateVerification = .noHostnameVerification
-                clientVerifier = PeerCertificateVerifier(
-                    trust: .authorities(authorities), peerName: "the sender", authority: .clientCertificateAuthority, settingNames: settingNames
-                )
+                clientVerifier = PeerCertificateVerifier(trust: .authorities(authorities), peerName: "the sender", authority: .clientCertificateAuthority)
             } else {
                 tls.certificateVerification = .none
             }
         } catch {
-            throw .tls(error.description)
+            throw .tls(.unusableFile(error))
         }
         tls.minimumTLSVersion = .tlsv12
         tls.maximumTLSVersion = .tlsv13
         do {
             return Prepared(context: try NIOSSLContext(configuration: tls), clientVerifier: clientVerifier)
         } catch {
-            throw .tls("cannot set up TLS with \(certificatePath) and \(privateKeyPath): \(error); check that the key belongs to the certificate")
+            throw .tls(.cannotSetUp(certificatePath: certificatePath, privateKeyPath: privateKeyPath, reason: "\(error)"))
         }
     }
 }
@@ -62,7 +60,7 @@ enum ReceiverTLSFailure {
     /// The reason, and whether it counts as a failed authentication (for the rate limiter).
     static func explain(_ error: Error, report: TLSVerificationReport?, settingNames: any SettingNaming) -> (reason: String, authentication: Bool) {
         if let failure = report?.failure {
-            return ("client certificate refused: \(failure)", true)
+            return ("client certificate refused: \(failure.message(naming: settingNames))", true)
         }
         let text = "\(error)"
         if text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") || text.contains("CERTIFICATE_REQUIRED") {

@@ -94,8 +94,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case unreadableClientCredentials(SecurityError)
         /// NIOSSL refused the configuration (`reason`): the client certificate and key do not belong together.
         case cannotSetUp(reason: String)
-        /// The receiver's certificate was refused; `reason` is the certificate check's explanation.
-        case receiverCertificateRefused(reason: String)
+        /// The receiver's certificate was refused, for the certificate check's reasons.
+        case receiverCertificateRefused(CertificateRefusal)
         /// The receiver's certificate is not for `host`; `certificateNames` lists the names it is for, when known.
         case hostNameMismatch(host: String, certificateNames: String?)
         /// The receiver requires mutual TLS and this sender presented no client certificate.
@@ -116,8 +116,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
                 return error.message(naming: naming)
             case .cannotSetUp(let reason):
                 return "cannot set up TLS: \(reason); check that \(naming.name(of: .clientCertificateAndKey)) belong together"
-            case .receiverCertificateRefused(let reason):
-                return reason
+            case .receiverCertificateRefused(let refusal):
+                return refusal.message(naming: naming)
             case .hostNameMismatch(let host, let certificateNames):
                 let names = certificateNames.map { " (it is for \($0))" } ?? ""
                 return "host-name mismatch: the receiver's certificate is not for \(host)\(names);"

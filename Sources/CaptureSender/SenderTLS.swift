@@ -55,8 +55,8 @@ public struct SenderTLSConfiguration: Sendable {
 
     /// The client handler for one connection to `host`; checks the receiver's certificate and leaves
     /// the reason for a refusal in `report`.
-    func makeHandler(context: NIOSSLContext, host: String, report: TLSVerificationReport, settingNames: any SettingNaming) throws -> NIOSSLClientHandler {
-        let verifier = PeerCertificateVerifier(trust: trust, peerName: "the receiver", authority: .certificateAuthority, settingNames: settingNames)
+    func makeHandler(context: NIOSSLContext, host: String, report: TLSVerificationReport) throws -> NIOSSLClientHandler {
+        let verifier = PeerCertificateVerifier(trust: trust, peerName: "the receiver", authority: .certificateAuthority)
         // SNI takes a name only; for an IP address NIOSSL checks the address against the certificate.
         let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
         return try NIOSSLClientHandler(
@@ -70,7 +70,7 @@ public struct SenderTLSConfiguration: Sendable {
 enum SenderTLSFailure {
     static func explain(_ error: Error, report: TLSVerificationReport?, host: String, handshakeDone: Bool) -> SenderError {
         if let failure = report?.failure {
-            return .tls(.receiverCertificateRefused(reason: failure))
+            return .tls(.receiverCertificateRefused(failure))
         }
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return .tls(.hostNameMismatch(host: host, certificateNames: report?.certificateNames))

@@ -380,7 +380,7 @@ public final class StreamSender: Sendable {
                     if let tls = configuration.tls, let tlsContext {
                         let report = TLSVerificationReport()
                         try channel.pipeline.syncOperations.addHandler(
-                            try tls.makeHandler(context: tlsContext, host: configuration.host, report: report, settingNames: configuration.settingNames)
+                            try tls.makeHandler(context: tlsContext, host: configuration.host, report: report)
                         )
                         security = .init(
                             report: report, host: configuration.host, handshakeTimeout: tls.handshakeTimeout)

@@ -1,11 +1,14 @@
 import CaptureCodecs
 @testable import CaptureSender
+import CaptureSecurity
 import CaptureWire
 import Foundation
 import XCTest
 
 /// `SenderSession`, the sender's side of a connection as a pure state machine: table tests.
 final class SenderSessionTests: XCTestCase {
+    private static let noCertificate = CertificateRefusal(peerName: "the receiver", authority: .certificateAuthority, reason: .noCertificate)
+
     private typealias Action = SenderSession.Action
 
     private let hello = Capture_V1_Hello.with { $0.protocolVersion = 1; $0.streamName = "table" }
@@ -223,8 +226,8 @@ final class SenderSessionTests: XCTestCase {
                 outcome: .interrupted(.connectionLost(.closedBeforeAccepting), retry: true, streamed: false), line: #line),
             Row(events: [.channelActive, accept, .channelInactive(plainTCP: true)],
                 outcome: .interrupted(.connectionLost(.closed), retry: true, streamed: true), line: #line),
-            Row(events: [.channelActive, .transportFailed(.tls(.receiverCertificateRefused(reason: "bad certificate")), retry: false), .channelInactive(plainTCP: false)],
-                outcome: .interrupted(.tls(.receiverCertificateRefused(reason: "bad certificate")), retry: false, streamed: false), line: #line),
+            Row(events: [.channelActive, .transportFailed(.tls(.receiverCertificateRefused(Self.noCertificate)), retry: false), .channelInactive(plainTCP: false)],
+                outcome: .interrupted(.tls(.receiverCertificateRefused(Self.noCertificate)), retry: false, streamed: false), line: #line),
             // A non-fatal error is a warning only.
             Row(events: [.channelActive, accept, .received(.error(.with { $0.code = .storageFailed; $0.fatal = false; $0.message = "slow disk" }), writable: true, log: position(1))],
                 outcome: nil, line: #line),

@@ -152,7 +152,7 @@ final class CommandLineSettingNamesTests: XCTestCase {
             (.cannotSetUp(reason: "key values mismatch"),
              "cannot set up TLS: key values mismatch; check that --cert and --key belong together",
              "cannot set up TLS: key values mismatch; check that \(libraryClientCertificate) belong together"),
-            (.receiverCertificateRefused(reason: "the receiver presented no certificate"),
+            (.receiverCertificateRefused(CertificateRefusal(peerName: "the receiver", authority: .certificateAuthority, reason: .noCertificate)),
              "the receiver presented no certificate", "the receiver presented no certificate"),
             (.hostNameMismatch(host: "127.0.0.1", certificateNames: "elsewhere.example, 10.9.8.7"),
              "host-name mismatch: the receiver's certificate is not for 127.0.0.1 (it is for elsewhere.example, 10.9.8.7);"
@@ -182,6 +182,50 @@ final class CommandLineSettingNamesTests: XCTestCase {
         for (failure, commandLineText, libraryText) in tls {
             let error = SenderError.tls(failure)
             assertTexts(error.message(naming:), error.description, commandLine: "TLS: " + commandLineText, library: "TLS: " + libraryText)
+        }
+    }
+
+    /// A refused certificate is worded where it is shown, with the CA's and the pin's settings named
+    /// as the caller spells them.
+    func testCertificateRefusals() {
+        let presented = CertificateFingerprint(der: [1, 2, 3]), pinned = CertificateFingerprint(der: [4, 5, 6])
+        let libraryCA = "the trusted CA (SenderTLSConfiguration.trust .authorities)"
+        let libraryPin = "a pinned fingerprint (SenderTLSConfiguration.trust .pin)"
+        let libraryClientCA = "the client CA (ReceiverTLSConfiguration.clientCAPath)"
+        let receiver = { (reason: CertificateRefusal.Reason) in CertificateRefusal(peerName: "the receiver", authority: .certificateAuthority, reason: reason) }
+        let sender = { (reason: CertificateRefusal.Reason) in CertificateRefusal(peerName: "the sender", authority: .clientCertificateAuthority, reason: reason) }
+        let rows: [(CertificateRefusal, commandLine: String, library: String, line: UInt)] = [
+            (receiver(.noCertificate), "the receiver presented no certificate", "the receiver presented no certificate", #line),
+            (sender(.unparseable), "the sender's certificate cannot be parsed", "the sender's certificate cannot be parsed", #line),
+            (receiver(.pinMismatch(presented: presented, pinned: pinned)),
+             "pin mismatch: the receiver's certificate has SHA-256 fingerprint \(presented.hex), not the pinned \(pinned.hex); if the certificate was replaced on purpose, pin the new fingerprint",
+             "pin mismatch: the receiver's certificate has SHA-256 fingerprint \(presented.hex), not the pinned \(pinned.hex); if the certificate was replaced on purpose, pin the new fingerprint",
+             #line),
+            (receiver(.expired(notValidAfter: Date(timeIntervalSince1970: 1_700_000_000))),
+             "the receiver's certificate expired on 2023-11-14T22:13:20Z; renew it (capture-recv gen-cert, or your CA)",
+             "the receiver's certificate expired on 2023-11-14T22:13:20Z; renew it (capture-recv gen-cert, or your CA)", #line),
+            (sender(.notYetValid(notValidBefore: Date(timeIntervalSince1970: 1_700_000_000))),
+             "the sender's certificate is not valid before 2023-11-14T22:13:20Z; check both machines' clocks",
+             "the sender's certificate is not valid before 2023-11-14T22:13:20Z; check both machines' clocks", #line),
+            (receiver(.untrusted(subject: "CN=localhost", issuer: nil, trustedBy: .systemStore, fingerprint: presented)),
+             "untrusted certificate: the receiver's certificate (CN=localhost) is self-signed and is not signed by a CA in the system trust store;"
+                + " pass the CA that signed it with --ca, or pin it with --pin \(presented.hex)",
+             "untrusted certificate: the receiver's certificate (CN=localhost) is self-signed and is not signed by a CA in the system trust store;"
+                + " pass the CA that signed it with \(libraryCA), or pin it with \(libraryPin) \(presented.hex)", #line),
+            (receiver(.untrusted(subject: "CN=recorder", issuer: "CN=Field CA", trustedBy: .authorities, fingerprint: presented)),
+             "untrusted certificate: the receiver's certificate (CN=recorder) was issued by CN=Field CA and is not signed by the CA in --ca;"
+                + " pass the CA that signed it with --ca, or pin it with --pin \(presented.hex)",
+             "untrusted certificate: the receiver's certificate (CN=recorder) was issued by CN=Field CA and is not signed by the CA in \(libraryCA);"
+                + " pass the CA that signed it with \(libraryCA), or pin it with \(libraryPin) \(presented.hex)", #line),
+            (sender(.untrusted(subject: "CN=kit-x", issuer: "CN=Stranger CA", trustedBy: .authorities, fingerprint: presented)),
+             "untrusted certificate: the sender's certificate (CN=kit-x) was issued by CN=Stranger CA and is not signed by the CA in --client-ca;"
+                + " pass the CA that signed it with --client-ca",
+             "untrusted certificate: the sender's certificate (CN=kit-x) was issued by CN=Stranger CA and is not signed by the CA in \(libraryClientCA);"
+                + " pass the CA that signed it with \(libraryClientCA)", #line),
+        ]
+        for (refusal, commandLineText, libraryText, line) in rows {
+            XCTAssertEqual(refusal.message(naming: commandLine), commandLineText, line: line)
+            XCTAssertEqual(refusal.message(naming: LibrarySettingNames()), libraryText, line: line)
         }
     }
 

@@ -112,8 +112,7 @@ final class SimulatedSender: @unchecked Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let context = settings.tls, let trust = settings.tlsTrust {
-                        let verifier = PeerCertificateVerifier(
-                            trust: trust, peerName: "the receiver", authority: .certificateAuthority, settingNames: LoadSettingNames())
+                        let verifier = PeerCertificateVerifier(trust: trust, peerName: "the receiver", authority: .certificateAuthority)
                         let isAddress = (try? SocketAddress(ipAddress: settings.host, port: 0)) != nil
                         let handler = try NIOSSLClientHandler(
                             context: context, serverHostname: isAddress ? nil : settings.host,
@@ -381,7 +380,7 @@ final class SimulatedSenderHandler: ChannelInboundHandler, @unchecked Sendable {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if self.error == nil {
             if let failure = report.failure {
-                self.error = "TLS: \(failure)"
+                self.error = "TLS: \(failure.message(naming: LoadSettingNames()))"
             } else if let wire = error as? WireError {
                 self.error = "\(wire)"
             } else if error is NIOSSLError || error is BoringSSLError {

@@ -70,9 +70,31 @@ public enum PacketLogEvent: Sendable, Equatable {
     /// The overflow episode ended: `frames` frames are in `path`, and the stream carries a Gap naming it.
     case overflowEnded(path: String, frames: Int64)
     /// Audio could not be kept at all (the overflow file failed too): it is lost, and a Gap says so.
-    case audioLost(reason: String)
+    case audioLost(AudioLoss)
     /// The disk spool failed: audio stays in memory only (it would not survive a crash of the sender).
     case spoolFailed(reason: String)
+}
+
+/// Why a packet log could not keep audio, as data; `message(naming:)` words it where it is shown.
+public enum AudioLoss: Sendable, Equatable {
+    /// The log is full (`capacity` bytes) and there is no overflow folder.
+    case logFullWithoutOverflow(capacity: Int)
+    /// The log is full (`capacity` bytes) and the overflow file could not be created (`reason`).
+    case overflowFileNotCreated(capacity: Int, reason: String)
+    /// Writing the overflow file failed (`reason`).
+    case overflowWriteFailed(reason: String)
+
+    /// The loss's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
+        switch self {
+        case .logFullWithoutOverflow(let capacity):
+            return "the log is full (\(capacity) bytes) and there is no overflow folder"
+        case .overflowFileNotCreated(let capacity, let reason):
+            return "the log is full (\(naming.name(of: .spoolLimit)) \(capacity) bytes) and the overflow file could not be created: \(reason)"
+        case .overflowWriteFailed(let reason):
+            return "writing the overflow file failed: \(reason)"
+        }
+    }
 }
 
 /// One of a packet log's destinations (receivers), each with its own acknowledgement cursor:
@@ -148,8 +170,6 @@ public final class PacketLog: @unchecked Sendable {
     /// `--spool-max` shared with the capture's other encodings; nil: `capacity` is this log's own.
     private let budget: SpoolBudget?
     private let events: @Sendable (PacketLogEvent) -> Void
-    /// How the events' texts name a setting.
-    private let settingNames: any SettingNaming
     private let spoolQueue = DispatchQueue(label: "packet-log spool")
 
     /// The default `memoryLimit`: 3 MiB, 16 s of 48 kHz 16-bit stereo PCM. It must exceed what the
@@ -162,10 +182,9 @@ public final class PacketLog: @unchecked Sendable {
     public init(
         memoryLimit: Int = PacketLog.defaultMemoryLimit, producerIsRealTime: Bool, spool: StreamSpool? = nil, capacity: Int = 1 << 30,
         overflow: OverflowRecorder? = nil, destinations: Int = 1, budget: SpoolBudget? = nil,
-        events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }, settingNames: any SettingNaming = LibrarySettingNames()
+        events: @escaping @Sendable (PacketLogEvent) -> Void = { _ in }
     ) {
         self.budget = budget
-        self.settingNames = settingNames
         self.memoryLimit = memoryLimit
         self.producerIsRealTime = producerIsRealTime
         self.spool = spool
@@ -410,14 +429,14 @@ public final class PacketLog: @unchecked Sendable {
         case .discard:
             return
         case .lostWithoutFolder:
-            events(.audioLost(reason: "the log is full (\(capacity) bytes) and there is no overflow folder"))
+            events(.audioLost(.logFullWithoutOverflow(capacity: capacity)))
         case .write:
             guard let overflowRecorder else { return }
             do throws(CAFError) {
                 try overflowRecorder.write(packets)
             } catch {
                 condition.withLock { state.overflowFile(.failed) }
-                events(.audioLost(reason: "writing the overflow file failed: \(error.description)"))
+                events(.audioLost(.overflowWriteFailed(reason: error.description)))
             }
         case .createFileAndWrite:
             guard let overflowRecorder else { return }
@@ -426,7 +445,7 @@ public final class PacketLog: @unchecked Sendable {
                 path = try overflowRecorder.begin()
             } catch {
                 condition.withLock { state.overflowFile(.failed) }
-                events(.audioLost(reason: "the log is full (\(settingNames.name(of: .spoolLimit)) \(capacity) bytes) and the overflow file could not be created: \(error.description)"))
+                events(.audioLost(.overflowFileNotCreated(capacity: capacity, reason: error.description)))
                 return
             }
             var writeFailure: String?
@@ -437,7 +456,7 @@ public final class PacketLog: @unchecked Sendable {
             }
             condition.withLock { state.overflowFile(writeFailure == nil ? .written(path: path) : .failed) }
             events(.overflowStarted(path: path))
-            if let writeFailure { events(.audioLost(reason: "writing the overflow file failed: \(writeFailure)")) }
+            if let writeFailure { events(.audioLost(.overflowWriteFailed(reason: writeFailure))) }
         }
     }
 

@@ -70,7 +70,7 @@ final class LaggingBackupLogTests: XCTestCase {
         XCTAssertEqual(log.append(Self.packets(0)), 1)
         XCTAssertEqual(log.append(Self.packets(1)), 2)
         XCTAssertEqual(log.append(Self.packets(2)), 0, "the main's own 8,000 bytes and 4,000 more pass 10,000: overflow")
-        XCTAssertEqual(events.values, [.audioLost(reason: "the log is full (10000 bytes) and there is no overflow folder")])
+        XCTAssertEqual(events.values, [.audioLost(.logFullWithoutOverflow(capacity: 10_000))])
         XCTAssertEqual(drops.values, [], "giving the backup up would not have helped the main")
         XCTAssertNil(log.givenUpRoom(for: .backup(1)))
     }

@@ -229,6 +229,24 @@ final class CommandLineSettingNamesTests: XCTestCase {
         }
     }
 
+    /// Audio a packet log could not keep is worded where it is logged, the spool's limit named as the
+    /// caller spells it.
+    func testAudioLoss() {
+        let rows: [(AudioLoss, commandLine: String, library: String, line: UInt)] = [
+            (.logFullWithoutOverflow(capacity: 10_000),
+             "the log is full (10000 bytes) and there is no overflow folder", "the log is full (10000 bytes) and there is no overflow folder", #line),
+            (.overflowFileNotCreated(capacity: 4_096, reason: "no space left on device"),
+             "the log is full (--spool-max 4096 bytes) and the overflow file could not be created: no space left on device",
+             "the log is full (\(LibrarySettingNames().name(of: .spoolLimit)) 4096 bytes) and the overflow file could not be created: no space left on device", #line),
+            (.overflowWriteFailed(reason: "input/output error"),
+             "writing the overflow file failed: input/output error", "writing the overflow file failed: input/output error", #line),
+        ]
+        for (loss, commandLineText, libraryText, line) in rows {
+            XCTAssertEqual(loss.message(naming: commandLine), commandLineText, line: line)
+            XCTAssertEqual(loss.message(naming: LibrarySettingNames()), libraryText, line: line)
+        }
+    }
+
     /// A refused Hello is worded where the session sends it: capture-recv's flags on the wire.
     func testHelloRefusals() {
         let missing = HelloRefusal.missingToken

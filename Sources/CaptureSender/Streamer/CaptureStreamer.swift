@@ -244,7 +244,7 @@ public final class CaptureStreamer: Service, Sendable {
                 events: { event in
                     report(event)
                     sink.yield(.storage(event))
-                }, settingNames: configuration.settingNames)
+                })
             budget.add(log, background: background)
             streams.append(EncodedStream(
                 label: label, streamID: streamID, streamName: streamName, description: description, log: log, spoolDestination: spoolDestination,
@@ -725,8 +725,8 @@ public final class CaptureStreamer: Service, Sendable {
                 logger.critical("the spool is full (\(spoolLimit)): audio now goes to a local file and the receiver will get a gap here", metadata: ["file": "\(path)"])
             case .overflowEnded(let path, let frames):
                 logger.critical("overflow ended: the receiver's file has a gap whose audio is in the local file", metadata: ["file": "\(path)", "frames": "\(frames)"])
-            case .audioLost(let reason):
-                logger.critical("AUDIO IS BEING LOST: \(reason)")
+            case .audioLost(let loss):
+                logger.critical("AUDIO IS BEING LOST: \(loss.message(naming: settingNames))")
             case .spoolFailed(let reason):
                 logger.error("the disk spool failed; unacknowledged audio is kept in memory only and would not survive a crash", metadata: ["reason": "\(reason)"])
             }

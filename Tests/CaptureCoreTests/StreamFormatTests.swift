@@ -24,9 +24,9 @@ final class StreamFormatTests: XCTestCase {
     func testFramesPerBufferAreWholeFrames() {
         let hiRes = StreamFormat.linearPCM(sampleRate: 96_000, channels: 2, sample: .s24)
         // 327,680 bytes hold 54,613 whole 6-byte frames.
-        XCTAssertEqual(BufferSizing.framesPerBuffer(format: hiRes, seconds: 5), 54_613)
+        XCTAssertEqual(BufferSizing.framesPerBuffer(format: hiRes, duration: .seconds(5)), 54_613)
         let threeChannel = StreamFormat.linearPCM(sampleRate: 44_100, channels: 3, sample: .s24)
-        XCTAssertEqual(BufferSizing.framesPerBuffer(format: threeChannel, seconds: 0.01), 441)
+        XCTAssertEqual(BufferSizing.framesPerBuffer(format: threeChannel, duration: .milliseconds(10)), 441)
     }
 
     func testLinearPCMFieldsFollowAudioStreamBasicDescription() throws {

@@ -465,7 +465,21 @@ final class CaptureQueueTests: XCTestCase {
         XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 1, bufferDuration: .milliseconds(100))) { _ in }) { error in
             XCTAssertEqual((error as? CaptureError)?.description, "the queue needs 2 to 64 buffers, not 1")
         }
-        XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferDuration: .zero)) { _ in })
+        let refused: [(duration: Duration, message: String)] = [
+            (.zero, "the buffer duration must be greater than 0 s, not 0.0 s"),
+            (.milliseconds(-500), "the buffer duration must be greater than 0 s, not -0.5 s"),
+            (.seconds(-1), "the buffer duration must be greater than 0 s, not -1.0 s"),
+            (.nanoseconds(-1), "the buffer duration must be greater than 0 s, not -1e-09 s"),
+        ]
+        for row in refused {
+            XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferDuration: row.duration)) { _ in }) { error in
+                XCTAssertEqual((error as? CaptureError)?.description, row.message, "\(row.duration)")
+            }
+        }
+        let shortest = try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferDuration: .nanoseconds(1))) { _ in }
+        XCTAssertEqual(shortest.framesPerBuffer, 1, "a buffer holds at least one frame")
+        shortest.dispose()
+        XCTAssertEqual(CaptureQueue.Configuration().bufferDuration, .milliseconds(500))
         XCTAssertThrowsError(try ToneSource(settings: .init(frequency: 30_000, sampleRate: 48_000))) { error in
             XCTAssertTrue("\(error)".contains("below half the sample rate"))
         }

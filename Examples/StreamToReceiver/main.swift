@@ -36,8 +36,8 @@ guard let first = arguments.first, let main = receiver(first) else {
 do {
     // The source factory capture-send uses: a file, or three seconds of tone.
     let source = try AudioSources.open(arguments.count > 1
-        ? .file(path: arguments[1], paced: true, durationSeconds: nil)
-        : .tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3, paced: true))).source
+        ? .file(path: arguments[1], paced: true, duration: nil)
+        : .tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, duration: .seconds(3), paced: true))).source
     var configuration = CaptureStreamer.Configuration(streamName: "example", receiver: main)
     configuration.backups = backups
     configuration.spoolRoot = nil  // keep unacknowledged audio in memory only

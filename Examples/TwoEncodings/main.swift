@@ -23,7 +23,7 @@ guard arguments.count == 2, let main = receiver(arguments[0]), let thin = receiv
     exit(64)
 }
 do {
-    let source = try AudioSources.open(.tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3, paced: true))).source
+    let source = try AudioSources.open(.tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, duration: .seconds(3), paced: true))).source
     // One encoder per encoding; destinations that share an encoder share its stream.
     let lossless = try AudioEncoders.pcm(for: source.format)
     let live = try AudioEncoders.opus(for: source.format, settings: OpusEncoderSettings(bitrate: 64_000))

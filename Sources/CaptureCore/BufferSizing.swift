@@ -22,9 +22,10 @@ public enum BufferSizing {
         return bytesForTime < Double(maximumBufferSize) ? Int(bytesForTime) : maximumBufferSize
     }
 
-    /// The number of whole PCM frames a capture buffer of the derived size holds (at least one).
-    public static func framesPerBuffer(format: StreamFormat, seconds: Double) -> Int {
-        let bytes = deriveBufferSize(format: format, seconds: seconds)
+    /// The number of whole PCM frames a capture buffer of the derived size holds (at least one):
+    /// the buffer holds `duration` of audio in `format`, capped at `maximumBufferSize` bytes.
+    public static func framesPerBuffer(format: StreamFormat, duration: Duration) -> Int {
+        let bytes = deriveBufferSize(format: format, seconds: duration.inSeconds)
         let frameSize = max(Int(format.bytesPerFrame), 1)
         return max(bytes / frameSize, 1)
     }

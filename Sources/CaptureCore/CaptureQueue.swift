@@ -50,12 +50,13 @@ public final class CaptureQueue: @unchecked Sendable {
     public struct Configuration: Sendable {
         /// Buffers in the pool (`kNumberBuffers`); at least 2.
         public var bufferCount: Int
-        /// Seconds of audio per buffer, turned into bytes by `BufferSizing.deriveBufferSize`.
-        public var bufferSeconds: Double
+        /// The audio each buffer holds (0.5 s by default): the capture's granularity, turned into
+        /// frames by `BufferSizing.framesPerBuffer`; greater than zero.
+        public var bufferDuration: Duration
 
-        public init(bufferCount: Int = 3, bufferSeconds: Double = 0.5) {
+        public init(bufferCount: Int = 3, bufferDuration: Duration = .milliseconds(500)) {
             self.bufferCount = bufferCount
-            self.bufferSeconds = bufferSeconds
+            self.bufferDuration = bufferDuration
         }
     }
 
@@ -154,8 +155,8 @@ public final class CaptureQueue: @unchecked Sendable {
         guard configuration.bufferCount >= 2, configuration.bufferCount <= 64 else {
             throw .invalidState("the queue needs 2 to 64 buffers, not \(configuration.bufferCount)")
         }
-        guard configuration.bufferSeconds.isFinite, configuration.bufferSeconds > 0 else {
-            throw .invalidState("buffer seconds must be greater than 0, not \(configuration.bufferSeconds)")
+        guard configuration.bufferDuration > .zero else {
+            throw .invalidState("the buffer duration must be greater than 0 s, not \(configuration.bufferDuration.inSeconds) s")
         }
         self.format = format
         self.source = source
@@ -164,7 +165,7 @@ public final class CaptureQueue: @unchecked Sendable {
         self.bytesPerFrame = Int(format.bytesPerFrame)
         self.bufferCount = configuration.bufferCount
         self.deliveryBatch = max(1, configuration.bufferCount - 1)
-        self.framesPerBuffer = BufferSizing.framesPerBuffer(format: format, seconds: configuration.bufferSeconds)
+        self.framesPerBuffer = BufferSizing.framesPerBuffer(format: format, duration: configuration.bufferDuration)
         self.bufferByteSize = framesPerBuffer * bytesPerFrame
 
         memory = UnsafeMutableRawPointer.allocate(byteCount: bufferByteSize * bufferCount, alignment: 16)

@@ -20,21 +20,21 @@ public final class ToneSource: AudioSource {
         public var channels: Int
         /// Sample encoding.
         public var sample: PCMSampleFormat
-        /// Length in seconds; `nil` for a tone without end.
-        public var durationSeconds: Double?
+        /// How much audio the tone lasts (zero or more); `nil` for a tone without end.
+        public var duration: Duration?
         /// Deliver at the pace of real time, as a device does.
         public var paced: Bool
 
         public init(
             frequency: Double = 440, levelDBFS: Double = -12, sampleRate: Double = 48_000, channels: Int = 2,
-            sample: PCMSampleFormat = .s16, durationSeconds: Double? = nil, paced: Bool = true
+            sample: PCMSampleFormat = .s16, duration: Duration? = nil, paced: Bool = true
         ) {
             self.frequency = frequency
             self.levelDBFS = levelDBFS
             self.sampleRate = sampleRate
             self.channels = channels
             self.sample = sample
-            self.durationSeconds = durationSeconds
+            self.duration = duration
             self.paced = paced
         }
     }
@@ -61,16 +61,16 @@ public final class ToneSource: AudioSource {
         guard settings.levelDBFS <= 0, settings.levelDBFS.isFinite else {
             throw .unsupportedFormat("tone level \(settings.levelDBFS) dBFS must be 0 or below")
         }
-        // Its frames must fit an Int64 (a duration of 1e300 s would trap converting them).
-        if let duration = settings.durationSeconds, !(duration.isFinite && duration >= 0 && duration * settings.sampleRate < 9.0e18) {
-            throw .unsupportedFormat("duration \(duration) s must be 0 or more, and less than 9e18 frames long")
+        // Its frames must fit an Int64 (a duration of 1e15 s would trap converting them).
+        if let duration = settings.duration, !(duration >= .zero && duration.inSeconds * settings.sampleRate < 9.0e18) {
+            throw .unsupportedFormat("duration \(duration.inSeconds) s must be 0 or more, and less than 9e18 frames long")
         }
         self.settings = settings
         self.format = format
         writer = PCMSampleWriter(sample: settings.sample)
         amplitude = pow(10, settings.levelDBFS / 20)
         phaseStep = 2 * Double.pi * settings.frequency / settings.sampleRate
-        totalFrames = settings.durationSeconds.map { Int64(($0 * settings.sampleRate).rounded()) }
+        totalFrames = settings.duration.map { Int64(($0.inSeconds * settings.sampleRate).rounded()) }
         pacer = RealTimePacer(sampleRate: settings.sampleRate)
     }
 

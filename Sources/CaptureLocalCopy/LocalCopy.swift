@@ -13,7 +13,7 @@ import Synchronization
 /// (`gap: N frames not captured (REASON)`), so the copy keeps wall-clock positions like the stream.
 ///
 /// The copy never stops the stream. When the disk fails (full, removed) or falls further behind
-/// than `LocalCopySettings.backlogSeconds`, the copy stops, says so once through `stopped`, keeps
+/// than `LocalCopySettings.backlog`, the copy stops, says so once through `stopped`, keeps
 /// what it wrote, and drops what comes after; `finish()` reports how far it got.
 ///
 /// Files are cut at UTC boundaries with `LocalCopySettings.segmentSeconds` (`LocalCopySegments`).
@@ -109,7 +109,7 @@ public final class LocalCopy: Sendable {
         let frames = Int64(buffer.packetCount)
         let bytes = buffer.packetCount > 0
             ? Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<min(buffer.packetCount * Int(format.bytesPerFrame), buffer.bytes.count)])) : []
-        let backlogLimit = Int64(settings.backlogSeconds * format.sampleRate)
+        let backlogLimit = Int64(settings.backlog.inSeconds * format.sampleRate)
         let (accepted, overflowed): (Bool, Bool) = state.withLock { state in
             guard state.stoppedBecause == nil, !state.finished else { return (false, false) }
             guard state.waitingFrames + frames <= backlogLimit else { return (false, true) }
@@ -119,7 +119,7 @@ public final class LocalCopy: Sendable {
             return (true, false)
         }
         if overflowed {
-            stop(because: "the disk fell more than \(Int(settings.backlogSeconds)) s behind the capture")
+            stop(because: "the disk fell more than \(Int(settings.backlog.inSeconds)) s behind the capture")
         } else if accepted {
             wake.signal()
         }

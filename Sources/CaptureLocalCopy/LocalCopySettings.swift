@@ -23,12 +23,12 @@ public struct LocalCopySettings: Sendable, Equatable {
     /// Cut the copy into files of this many seconds at UTC boundaries of the capture's timeline,
     /// counted from each UTC midnight, as the receiver's `--segment` does; nil: one file.
     public var segmentSeconds: Int?
-    /// Audio that may wait in memory for the disk before the copy is given up (the capture is never
-    /// held up by it).
-    public var backlogSeconds: Double
+    /// Audio that may wait in memory for the disk before the copy is given up (30 s by default; the
+    /// capture is never held up by it).
+    public var backlog: Duration
 
     /// The settings for `path`; its extension says the container (`.caf`, `.wav`, `.flac`).
-    public init(path: String, segmentSeconds: Int? = nil, backlogSeconds: Double = 30) throws(LocalCopyError) {
+    public init(path: String, segmentSeconds: Int? = nil, backlog: Duration = .seconds(30)) throws(LocalCopyError) {
         let suffix = (path as NSString).pathExtension.lowercased()
         guard let container = Container(rawValue: suffix) else {
             throw .unsupportedContainer(path: path)
@@ -39,7 +39,7 @@ public struct LocalCopySettings: Sendable, Equatable {
         self.path = path
         self.container = container
         self.segmentSeconds = segmentSeconds
-        self.backlogSeconds = backlogSeconds
+        self.backlog = backlog
     }
 
     /// Refuses a capture format the container cannot hold.

@@ -34,13 +34,13 @@ public final class FileSource: AudioSource {
     /// uncompressed container): they are read as raw bytes, with no conversion.
     private let readsRaw: Bool
 
-    /// Opens `path`; reads at most `durationSeconds` when given.
+    /// Opens `path`; reads at most `duration` of audio when given.
     ///
     /// - Parameters:
     ///   - path: the audio file.
     ///   - paced: deliver at the pace of real time (default), or as fast as the queue takes it.
-    ///   - durationSeconds: stop after this much audio (the whole file when `nil`).
-    public init(path: String, paced: Bool = true, durationSeconds: Double? = nil) throws(CaptureError) {
+    ///   - duration: stop after this much audio (the whole file when `nil`; nothing when zero or less).
+    public init(path: String, paced: Bool = true, duration: Duration? = nil) throws(CaptureError) {
         var info = SF_INFO()
         guard let handle = sf_open(path, Int32(SFM_READ), &info) else {
             let reason = String(cString: sf_strerror(nil))
@@ -68,9 +68,9 @@ public final class FileSource: AudioSource {
         self.file = handle
         self.fileFrames = Int64(info.frames)
         self.channelLayout = Self.channelLayout(of: handle, channels: Int(info.channels))
-        if let durationSeconds {
-            // Compared as a Double first: a duration beyond the file (even 1e300 s, or NaN) is the whole file.
-            let wanted = (durationSeconds * Double(info.samplerate)).rounded()
+        if let duration {
+            // Compared as a Double first: a duration beyond the file is the whole file.
+            let wanted = (duration.inSeconds * Double(info.samplerate)).rounded()
             frameLimit = wanted < Double(info.frames) ? Int64(max(wanted, 0)) : Int64(info.frames)
         } else {
             frameLimit = Int64(info.frames)

@@ -9,8 +9,8 @@ public enum SourceSettings: Sendable {
     /// A sine tone, generated (`ToneSource`).
     case tone(ToneSource.Settings)
     /// An audio file read through libsndfile (`FileSource`): in real time when `paced`, else as
-    /// fast as it is taken; `durationSeconds` stops it early.
-    case file(path: String, paced: Bool, durationSeconds: Double?)
+    /// fast as it is taken; `duration` stops it after that much audio (`nil`: the whole file).
+    case file(path: String, paced: Bool, duration: Duration?)
     /// An ALSA capture device (`ALSASource`).
     case device(DeviceSettings)
 }
@@ -30,12 +30,12 @@ public struct DeviceSettings: Sendable, Equatable {
     /// Keep capturing across the device going away (an interface unplugged): retry until it is
     /// back, and record the outage as a gap.
     public var reopen: Bool
-    /// Stop after this many seconds; nil for no limit.
-    public var durationSeconds: Double?
+    /// Stop after this much audio; nil for no limit.
+    public var duration: Duration?
 
     public init(
         name: String, requested: StreamFormat, periodFrames: Int, bufferCount: Int, strictFormat: Bool = false, reopen: Bool = false,
-        durationSeconds: Double? = nil
+        duration: Duration? = nil
     ) {
         self.name = name
         self.requested = requested
@@ -43,7 +43,7 @@ public struct DeviceSettings: Sendable, Equatable {
         self.bufferCount = bufferCount
         self.strictFormat = strictFormat
         self.reopen = reopen
-        self.durationSeconds = durationSeconds
+        self.duration = duration
     }
 }
 
@@ -73,8 +73,8 @@ public enum AudioSources {
         switch settings {
         case .tone(let tone):
             return OpenedSource(source: try ToneSource(settings: tone), stopRetrying: nil)
-        case .file(let path, let paced, let durationSeconds):
-            return OpenedSource(source: try FileSource(path: path, paced: paced, durationSeconds: durationSeconds), stopRetrying: nil)
+        case .file(let path, let paced, let duration):
+            return OpenedSource(source: try FileSource(path: path, paced: paced, duration: duration), stopRetrying: nil)
         case .device(let device):
             let alsa = try ALSASource(
                 device: device.name, requested: device.requested, periodFrames: device.periodFrames, bufferCount: device.bufferCount,
@@ -88,8 +88,8 @@ public enum AudioSources {
                 stopRetrying = { retries.stop() }
                 source = reopening
             }
-            if let seconds = device.durationSeconds {
-                source = DurationLimitedSource(source, frames: Saturating.frames(seconds: seconds, rate: alsa.format.sampleRate))
+            if let duration = device.duration {
+                source = DurationLimitedSource(source, frames: Saturating.frames(seconds: duration.inSeconds, rate: alsa.format.sampleRate))
             }
             return OpenedSource(source: source, stopRetrying: stopRetrying)
         }

@@ -217,7 +217,7 @@ struct CaptureSend: ParsableCommand {
         configuration.backups = try backups.receivers(main: security, logger: logger)
         configuration.backupGiveUpAfter = backups.giveUpAfter
         configuration.localCopy = try recording.settings()
-        configuration.queue = .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
+        configuration.queue = .init(bufferCount: buffers, bufferDuration: .seconds(bufferSeconds))
         configuration.application = "capture-send \(ProgramVersion.version)"
         configuration.progressInterval = nil  // the status line reads `status` itself
         delivery.apply(to: &configuration)
@@ -435,15 +435,15 @@ struct CaptureSend: ParsableCommand {
         case .tone:
             settings = .tone(.init(
                 frequency: toneFrequency, levelDBFS: toneLevel, sampleRate: Double(rate), channels: channels,
-                sample: format, durationSeconds: duration, paced: !noPace))
+                sample: format, duration: duration.map { .seconds($0) }, paced: !noPace))
         case .file:
             guard let file else { throw CLIError("--source file needs --file PATH") }
-            settings = .file(path: file, paced: !noPace, durationSeconds: duration)
+            settings = .file(path: file, paced: !noPace, duration: duration.map { .seconds($0) })
         case .alsa:
             let requested = StreamFormat.linearPCM(sampleRate: Double(codec == .opus ? 48_000 : rate), channels: channels, sample: format)
             settings = .device(DeviceSettings(
-                name: device, requested: requested, periodFrames: BufferSizing.framesPerBuffer(format: requested, seconds: bufferSeconds),
-                bufferCount: buffers, strictFormat: strictFormat, reopen: reopen, durationSeconds: duration))
+                name: device, requested: requested, periodFrames: BufferSizing.framesPerBuffer(format: requested, duration: .seconds(bufferSeconds)),
+                bufferCount: buffers, strictFormat: strictFormat, reopen: reopen, duration: duration.map { .seconds($0) }))
         }
         do throws(CaptureError) {
             let opened = try AudioSources.open(settings) { event in

@@ -95,7 +95,7 @@ extension CaptureSend {
             "reconnect": "\(delivery.reconnectPolicy.initial.inSeconds)...\(delivery.reconnectPolicy.maximum.inSeconds)",
             "status-interval": "\(statusOptions.interval)",
             "give-up-s": "\(backups.giveUpAfter.inSeconds)",
-            "buffer-frames": "\(BufferSizing.framesPerBuffer(format: .linearPCM(sampleRate: Double(rate), channels: channels, sample: format), seconds: bufferSeconds))",
+            "buffer-frames": "\(BufferSizing.framesPerBuffer(format: .linearPCM(sampleRate: Double(rate), channels: channels, sample: format), duration: .seconds(bufferSeconds)))",
         ]
         if let duration { numbers["duration-frames"] = "\(Self.frames(seconds: duration, rate: Double(rate)))" }
         numbers["opus"] = (try? OpusEncoderSettings.parseBitrate(bitrate)).map { bitrate in

@@ -7,8 +7,8 @@ import XCTest
 /// `CaptureQueue` over `ALSASource`, the way capture-send and library users run it.
 final class ALSAQueueTests: ALSATestCase {
     /// Opens the queue test PCM with 10 ms periods, as `--buffer-seconds 0.01 --buffers 3`.
-    private func openQueueSource(_ pcm: ALSATestPCM, bufferSeconds: Double, bufferCount: Int = 3) throws -> ALSASource {
-        let periodFrames = BufferSizing.framesPerBuffer(format: pcm.fixtureFormat, seconds: bufferSeconds)
+    private func openQueueSource(_ pcm: ALSATestPCM, bufferDuration: Duration, bufferCount: Int = 3) throws -> ALSASource {
+        let periodFrames = BufferSizing.framesPerBuffer(format: pcm.fixtureFormat, duration: bufferDuration)
         return try ALSASource(device: pcm.name, requested: pcm.fixtureFormat, periodFrames: periodFrames, bufferCount: bufferCount)
     }
 
@@ -22,13 +22,13 @@ final class ALSAQueueTests: ALSATestCase {
     }
 
     func testQueueDeliversTheFixtureBitForBit() throws {
-        for (pcm, bufferSeconds) in [(ALSATestPCMs.queue, 0.01), (ALSATestPCMs.s24Mono44k, 0.03)] {
-            let source = try openQueueSource(pcm, bufferSeconds: bufferSeconds)
+        for (pcm, bufferDuration) in [(ALSATestPCMs.queue, Duration.milliseconds(10)), (ALSATestPCMs.s24Mono44k, .milliseconds(30))] {
+            let source = try openQueueSource(pcm, bufferDuration: bufferDuration)
             // Not real time: the file plugin is not paced, and exact equality needs the queue to wait
             // for its consumer rather than count overruns (the next test covers those).
             let harness = ALSAHarnessSource(source, frameLimit: pcm.fixtureFrames, isRealTime: false)
             let deliveries = ALSADeliveries()
-            let queue = try CaptureQueue(source: harness, configuration: .init(bufferCount: 3, bufferSeconds: bufferSeconds)) { deliveries.append($0) }
+            let queue = try CaptureQueue(source: harness, configuration: .init(bufferCount: 3, bufferDuration: bufferDuration)) { deliveries.append($0) }
             XCTAssertEqual(queue.format, pcm.fixtureFormat)
             XCTAssertEqual(queue.framesPerBuffer, source.negotiation.periodFrames)
             try queue.start()
@@ -51,7 +51,7 @@ final class ALSAQueueTests: ALSATestCase {
 
     func testStalledConsumerCausesCountedOverrunsWithAContinuousTimeline() throws {
         let pcm = ALSATestPCMs.queue
-        let source = try openQueueSource(pcm, bufferSeconds: 0.01)
+        let source = try openQueueSource(pcm, bufferDuration: .milliseconds(10))
         // Real time, as ALSASource says; the capture thread is held at 1 s so the test can let the
         // consumer go on while the source still has audio.
         let gateFrame = 48_000
@@ -60,7 +60,7 @@ final class ALSAQueueTests: ALSATestCase {
         let deliveries = ALSADeliveries()
         let consumerReleased = DispatchSemaphore(value: 0)
         let firstCallback = ManagedFlag()
-        let queue = try CaptureQueue(source: harness, configuration: .init(bufferCount: 3, bufferSeconds: 0.01)) { buffer in
+        let queue = try CaptureQueue(source: harness, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(10))) { buffer in
             deliveries.append(buffer)
             if firstCallback.setIfUnset() { consumerReleased.wait() }  // the stalled consumer
         }
@@ -110,12 +110,12 @@ final class ALSAQueueTests: ALSATestCase {
 
     func testLibraryUsePauseAndResumeGiveContiguousAudio() throws {
         let pcm = ALSATestPCMs.queue
-        let source = try openQueueSource(pcm, bufferSeconds: 0.01)
+        let source = try openQueueSource(pcm, bufferDuration: .milliseconds(10))
         let frameLimit = 48_000
         let pauseFrame = 9_600
         let harness = ALSAHarnessSource(source, frameLimit: frameLimit, isRealTime: false, gateAtFrame: pauseFrame)
         let deliveries = ALSADeliveries()
-        let queue = try CaptureQueue(source: harness, configuration: .init(bufferCount: 3, bufferSeconds: 0.01)) { deliveries.append($0) }
+        let queue = try CaptureQueue(source: harness, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(10))) { deliveries.append($0) }
         try queue.start()
         XCTAssertTrue(queue.isRunning)
 

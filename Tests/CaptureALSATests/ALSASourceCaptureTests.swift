@@ -33,7 +33,7 @@ final class ALSASourceCaptureTests: ALSATestCase {
     func testPeriodAndBufferFollowTheQueueBufferSize() throws {
         // `--buffer-seconds 0.01 --buffers 3` at 48 kHz: 480-frame periods, a 1440-frame ring.
         let pcm = ALSATestPCMs.s16Stereo48k
-        let periodFrames = BufferSizing.framesPerBuffer(format: pcm.fixtureFormat, seconds: 0.01)
+        let periodFrames = BufferSizing.framesPerBuffer(format: pcm.fixtureFormat, duration: .milliseconds(10))
         XCTAssertEqual(periodFrames, 480)
         let source = try openSource(pcm, periodFrames: periodFrames, bufferCount: 3)
         defer { source.close() }

@@ -40,7 +40,7 @@ final class AudioSourcesTests: ALSATestCase {
         let pcm = ALSATestPCMs.queue
         let events = EventList()
         let opened = try AudioSources.open(.device(DeviceSettings(
-            name: pcm.name, requested: pcm.fixtureFormat, periodFrames: 480, bufferCount: 3, reopen: true, durationSeconds: 1.5)),
+            name: pcm.name, requested: pcm.fixtureFormat, periodFrames: 480, bufferCount: 3, reopen: true, duration: .seconds(1.5))),
             events: { events.append($0) })
         XCTAssertEqual(opened.source.format, pcm.fixtureFormat)
         XCTAssertNotNil(opened.stopRetrying, "a reopening device can be told to stop retrying")
@@ -63,12 +63,12 @@ final class AudioSourcesTests: ALSATestCase {
     }
 
     func testAToneAndAFile() throws {
-        let tone = try AudioSources.open(.tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 44_100, channels: 1, sample: .s16, durationSeconds: 0.5, paced: false)))
+        let tone = try AudioSources.open(.tone(.init(frequency: 440, levelDBFS: -12, sampleRate: 44_100, channels: 1, sample: .s16, duration: .seconds(0.5), paced: false)))
         XCTAssertEqual(tone.source.format, .linearPCM(sampleRate: 44_100, channels: 1, sample: .s16))
         XCTAssertEqual(try readAll(tone.source).frames, 22_050)
         XCTAssertNil(tone.stopRetrying)
         let missing = "/nonexistent/take-\(UUID().uuidString).wav"
-        XCTAssertThrowsError(try AudioSources.open(.file(path: missing, paced: false, durationSeconds: nil))) { error in
+        XCTAssertThrowsError(try AudioSources.open(.file(path: missing, paced: false, duration: nil))) { error in
             XCTAssertTrue("\(error)".contains(missing), "\(error)")
         }
     }

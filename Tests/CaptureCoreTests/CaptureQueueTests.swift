@@ -73,11 +73,11 @@ func waitUntil(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
 
 final class CaptureQueueTests: XCTestCase {
     func testToneArrivesSampleExactAndContiguous() throws {
-        let settings = ToneSource.Settings(frequency: 1_000, levelDBFS: -6, sampleRate: 8_000, channels: 2, sample: .s16, durationSeconds: 1.3, paced: false)
+        let settings = ToneSource.Settings(frequency: 1_000, levelDBFS: -6, sampleRate: 8_000, channels: 2, sample: .s16, duration: .seconds(1.3), paced: false)
         let source = try ToneSource(settings: settings)
         let reference = try ToneSource(settings: settings)
         let delivered = DeliveredBuffers()
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.1)) { delivered.append($0) }
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(100))) { delivered.append($0) }
         XCTAssertEqual(queue.framesPerBuffer, 800)
         XCTAssertEqual(queue.bufferByteSize, 3_200)
         try queue.start()
@@ -123,7 +123,7 @@ final class CaptureQueueTests: XCTestCase {
         let entered = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let delivered = DeliveredBuffers()
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(50))) { buffer in
             delivered.append(buffer)
             if delivered.count == 1 {
                 entered.signal()
@@ -155,7 +155,7 @@ final class CaptureQueueTests: XCTestCase {
         let source = RampSource(totalFrames: .max, isRealTime: false)
         let delivered = DeliveredBuffers()
         let gate = DispatchSemaphore(value: 0)
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(50))) { buffer in
             delivered.append(buffer)
             gate.wait()  // the test lets each buffer through one at a time
         }
@@ -226,7 +226,7 @@ final class CaptureQueueTests: XCTestCase {
     func testAPausedRealTimeQueueReportsThePauseAsItGoesAndUpToAStop() throws {
         let source = GatedRealTimeSource()
         let delivered = DeliveredBuffers()
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { delivered.append($0) }
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(50))) { delivered.append($0) }
         defer { queue.dispose() }
         try queue.start()
         source.readAllowed.signal()
@@ -274,7 +274,7 @@ final class CaptureQueueTests: XCTestCase {
         let source = RampSource(totalFrames: total, isRealTime: true)
         let delivered = DeliveredBuffers()
         let release = DispatchSemaphore(value: 0)
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(50))) { buffer in
             delivered.append(buffer)
             if delivered.count == 1 { release.wait() }  // the stall: a test seam in the consumer
         }
@@ -349,7 +349,7 @@ final class CaptureQueueTests: XCTestCase {
         let source = RoomReportingSource(totalFrames: total) { _ in 100 * framesPerBuffer }
         let delivered = DeliveredBuffers()
         let release = DispatchSemaphore(value: 0)
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(50))) { buffer in
             delivered.append(buffer)
             if delivered.count == 1 { release.wait() }  // the stall: a test seam in the consumer
         }
@@ -388,7 +388,7 @@ final class CaptureQueueTests: XCTestCase {
         }
         let delivered = DeliveredBuffers()
         let release = DispatchSemaphore(value: 0)
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferSeconds: 0.05)) { buffer in
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(50))) { buffer in
             delivered.append(buffer)
             if delivered.count == 1 { release.wait() }
         }
@@ -439,7 +439,7 @@ final class CaptureQueueTests: XCTestCase {
         let backlog = 7
         let source = CatchingUpSource(backlog: backlog)
         let delivered = DeliveredBuffers()
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 4, bufferSeconds: 0.01)) { delivered.append($0) }
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 4, bufferDuration: .milliseconds(10))) { delivered.append($0) }
         try queue.start()
         let backlogFrames = Int64(backlog * queue.framesPerBuffer)
         // The source now waits in its read: nothing read before may be left waiting with it.
@@ -462,10 +462,24 @@ final class CaptureQueueTests: XCTestCase {
     }
 
     func testConfigurationIsValidated() throws {
-        XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 1, bufferSeconds: 0.1)) { _ in }) { error in
+        XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 1, bufferDuration: .milliseconds(100))) { _ in }) { error in
             XCTAssertEqual((error as? CaptureError)?.description, "the queue needs 2 to 64 buffers, not 1")
         }
-        XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferSeconds: 0)) { _ in })
+        let refused: [(duration: Duration, message: String)] = [
+            (.zero, "the buffer duration must be greater than 0 s, not 0.0 s"),
+            (.milliseconds(-500), "the buffer duration must be greater than 0 s, not -0.5 s"),
+            (.seconds(-1), "the buffer duration must be greater than 0 s, not -1.0 s"),
+            (.nanoseconds(-1), "the buffer duration must be greater than 0 s, not -1e-09 s"),
+        ]
+        for row in refused {
+            XCTAssertThrowsError(try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferDuration: row.duration)) { _ in }) { error in
+                XCTAssertEqual((error as? CaptureError)?.description, row.message, "\(row.duration)")
+            }
+        }
+        let shortest = try CaptureQueue(source: RampSource(totalFrames: 1), configuration: .init(bufferCount: 3, bufferDuration: .nanoseconds(1))) { _ in }
+        XCTAssertEqual(shortest.framesPerBuffer, 1, "a buffer holds at least one frame")
+        shortest.dispose()
+        XCTAssertEqual(CaptureQueue.Configuration().bufferDuration, .milliseconds(500))
         XCTAssertThrowsError(try ToneSource(settings: .init(frequency: 30_000, sampleRate: 48_000))) { error in
             XCTAssertTrue("\(error)".contains("below half the sample rate"))
         }

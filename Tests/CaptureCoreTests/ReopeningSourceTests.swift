@@ -60,7 +60,7 @@ final class ReopeningSourceTests: XCTestCase {
         let events = EventLog()
         let source = ReopeningSource(device, initialDelay: 0.001, maximumDelay: 0.004) { events.append("\($0)") }
         let delivered = DeliveredBuffers()
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 64, bufferSeconds: 0.1)) { delivered.append($0) }
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 64, bufferDuration: .milliseconds(100))) { delivered.append($0) }
         try queue.start()
         XCTAssertEqual(queue.waitForCompletion(), .endOfStream)
         XCTAssertEqual(device.reopenAttempts, 3)
@@ -78,7 +78,7 @@ final class ReopeningSourceTests: XCTestCase {
     func testCancelEndsTheRetriesWithTheOriginalError() throws {
         let device = FlakyDevice(loseAfter: 800, failedReopens: .max, missedFrames: 0, totalFrames: 8_000)
         let source = ReopeningSource(device, initialDelay: 0.001, maximumDelay: 0.002)
-        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 4, bufferSeconds: 0.1)) { _ in }
+        let queue = try CaptureQueue(source: source, configuration: .init(bufferCount: 4, bufferDuration: .milliseconds(100))) { _ in }
         try queue.start()
         XCTAssertTrue(waitUntil { device.reopenAttempts >= 3 })
         source.cancel()

@@ -24,9 +24,33 @@ final class StreamFormatTests: XCTestCase {
     func testFramesPerBufferAreWholeFrames() {
         let hiRes = StreamFormat.linearPCM(sampleRate: 96_000, channels: 2, sample: .s24)
         // 327,680 bytes hold 54,613 whole 6-byte frames.
-        XCTAssertEqual(BufferSizing.framesPerBuffer(format: hiRes, seconds: 5), 54_613)
+        XCTAssertEqual(BufferSizing.framesPerBuffer(format: hiRes, duration: .seconds(5)), 54_613)
         let threeChannel = StreamFormat.linearPCM(sampleRate: 44_100, channels: 3, sample: .s24)
-        XCTAssertEqual(BufferSizing.framesPerBuffer(format: threeChannel, seconds: 0.01), 441)
+        XCTAssertEqual(BufferSizing.framesPerBuffer(format: threeChannel, duration: .milliseconds(10)), 441)
+    }
+
+    /// The frames of a buffer given as a `Duration` are the numbers the seconds as a `Double` gave
+    /// (DeriveBufferSize's arithmetic, capped at 320 KiB), whether the duration is written in
+    /// milliseconds or converted from capture-send's `--buffer-seconds` value.
+    func testFramesPerBufferForADurationAreThoseOfItsSeconds() {
+        let rows: [(format: StreamFormat, frames: [Int])] = [
+            (.linearPCM(sampleRate: 48_000, channels: 2, sample: .s16), [24_000, 960, 48, 81_920]),
+            (.linearPCM(sampleRate: 44_100, channels: 2, sample: .s24), [22_050, 882, 44, 54_613]),
+            (.linearPCM(sampleRate: 8_000, channels: 1, sample: .s16), [4_000, 160, 8, 80_000]),
+            (.linearPCM(sampleRate: 8_000, channels: 1, sample: .s24), [4_000, 160, 8, 80_000]),
+            (.linearPCM(sampleRate: 96_000, channels: 2, sample: .f32), [40_960, 1_920, 96, 40_960]),
+        ]
+        let durations: [(seconds: Double, written: Duration)] = [(0.5, .milliseconds(500)), (0.02, .milliseconds(20)), (0.001, .milliseconds(1)), (10, .seconds(10))]
+        for row in rows {
+            for (index, duration) in durations.enumerated() {
+                let label = "\(row.format) for \(duration.seconds) s"
+                let bytesPerFrame = Int(row.format.bytesPerFrame)
+                let fromSeconds = max(BufferSizing.deriveBufferSize(format: row.format, seconds: duration.seconds) / bytesPerFrame, 1)
+                XCTAssertEqual(fromSeconds, row.frames[index], label)
+                XCTAssertEqual(BufferSizing.framesPerBuffer(format: row.format, duration: duration.written), row.frames[index], label)
+                XCTAssertEqual(BufferSizing.framesPerBuffer(format: row.format, duration: .seconds(duration.seconds)), row.frames[index], label)
+            }
+        }
     }
 
     func testLinearPCMFieldsFollowAudioStreamBasicDescription() throws {

@@ -25,13 +25,13 @@ final class CaptureStreamerServiceTests: XCTestCase {
     /// An hour of paced tone for a receiver nobody listens at.
     private func makeStreamer() throws -> CaptureStreamer {
         let source = try ToneSource(settings: .init(
-            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 3_600, paced: true))
+            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, duration: .seconds(3_600), paced: true))
         var configuration = CaptureStreamer.Configuration(
             streamName: "service", receiver: .init(host: "127.0.0.1", port: try LoopbackPort.free()))
         configuration.spoolRoot = root
         configuration.deliversEarlierStreams = false
         configuration.reconnect = ReconnectPolicy(initial: .milliseconds(50), maximum: .milliseconds(100))
-        configuration.progressInterval = 0.05
+        configuration.progressInterval = .milliseconds(50)
         return try CaptureStreamer(
             source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: configuration, logger: quiet)
     }

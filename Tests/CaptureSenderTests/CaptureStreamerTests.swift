@@ -28,14 +28,14 @@ final class CaptureStreamerTests: XCTestCase {
         let mainPort = try closedPort()
         let backupPort = try closedPort()
         let source = try ToneSource(settings: .init(
-            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 1, paced: false))
+            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, duration: .seconds(1), paced: false))
         var configuration = CaptureStreamer.Configuration(streamName: "lifecycle", receiver: .init(host: "127.0.0.1", port: mainPort))
         configuration.backups = [.init(host: "127.0.0.1", port: backupPort)]
         configuration.backupGiveUpAfter = .milliseconds(500)
         configuration.spoolRoot = root
         configuration.deliversEarlierStreams = false
         configuration.reconnect = ReconnectPolicy(initial: .milliseconds(50), maximum: .milliseconds(100))
-        configuration.progressInterval = 0.1
+        configuration.progressInterval = .milliseconds(100)
         let streamer = try CaptureStreamer(
             source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: configuration, logger: Logger(label: "test"))
         let collected = Task { () -> [CaptureStreamer.Event] in
@@ -90,7 +90,7 @@ final class CaptureStreamerTests: XCTestCase {
     /// a spool, or sharing a foreground destination's encoder. None of them leaves a spool behind.
     func testBackgroundDestinationsThatCannotWorkAreRefused() throws {
         let source = try ToneSource(settings: .init(
-            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, durationSeconds: 1, paced: false))
+            frequency: 440, levelDBFS: -12, sampleRate: 48_000, channels: 2, sample: .s16, duration: .seconds(1), paced: false))
         let main = CaptureStreamer.Receiver(host: "127.0.0.1", port: 7373)
         let archive = CaptureStreamer.Receiver(host: "127.0.0.1", port: 7374)
         var configuration = CaptureStreamer.Configuration(streamName: "refused", receiver: main)

@@ -9,10 +9,10 @@ import XCTest
 /// with the reason, and the pipeline's end says why.
 final class EncoderFailureTests: XCTestCase {
     func testAnEncoderThatFailsStopsCaptureAndEndsTheStreamWhereItStopped() throws {
-        let source = try ToneSource(settings: .init(frequency: 440, levelDBFS: -12, channels: 2, durationSeconds: 3_600, paced: false))
+        let source = try ToneSource(settings: .init(frequency: 440, levelDBFS: -12, channels: 2, duration: .seconds(3_600), paced: false))
         let encoder = FailingEncoder(wrapping: try PCMEncoder(inputFormat: source.format), failingOnBuffer: 3)
         let log = PacketLog(producerIsRealTime: false)
-        let pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
+        let pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(100)), log: log)
         try pipeline.start()
         // An hour of unpaced tone: only the failure ends this capture.
         guard case .failure(.encoderFailed(let reason)) = pipeline.waitAndFinish() else { return XCTFail("the encoder's failure ends the capture") }

@@ -119,7 +119,7 @@ final class PacingTests: XCTestCase {
             ([.running(connected: true, lagSeconds: 0.1, baseLagSeconds: 0.1), .finished, .running(connected: false, lagSeconds: 0, baseLagSeconds: 0)], .behind),
         ]
         for (index, row) in rows.enumerated() {
-            XCTAssertEqual(ForegroundGate.decide(row.looks, caughtUpSeconds: 0.5), row.state, "row \(index)")
+            XCTAssertEqual(ForegroundGate.decide(row.looks, caughtUp: .milliseconds(500)), row.state, "row \(index)")
         }
     }
 

@@ -7,7 +7,7 @@ import XCTest
 func measureTone(levelDBFS: Double, sample: PCMSampleFormat, channels: Int = 2, frames: Int = 48_000, frequency: Double = 997) throws -> LevelMeter.Reading {
     let settings = ToneSource.Settings(
         frequency: frequency, levelDBFS: levelDBFS, sampleRate: 48_000, channels: channels, sample: sample,
-        durationSeconds: Double(frames) / 48_000, paced: false
+        duration: .seconds(Double(frames) / 48_000), paced: false
     )
     let source = try ToneSource(settings: settings)
     var meter = LevelMeter(format: source.format)

@@ -16,10 +16,10 @@ import XCTest
 final class PipelineLevelsTests: XCTestCase {
     /// Runs a 2 s tone through the pipeline unpaced and returns the AudioData messages it logged.
     private func audioMessages(peakDBFS: Double, encoder makeEncoder: (StreamFormat) throws -> any AudioEncoder) throws -> [Capture_V1_AudioData] {
-        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: peakDBFS, channels: 2, durationSeconds: 2, paced: false))
+        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: peakDBFS, channels: 2, duration: .seconds(2), paced: false))
         let log = PacketLog(producerIsRealTime: false)
         let pipeline = try CapturePipeline(
-            source: source, encoder: try makeEncoder(source.format), configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log,
+            source: source, encoder: try makeEncoder(source.format), configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(100)), log: log,
             loudness: .always)
         try pipeline.start()
         guard case .success = pipeline.waitAndFinish() else { throw XCTSkip("capture did not finish") }
@@ -76,9 +76,9 @@ final class PipelineLevelsTests: XCTestCase {
     }
 
     func testAFileSentFasterThanRealTimeCarriesPeaksWithoutLoudness() throws {
-        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -12, channels: 2, durationSeconds: 1, paced: false))
+        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -12, channels: 2, duration: .seconds(1), paced: false))
         let log = PacketLog(producerIsRealTime: false)
-        let pipeline = try CapturePipeline(source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
+        let pipeline = try CapturePipeline(source: source, encoder: try PCMEncoder(inputFormat: source.format), configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(100)), log: log)
         try pipeline.start()
         guard case .success = pipeline.waitAndFinish() else { throw XCTSkip("capture did not finish") }
         let messages = try log.entries(from: 1, maxCount: 10_000).compactMap { entry -> Capture_V1_AudioData? in

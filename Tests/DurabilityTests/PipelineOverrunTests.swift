@@ -156,7 +156,7 @@ final class PipelineOverrunTests: XCTestCase {
         let opus = try OpusEncoder(inputFormat: stereo48k)
         let pipeline = try CapturePipeline(
             source: source, encodings: [(try PCMEncoder(inputFormat: stereo48k), pcmLog), (opus, opusLog)],
-            configuration: .init(bufferCount: 3, bufferSeconds: 0.25))
+            configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(250)))
         defer { pipeline.queue.dispose() }
         try pipeline.start()
         XCTAssertEqual(try pipeline.waitAndFinish().get(), .endOfStream)
@@ -216,7 +216,7 @@ final class PipelineOverrunTests: XCTestCase {
         let source = ScriptedSource(format: format, steps: steps)
         let log = PacketLog(producerIsRealTime: source.isRealTime)
         let pipeline = try CapturePipeline(
-            source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferSeconds: 0.25), log: log)
+            source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(250)), log: log)
         defer { pipeline.queue.dispose() }
         try pipeline.start()
         let completion = try pipeline.waitAndFinish().get()

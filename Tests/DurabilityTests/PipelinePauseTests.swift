@@ -80,7 +80,7 @@ final class PipelinePauseTests: XCTestCase {
         let source = GatedSource(format: format)
         let log = PacketLog(producerIsRealTime: true)
         let pipeline = try CapturePipeline(
-            source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
+            source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(100)), log: log)
         defer { pipeline.queue.dispose() }
         try pipeline.start()
         source.readAllowed.signal()

@@ -42,7 +42,7 @@ final class PipelineStopTests: XCTestCase {
         let log = PacketLog(producerIsRealTime: true)
         let pipeline = try CapturePipeline(
             source: source, encoder: try PCMEncoder(inputFormat: source.format),
-            configuration: .init(bufferCount: 3, bufferSeconds: 0.5), log: log)
+            configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(500)), log: log)
         // The first buffer's packets reach the log; the delivery thread is held there while the
         // second buffer waits in the queue.
         let holdDelivery = DispatchSemaphore(value: 0)

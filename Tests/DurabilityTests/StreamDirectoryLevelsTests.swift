@@ -37,10 +37,10 @@ final class StreamDirectoryLevelsTests: XCTestCase {
     ) async throws {
         let events = server.directory.events()
 
-        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -12, channels: 2, durationSeconds: 2, paced: false))
+        let source = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -12, channels: 2, duration: .seconds(2), paced: false))
         let encoder = try makeEncoder(source.format)
         let log = PacketLog(producerIsRealTime: false)
-        let pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferSeconds: 0.1), log: log)
+        let pipeline = try CapturePipeline(source: source, encoder: encoder, configuration: .init(bufferCount: 3, bufferDuration: .milliseconds(100)), log: log)
         let description = StreamDescription(
             format: encoder.outputFormat, magicCookie: encoder.magicCookie, primingFrames: encoder.primingFrames,
             startTime: Date(timeIntervalSince1970: 1_767_225_600))

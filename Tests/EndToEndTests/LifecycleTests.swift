@@ -59,7 +59,7 @@ final class LifecycleTests: XCTestCase {
         XCTAssertEqual(second.files(), [file], "one file for the whole stream")
         let audio = try SndFileReader.read(path: file.path)
         XCTAssertEqual(audio.frames, 32_000)
-        let tone = try ToneSource(settings: .init(sampleRate: 8_000, channels: 1, sample: .s16, durationSeconds: 4, paced: false))
+        let tone = try ToneSource(settings: .init(sampleRate: 8_000, channels: 1, sample: .s16, duration: .seconds(4), paced: false))
         var expected = [UInt8](repeating: 0, count: 32_000 * 2)
         expected.withUnsafeMutableBytes { _ = try? tone.read(into: $0, frameCapacity: 32_000) }
         let expectedSamples = stride(from: 0, to: expected.count, by: 2).map { Int32(Int16(bitPattern: UInt16(expected[$0]) | UInt16(expected[$0 + 1]) << 8)) << 16 }

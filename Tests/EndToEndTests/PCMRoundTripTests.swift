@@ -145,7 +145,7 @@ final class PCMRoundTripTests: XCTestCase {
         let file = try XCTUnwrap(receiver.files().first)
         let audio = try SndFileReader.read(path: file.path)
         XCTAssertEqual(audio.frames, 16_160)
-        let tone = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -6, sampleRate: 16_000, channels: 2, sample: .s16, durationSeconds: 1.01, paced: false))
+        let tone = try ToneSource(settings: .init(frequency: 1_000, levelDBFS: -6, sampleRate: 16_000, channels: 2, sample: .s16, duration: .seconds(1.01), paced: false))
         var expected = [UInt8](repeating: 0, count: 16_160 * 4)
         expected.withUnsafeMutableBytes { _ = try? tone.read(into: $0, frameCapacity: 16_160) }
         let expectedSamples = stride(from: 0, to: expected.count, by: 2).map { Int32(Int16(bitPattern: UInt16(expected[$0]) | UInt16(expected[$0 + 1]) << 8)) << 16 }

@@ -71,7 +71,7 @@ enum Resilience {
     static func toneBytes(frames: Int, rate: Int = 48_000, channels: Int = 2) throws -> [UInt8] {
         let tone = try ToneSource(settings: .init(
             frequency: 440, levelDBFS: -12, sampleRate: Double(rate), channels: channels, sample: .s16,
-            durationSeconds: Double(frames) / Double(rate), paced: false))
+            duration: .seconds(Double(frames) / Double(rate)), paced: false))
         var bytes = [UInt8](repeating: 0, count: frames * channels * 2)
         var filled = 0
         while filled < frames {

@@ -23,15 +23,20 @@ guard arguments.count >= 5, let rate = Int(arguments[2]), let channels = Int(arg
     exit(2)
 }
 let bufferSeconds = arguments.count > 5 ? Double(arguments[5]) ?? 0.5 : 0.5
+guard bufferSeconds.isFinite, bufferSeconds > 0, bufferSeconds <= 10 else {
+    printError("capture-bench: BUFFER_SECONDS must be above 0 and at most 10, not \(arguments[5])")
+    exit(2)
+}
+let bufferDuration: Duration = .seconds(bufferSeconds)
 let buffers = arguments.count > 6 ? Int(arguments[6]) ?? 3 : 3
 ALSALibraryOutput.silenceDiagnostics()
 do {
     let format = StreamFormat.linearPCM(sampleRate: Double(rate), channels: channels, sample: .s16)
-    let period = BufferSizing.framesPerBuffer(format: format, seconds: bufferSeconds)
+    let period = BufferSizing.framesPerBuffer(format: format, duration: bufferDuration)
     let device = try ALSASource(device: arguments[1], requested: format, periodFrames: period, bufferCount: buffers, strictFormat: true)
     let queue = try CaptureQueue(
         source: DurationLimitedSource(device, frames: frames),
-        configuration: .init(bufferCount: buffers, bufferSeconds: bufferSeconds)
+        configuration: .init(bufferCount: buffers, bufferDuration: bufferDuration)
     ) { _ in }
     try queue.start()
     let completion = queue.waitForCompletion()

@@ -81,7 +81,7 @@ struct SendPacing: Equatable {
 
 /// Where the foreground destinations stand, as a background destination sees them.
 public enum ForegroundState: Equatable, Sendable {
-    /// A foreground destination lags (more than the gate's `caughtUpSeconds` unacknowledged, or
+    /// A foreground destination lags (more than the gate's `caughtUp` unacknowledged, or
     /// not connected): the background sends nothing new.
     case behind
     /// Every foreground destination is caught up and its stream goes on: the background sends

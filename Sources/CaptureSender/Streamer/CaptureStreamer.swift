@@ -278,7 +278,7 @@ public final class CaptureStreamer: Service, Sendable {
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         spoolReads = NIOThreadPool(numberOfThreads: 1)
-        let gate = ForegroundGate(caughtUpSeconds: configuration.queue.bufferSeconds + ForegroundGate.allowedLagSeconds)
+        let gate = ForegroundGate(caughtUp: configuration.queue.bufferDuration + ForegroundGate.allowedLag)
         var links: [Link] = []
         for (index, destination) in destinations.enumerated() {
             let receiver = destination.receiver
@@ -670,9 +670,9 @@ public final class CaptureStreamer: Service, Sendable {
 
     /// Yields `.progress` every `progressInterval` until the run's end.
     private func startProgressReports() {
-        guard let interval = configuration.progressInterval, interval > 0 else { return }
+        guard let interval = configuration.progressInterval, interval > .zero else { return }
         let reports = Task { [self] in
-            while (try? await Task.sleep(for: .seconds(interval))) != nil {
+            while (try? await Task.sleep(for: interval)) != nil {
                 eventSink.yield(.progress(status))
             }
         }

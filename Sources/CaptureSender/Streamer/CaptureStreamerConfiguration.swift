@@ -48,7 +48,7 @@ extension CaptureStreamer {
         /// dropped at once whatever this says (`BackupRoom`). The main receiver is never given up.
         public var backupGiveUpAfter: Duration = .seconds(3_600)
         /// The capture queue: buffers and their duration (kNumberBuffers, DeriveBufferSize).
-        public var queue = CaptureQueue.Configuration(bufferCount: 3, bufferSeconds: 0.5)
+        public var queue = CaptureQueue.Configuration(bufferCount: 3, bufferDuration: .milliseconds(500))
         /// The folder of the disk spool; nil keeps unacknowledged audio in memory only.
         public var spoolRoot: String? = StreamSpool.defaultRoot
         /// Unacknowledged bytes kept at most before capture overflows into a local CAF file.
@@ -69,8 +69,8 @@ extension CaptureStreamer {
         public var application = "CaptureStreamer"
         /// This machine's name, for the file's `info` chunk.
         public var sourceHost = ProcessInfo.processInfo.hostName
-        /// Seconds between `Event.progress` events; nil for none.
-        public var progressInterval: Double? = 1
+        /// The time between two `Event.progress` events (1 s by default); nil or zero for none.
+        public var progressInterval: Duration? = .seconds(1)
         /// A safety copy of the capture written on this machine while streaming (`LocalCopy`): in
         /// the capture's own format, whatever the encoder; nil: none.
         public var localCopy: LocalCopySettings?

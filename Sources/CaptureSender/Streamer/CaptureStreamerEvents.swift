@@ -146,7 +146,7 @@ extension CaptureStreamer {
         /// The safety copy on the unit stopped before the capture ended (a full or failing disk, or
         /// one that fell too far behind); the stream goes on. Once at most.
         case localCopyStopped(reason: String)
-        /// The figures, every `Configuration.progressInterval` seconds while running.
+        /// The figures, every `Configuration.progressInterval` while running.
         case progress(Status)
         /// Capture and every delivery are over; the last event.
         case finished(Outcome)

@@ -1,14 +1,14 @@
 import Synchronization
 
 /// Where a capture's foreground destinations stand, for its background destinations
-/// (`SendPacing`): `behind` while one of them is not connected or lags more than `caughtUpSeconds`
+/// (`SendPacing`): `behind` while one of them is not connected or lags more than `caughtUp`
 /// beyond its own base lag, `finished` once every one has its whole stream or failed, `caughtUp`
 /// otherwise.
 ///
 /// A destination's lag is the audio captured and not yet acknowledged, in seconds; its base lag is
 /// the least lag seen while it was connected: what the link's round trip and the receiver's
 /// durable writes cost with nothing queued ahead. The background may add at most
-/// `caughtUpSeconds` to it, whatever the link's own delay (the idea of LEDBAT's target delay).
+/// `caughtUp` to it, whatever the link's own delay (the idea of LEDBAT's target delay).
 ///
 /// Sendability: the members and what finished are guarded by a `Mutex`; a member's look reads its
 /// log's figures under that log's own lock and its sender's link state under its own, one at a
@@ -16,7 +16,7 @@ import Synchronization
 final class ForegroundGate: Sendable {
     /// How much lag a foreground destination may have beyond its base lag and one capture buffer
     /// (the time between two appends) and still count as caught up.
-    static let allowedLagSeconds = 0.5
+    static let allowedLag: Duration = .milliseconds(500)
 
     /// One foreground destination: its link's index, and how it looks now (its base lag not yet
     /// applied: the gate keeps that).
@@ -32,13 +32,13 @@ final class ForegroundGate: Sendable {
         var baseLag: [Int: Double] = [:]
     }
 
-    /// Seconds of audio a foreground destination may lack beyond its base lag and still count as
-    /// caught up.
-    let caughtUpSeconds: Double
+    /// The audio a foreground destination may lack beyond its base lag and still count as caught
+    /// up: the threshold between `behind` and `caughtUp`.
+    let caughtUp: Duration
     private let guarded = Mutex(State())
 
-    init(caughtUpSeconds: Double) {
-        self.caughtUpSeconds = caughtUpSeconds
+    init(caughtUp: Duration) {
+        self.caughtUp = caughtUp
     }
 
     /// Adds a foreground destination.
@@ -67,7 +67,7 @@ final class ForegroundGate: Sendable {
                 return .running(connected: connected, lagSeconds: lag, baseLagSeconds: base)
             }
         }
-        return Self.decide(withBase, caughtUpSeconds: caughtUpSeconds)
+        return Self.decide(withBase, caughtUp: caughtUp)
     }
 
     /// One foreground destination, as the gate sees it.
@@ -77,12 +77,13 @@ final class ForegroundGate: Sendable {
     }
 
     /// The rule, pure: `behind` if a running destination is not connected or lags more than
-    /// `caughtUpSeconds` beyond its base lag; `caughtUp` if one runs; else `finished`.
-    static func decide(_ looks: [ForegroundLook], caughtUpSeconds: Double) -> ForegroundState {
+    /// `caughtUp` beyond its base lag; `caughtUp` if one runs; else `finished`.
+    static func decide(_ looks: [ForegroundLook], caughtUp: Duration) -> ForegroundState {
+        let allowed = caughtUp.inSeconds
         var result = ForegroundState.finished
         for look in looks {
             guard case .running(let connected, let lag, let base) = look else { continue }
-            if !connected || lag > base + caughtUpSeconds { return .behind }
+            if !connected || lag > base + allowed { return .behind }
             result = .caughtUp
         }
         return result

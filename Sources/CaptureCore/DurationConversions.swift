@@ -15,6 +15,22 @@ extension Duration {
         let nanoseconds = Int128(seconds) * 1_000_000_000 + Int128(attoseconds / 1_000_000_000)
         return Int64(clamping: nanoseconds)
     }
+
+    /// The duration in seconds as people write them, for messages: whole seconds without a decimal
+    /// point ("10"), else rounded to the nanosecond with the trailing zeros dropped ("2.5", "0.3",
+    /// not the "0.30000000000000004" a `Double` may print).
+    public var secondsText: String {
+        let nanoseconds = Int128(components.seconds) * 1_000_000_000
+            + (Int128(components.attoseconds) + (components.attoseconds < 0 ? -500_000_000 : 500_000_000)) / 1_000_000_000
+        let sign = nanoseconds < 0 ? "-" : ""
+        let magnitude = nanoseconds.magnitude
+        let whole = magnitude / 1_000_000_000, fraction = magnitude % 1_000_000_000
+        guard fraction != 0 else { return sign + String(whole) }
+        var digits = String(fraction)
+        digits = String(repeating: "0", count: 9 - digits.count) + digits
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return sign + String(whole) + "." + digits
+    }
 }
 
 extension Date {

@@ -32,8 +32,8 @@ public struct SenderStopSequence: Sendable, Equatable {
     public enum AbandonReason: Sendable, Equatable, CustomStringConvertible {
         /// A second stop signal.
         case secondSignal(StopSignal)
-        /// The stop timeout (seconds) passed while delivering.
-        case stopTimeout(seconds: Double)
+        /// The stop timeout passed while delivering.
+        case stopTimeout(Duration)
 
         public var description: String { message(naming: LibrarySettingNames()) }
 
@@ -41,12 +41,8 @@ public struct SenderStopSequence: Sendable, Equatable {
         public func message(naming: any SettingNaming) -> String {
             switch self {
             case .secondSignal(let signal): return "a second stop signal (\(signal.rawValue))"
-            case .stopTimeout(let seconds): return "\(naming.name(of: .stopTimeout)) (\(Self.format(seconds)) s) passed while delivering"
+            case .stopTimeout(let timeout): return "\(naming.name(of: .stopTimeout)) (\(timeout.secondsText) s) passed while delivering"
             }
-        }
-
-        private static func format(_ seconds: Double) -> String {
-            Int(exactly: seconds).map(String.init) ?? String(seconds)
         }
     }
 
@@ -55,8 +51,8 @@ public struct SenderStopSequence: Sendable, Equatable {
         /// Nothing.
         case none
         /// Stop capture (drain what is queued) and keep delivering; start a timer of `deadline`
-        /// seconds that reports `.stopTimeoutPassed` (no timer when nil).
-        case stopCapture(deadline: Double?)
+        /// that reports `.stopTimeoutPassed` (no timer when nil).
+        case stopCapture(deadline: Duration?)
         /// Stop delivering now: close the connections, keep what is unacknowledged in the spool,
         /// report it and end the run as abandoned.
         case abandonDelivery(AbandonReason)
@@ -78,12 +74,12 @@ public struct SenderStopSequence: Sendable, Equatable {
 
     /// The phase the run is in.
     public private(set) var phase: Phase = .running
-    /// Seconds that delivery may go on after the first signal; nil for no limit.
-    public let stopTimeout: Double?
+    /// How long delivery may go on after the first signal; nil for no limit.
+    public let stopTimeout: Duration?
 
-    /// - Parameter stopTimeout: seconds delivery may take after the first signal (nil or 0: no limit).
-    public init(stopTimeout: Double?) {
-        if let stopTimeout, stopTimeout > 0 {
+    /// - Parameter stopTimeout: how long delivery may take after the first signal (nil or zero: no limit).
+    public init(stopTimeout: Duration?) {
+        if let stopTimeout, stopTimeout > .zero {
             self.stopTimeout = stopTimeout
         } else {
             self.stopTimeout = nil
@@ -101,7 +97,7 @@ public struct SenderStopSequence: Sendable, Equatable {
             return .abandonDelivery(.secondSignal(signal))
         case (.draining, .stopTimeoutPassed):
             phase = .abandoned
-            return .abandonDelivery(.stopTimeout(seconds: stopTimeout ?? 0))
+            return .abandonDelivery(.stopTimeout(stopTimeout ?? .zero))
         case (.abandoned, .signal):
             return .exitImmediately
         case (.running, .finished), (.draining, .finished):

@@ -250,7 +250,7 @@ struct CaptureSend: ParsableCommand {
         }
         defer { markers.cancel() }
         let stop = StopController(
-            stopTimeout: stopTimeout, logger: logger,
+            stopTimeout: .seconds(stopTimeout), logger: logger,
             stopCapture: {
                 cancelReopening?()
                 streamer.stop(immediate: false)

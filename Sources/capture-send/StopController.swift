@@ -43,7 +43,7 @@ final class StopController: Sendable {
     ///   - leftoverLine: the one line that says what stays where, for the reason given.
     ///   - writeFinalLine: writes that line to standard error (as text or JSON).
     init(
-        stopTimeout: Double?, logger: Logger,
+        stopTimeout: Duration?, logger: Logger,
         stopCapture: @escaping @Sendable () -> Void,
         abandonDelivery: @escaping @Sendable () -> Void,
         leftoverLine: @escaping @Sendable (SenderStopSequence.AbandonReason) -> String,
@@ -109,11 +109,11 @@ final class StopController: Sendable {
         case .none:
             return
         case .stopCapture(let deadline):
-            let limit = deadline.map { "for at most \(Self.seconds($0)) s (--stop-timeout)" } ?? "with no time limit (--stop-timeout 0)"
+            let limit = deadline.map { "for at most \($0.secondsText) s (--stop-timeout)" } ?? "with no time limit (--stop-timeout 0)"
             logger.notice("stopping capture; delivering what was captured \(limit); signal again to stop delivering and keep the rest in the spool")
             stopCapture()
             if let deadline {
-                timerQueue.asyncAfter(deadline: .now() + deadline) { [weak self] in self?.handle(.stopTimeoutPassed) }
+                timerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(deadline.inNanoseconds))) { [weak self] in self?.handle(.stopTimeoutPassed) }
             }
         case .abandonDelivery(let reason):
             state.withLock { $0.abandonReason = reason }
@@ -134,7 +134,4 @@ final class StopController: Sendable {
         _exit(CaptureSend.abandonedExitCode)
     }
 
-    private static func seconds(_ value: Double) -> String {
-        Int(exactly: value).map(String.init) ?? String(value)
-    }
 }

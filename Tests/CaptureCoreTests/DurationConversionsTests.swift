@@ -35,6 +35,17 @@ final class DurationConversionsTests: XCTestCase {
         XCTAssertEqual(Duration.zero.inSeconds, 0)
     }
 
+    func testSecondsAsPeopleWriteThem() {
+        let rows: [(Duration, String, UInt)] = [
+            (.zero, "0", #line), (.seconds(10), "10", #line), (.seconds(2.5), "2.5", #line), (.seconds(0.3), "0.3", #line),
+            (.seconds(0.1) + .seconds(0.2), "0.3", #line), (.milliseconds(1), "0.001", #line), (.nanoseconds(1), "0.000000001", #line),
+            (.seconds(-1.5), "-1.5", #line), (.seconds(86_400), "86400", #line), (.seconds(1) - .nanoseconds(1) / 2, "1", #line),
+        ]
+        for (duration, text, line) in rows {
+            XCTAssertEqual(duration.secondsText, text, "\(duration)", line: line)
+        }
+    }
+
     func testTheDurationBetweenTwoDates() {
         let start = Date(timeIntervalSince1970: 1_000)
         XCTAssertEqual(start.addingTimeInterval(2.5).duration(since: start), .milliseconds(2_500))

@@ -8,41 +8,41 @@ final class SenderStopSequenceTests: XCTestCase {
     /// Each row: the events in order, and the action and phase after each.
     private struct Row {
         let name: String
-        let stopTimeout: Double?
+        let stopTimeout: Duration?
         let steps: [(Sequence.Event, Sequence.Action, Sequence.Phase)]
     }
 
     private let rows: [Row] = [
-        Row(name: "Ctrl-C, Ctrl-C", stopTimeout: 10, steps: [
-            (.signal(.interrupt), .stopCapture(deadline: 10), .draining),
+        Row(name: "Ctrl-C, Ctrl-C", stopTimeout: .seconds(10), steps: [
+            (.signal(.interrupt), .stopCapture(deadline: .seconds(10)), .draining),
             (.signal(.interrupt), .abandonDelivery(.secondSignal(.interrupt)), .abandoned),
         ]),
-        Row(name: "SIGTERM, then the stop timeout", stopTimeout: 10, steps: [
-            (.signal(.terminate), .stopCapture(deadline: 10), .draining),
-            (.stopTimeoutPassed, .abandonDelivery(.stopTimeout(seconds: 10)), .abandoned),
+        Row(name: "SIGTERM, then the stop timeout", stopTimeout: .seconds(10), steps: [
+            (.signal(.terminate), .stopCapture(deadline: .seconds(10)), .draining),
+            (.stopTimeoutPassed, .abandonDelivery(.stopTimeout(.seconds(10))), .abandoned),
         ]),
-        Row(name: "Ctrl-C then SIGTERM: either signal counts as the second", stopTimeout: 10, steps: [
-            (.signal(.interrupt), .stopCapture(deadline: 10), .draining),
+        Row(name: "Ctrl-C then SIGTERM: either signal counts as the second", stopTimeout: .seconds(10), steps: [
+            (.signal(.interrupt), .stopCapture(deadline: .seconds(10)), .draining),
             (.signal(.terminate), .abandonDelivery(.secondSignal(.terminate)), .abandoned),
         ]),
-        Row(name: "delivered within the timeout: the timer changes nothing", stopTimeout: 10, steps: [
-            (.signal(.terminate), .stopCapture(deadline: 10), .draining),
+        Row(name: "delivered within the timeout: the timer changes nothing", stopTimeout: .seconds(10), steps: [
+            (.signal(.terminate), .stopCapture(deadline: .seconds(10)), .draining),
             (.finished, .none, .finished),
             (.stopTimeoutPassed, .none, .finished),
             (.signal(.interrupt), .none, .finished),
         ]),
-        Row(name: "a third signal while ending delivery exits at once", stopTimeout: 10, steps: [
-            (.signal(.interrupt), .stopCapture(deadline: 10), .draining),
+        Row(name: "a third signal while ending delivery exits at once", stopTimeout: .seconds(10), steps: [
+            (.signal(.interrupt), .stopCapture(deadline: .seconds(10)), .draining),
             (.signal(.interrupt), .abandonDelivery(.secondSignal(.interrupt)), .abandoned),
             (.signal(.interrupt), .exitImmediately, .abandoned),
             (.stopTimeoutPassed, .none, .abandoned),
             (.finished, .none, .abandoned),
         ]),
-        Row(name: "no limit (--stop-timeout 0): no timer, a second signal still stops", stopTimeout: 0, steps: [
+        Row(name: "no limit (--stop-timeout 0): no timer, a second signal still stops", stopTimeout: .zero, steps: [
             (.signal(.terminate), .stopCapture(deadline: nil), .draining),
             (.signal(.terminate), .abandonDelivery(.secondSignal(.terminate)), .abandoned),
         ]),
-        Row(name: "a run that ends on its own ignores later signals", stopTimeout: 10, steps: [
+        Row(name: "a run that ends on its own ignores later signals", stopTimeout: .seconds(10), steps: [
             (.stopTimeoutPassed, .none, .running),
             (.finished, .none, .finished),
             (.signal(.terminate), .none, .finished),
@@ -62,14 +62,14 @@ final class SenderStopSequenceTests: XCTestCase {
 
     func testTheReasonsReadAsTheUserAskedForThem() {
         XCTAssertEqual(Sequence.AbandonReason.secondSignal(.interrupt).description, "a second stop signal (SIGINT)")
-        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(seconds: 10).description, "the stop timeout (10 s) passed while delivering")
-        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(seconds: 2.5).description, "the stop timeout (2.5 s) passed while delivering")
+        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(.seconds(10)).description, "the stop timeout (10 s) passed while delivering")
+        XCTAssertEqual(Sequence.AbandonReason.stopTimeout(.milliseconds(2_500)).description, "the stop timeout (2.5 s) passed while delivering")
     }
 
     func testNegativeOrZeroTimeoutMeansNoLimit() {
-        XCTAssertNil(Sequence(stopTimeout: 0).stopTimeout)
-        XCTAssertNil(Sequence(stopTimeout: -1).stopTimeout)
+        XCTAssertNil(Sequence(stopTimeout: .zero).stopTimeout)
+        XCTAssertNil(Sequence(stopTimeout: .seconds(-1)).stopTimeout)
         XCTAssertNil(Sequence(stopTimeout: nil).stopTimeout)
-        XCTAssertEqual(Sequence(stopTimeout: 3).stopTimeout, 3)
+        XCTAssertEqual(Sequence(stopTimeout: .seconds(3)).stopTimeout, .seconds(3))
     }
 }

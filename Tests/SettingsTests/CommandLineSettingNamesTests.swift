@@ -94,7 +94,7 @@ final class CommandLineSettingNamesTests: XCTestCase {
             spool.message(naming:), spool.description,
             commandLine: "cannot write in the spool folder /var/spool/x: permission denied; choose another with --spool DIR",
             library: "cannot write in the spool folder /var/spool/x: permission denied; choose another with the spool folder (CaptureStreamer.Configuration.spoolRoot)")
-        let stop = SenderStopSequence.AbandonReason.stopTimeout(seconds: 10)
+        let stop = SenderStopSequence.AbandonReason.stopTimeout(.seconds(10))
         assertTexts(
             stop.message(naming:), stop.description,
             commandLine: "--stop-timeout (10 s) passed while delivering", library: "the stop timeout (10 s) passed while delivering")

@@ -20,8 +20,12 @@ final class LibraryConversionTests: XCTestCase {
     }
 
     func testTheStopSequenceDescribesAnyTimeout() {
-        for (timeout, text) in [(10.0, "10"), (2.5, "2.5"), (1e300, "1e+300")] {
-            XCTAssertEqual(SenderStopSequence.AbandonReason.stopTimeout(seconds: timeout).message(naming: CommandLineSettingNames()), "--stop-timeout (\(text) s) passed while delivering")
+        let rows: [(Duration, String)] = [
+            (.seconds(10), "10"), (.seconds(2.5), "2.5"), (.seconds(0.3), "0.3"), (.milliseconds(1), "0.001"), (.nanoseconds(1), "0.000000001"),
+            (.seconds(86_400), "86400"), (.seconds(Int64.max), "\(Int64.max)"), (.seconds(-1.5), "-1.5"),
+        ]
+        for (timeout, text) in rows {
+            XCTAssertEqual(SenderStopSequence.AbandonReason.stopTimeout(timeout).message(naming: CommandLineSettingNames()), "--stop-timeout (\(text) s) passed while delivering")
         }
     }
 }

@@ -242,7 +242,7 @@ struct CaptureSend: ParsableCommand {
         do throws(CaptureStreamerError) {
             streamer = try CaptureStreamer(source: audioSource, destinations: destinations, configuration: configuration, logger: logger)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         // SIGUSR1 drops a marker; trapped before capture starts, so that it never ends the process.
         let markers = SignalDelivery(signals: [.sigusr1]) { _ in
@@ -272,7 +272,7 @@ struct CaptureSend: ParsableCommand {
             try streamer.start()
         } catch {
             streamer.dispose()
-            throw CLIError(error.description)
+            throw CLIError(error.message(naming: CommandLineSettingNames()))
         }
         logger.info("capturing", metadata: ["format": "\(audioSource.format)", "sending": "\(streamer.outputFormat)"])
         var terminal: InteractiveTerminal?

@@ -95,7 +95,7 @@ final class InteractiveTerminal: Sendable {
                 try streamer.resume()
                 logger.notice("capture resumed")
             } catch {
-                logger.error("capture cannot resume: \(error.description)")
+                logger.error("capture cannot resume: \(error.message(naming: CommandLineSettingNames()))")
             }
         case .showLabel(let label):
             console.showPrompt("marker label: \(label)_ (Enter drops it, Esc cancels)")
@@ -116,7 +116,7 @@ final class InteractiveTerminal: Sendable {
             let sequence = try streamer.mark(label: label)
             logger.notice("marker dropped", metadata: ["label": "\(label)", "sequence": "\(sequence)"])
         } catch {
-            logger.warning("no marker dropped: \(error.description)")
+            logger.warning("no marker dropped: \(error.message(naming: CommandLineSettingNames()))")
         }
     }
 }

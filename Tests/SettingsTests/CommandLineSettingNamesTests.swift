@@ -247,6 +247,18 @@ final class CommandLineSettingNamesTests: XCTestCase {
         }
     }
 
+    /// The streamer's errors carry the failure beneath them and are worded where they are shown.
+    func testCaptureStreamerErrors() {
+        let silent = CaptureStreamerError.capture(.deviceSilent(device: "hw:1"))
+        XCTAssertEqual(
+            silent.message(naming: commandLine),
+            "ALSA capture device 'hw:1' delivers no audio; check that it is running, or use `--source tone` to test without it")
+        XCTAssertEqual(
+            silent.description,
+            "ALSA capture device 'hw:1' delivers no audio; check that it is running, or use `SourceSettings.tone` to test without it")
+        XCTAssertEqual(CaptureStreamerError.invalidMarker("too long").message(naming: commandLine), "too long")
+    }
+
     /// A refused Hello is worded where the session sends it: capture-recv's flags on the wire.
     func testHelloRefusals() {
         let missing = HelloRefusal.missingToken

@@ -227,7 +227,7 @@ public final class CaptureStreamer: Service, Sendable {
                     spool = try StreamSpool.create(root: root, meta: meta)
                 } catch {
                     spools.forEach { $0.removeAll() }
-                    throw .spool(error.message(naming: configuration.settingNames))
+                    throw .spool(error)
                 }
             }
             if let spool { spools.append(spool) }
@@ -265,7 +265,7 @@ public final class CaptureStreamer: Service, Sendable {
                     })
             } catch {
                 spools.forEach { $0.removeAll() }
-                throw .localCopy(error.message(naming: configuration.settingNames))
+                throw .localCopy(error)
             }
         }
         do throws(CaptureError) {
@@ -274,7 +274,7 @@ public final class CaptureStreamer: Service, Sendable {
         } catch {
             _ = localCopy?.finish()
             spools.forEach { $0.removeAll() }
-            throw .capture(error.message(naming: configuration.settingNames))
+            throw .capture(error)
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         spoolReads = NIOThreadPool(numberOfThreads: 1)
@@ -375,7 +375,7 @@ public final class CaptureStreamer: Service, Sendable {
         state.withLock { $0.run = run }
         if let startFailure {
             stopDelivering()
-            throw .capture(startFailure.message(naming: configuration.settingNames))
+            throw .capture(startFailure)
         }
         startProgressReports()
     }
@@ -426,7 +426,7 @@ public final class CaptureStreamer: Service, Sendable {
 
     /// Resumes capture after `pause()`.
     public func resume() throws(CaptureStreamerError) {
-        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error.message(naming: configuration.settingNames)) }
+        do throws(CaptureError) { try pipeline.queue.resume() } catch { throw .capture(error) }
     }
 
     /// Drops a marker with `label` (may be empty) where the stream stands now: just past the audio
@@ -737,23 +737,26 @@ public final class CaptureStreamer: Service, Sendable {
 /// Why a `CaptureStreamer` could not be made or started.
 public enum CaptureStreamerError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The spool could not be created.
-    case spool(String)
-    /// Capture could not be set up or started.
-    case capture(String)
+    case spool(SpoolError)
+    /// Capture could not be set up, started or resumed.
+    case capture(CaptureError)
     /// The call does not fit the streamer's state.
     case invalidState(String)
     /// A marker's label cannot be recorded (too long, or a NUL character).
     case invalidMarker(String)
     /// The local copy (`Configuration.localCopy`) cannot be made.
-    case localCopy(String)
+    case localCopy(LocalCopyError)
 
-    public var description: String {
+    public var description: String { message(naming: LibrarySettingNames()) }
+
+    /// The error's text, naming the settings to change as `naming` spells them.
+    public func message(naming: any SettingNaming) -> String {
         switch self {
-        case .spool(let reason): return reason
-        case .capture(let reason): return reason
+        case .spool(let error): return error.message(naming: naming)
+        case .capture(let error): return error.message(naming: naming)
         case .invalidState(let reason): return reason
         case .invalidMarker(let reason): return reason
-        case .localCopy(let reason): return reason
+        case .localCopy(let error): return error.message(naming: naming)
         }
     }
 }

@@ -24,25 +24,6 @@ rm -rf "$work"; mkdir -p "$work"
 
 wait_port() { for _ in $(seq 1 400); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.025; done; return 1; }
 
-# acknowledged STATUS_LOG TARGET: prints "MAIN_ACKED_S MOST_BEHIND_S CAPTURED_S" from the sender's
-# last JSON status line (0 0 0 before the first).
-acknowledged() {
-  python3 - "$1" <<'PY'
-import json, sys
-line = ""
-try:
-    with open(sys.argv[1]) as log:
-        for candidate in log:
-            if '"message":"status"' in candidate:
-                line = candidate
-    status = json.loads(line)
-    behind = max([backup.get("behind_s", 0) for backup in status.get("backups", [])] or [0])
-    print(status.get("acked_s", 0), behind, status.get("captured_s", 0))
-except (OSError, ValueError):
-    print(0, 0, 0)
-PY
-}
-
 # catch_up N RUN: N receivers (1 or 2) down for OUTAGE s; sets CATCHUP (s), BACKLOG (s), SPEED (x).
 catch_up() {
   local count=$1 run=$2 ports=() pids=() dirs=() also=() i

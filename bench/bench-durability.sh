@@ -2,8 +2,9 @@
 # Durability benchmarks (docs/DURABILITY.md):
 #  1. catch-up: a live 48 kHz stereo Opus 64 kb/s stream loses its receiver for 60 s (SIGTERM, which
 #     leaves the stream resumable; restarted on the same port and folder after 60 s). Measured: the
-#     time from the restarted receiver listening until its durable position (the .position log) holds
-#     everything captured up to that moment, reported as audio seconds caught up per second (goal >= 50x).
+#     time from the restarted receiver listening until it has acknowledged everything captured up to
+#     that moment (an Ack means durable: in the file or in its commit log; read from the sender's JSON
+#     status every 50 ms), reported as audio seconds caught up per second (goal >= 50x).
 #     The sender runs with --reconnect-max 0.5 so the figure is the catch-up, not the backoff delay.
 #  2. spool write cost: sender CPU time (user+sys) streaming 10 min of 48 kHz stereo 16-bit PCM as fast
 #     as possible, with the disk spool and with --no-spool, alternating, SPOOL_RUNS (8) runs each
@@ -27,7 +28,7 @@ wait_port "$port"
 start=$(date +%s.%N)
 "$BENCH_BIN/capture-send" "127.0.0.1:$port" --source tone --codec opus --bitrate 64000 --channels 2 \
   --duration $((OUTAGE + 30)) --stream-name catchup --spool "$work/spool" \
-  --reconnect-min 0.05 --reconnect-max 0.5 --log-level error >/dev/null 2>"$work/send.log" &
+  --reconnect-min 0.05 --reconnect-max 0.5 --log-level info --log-format json --status-interval 0.05 >/dev/null 2>"$work/send.log" &
 sender=$!
 sleep 5
 kill -TERM "$recv"; wait "$recv" || true
@@ -37,32 +38,23 @@ recv=$!
 wait_port "$port"
 back=$(date +%s.%N)
 # Everything captured up to now, less one second for the capture buffer and encoder still filling.
-target=$(awk -v s="$start" -v b="$back" 'BEGIN { printf "%d", (b - s - 1.0) * 50 }')
-durable_packets() {
-  local position
-  position=$(ls "$work"/out/*.caf.position 2>/dev/null | head -1) || true
-  [ -n "$position" ] || { echo 0; return; }
-  python3 - "$position" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-print(int.from_bytes(data[-16:-8], "big") if len(data) >= 40 else 0)
-PY
-}
-before=$(durable_packets)
+target=$(awk -v s="$start" -v b="$back" 'BEGIN { printf "%.2f", b - s - 1.0 }')
+read -r before _ _ <<< "$(acknowledged "$work/send.log")"
 done_at=""
-for _ in $(seq 1 3000); do
-  if [ "$(durable_packets)" -ge "$target" ]; then done_at=$(date +%s.%N); break; fi
-  sleep 0.02
+for _ in $(seq 1 1200); do
+  read -r acked _ _ <<< "$(acknowledged "$work/send.log")"
+  if awk -v a="$acked" -v t="$target" 'BEGIN { exit !(a >= t) }'; then done_at=$(date +%s.%N); break; fi
+  sleep 0.05
 done
 kill -INT "$sender" 2>/dev/null || true
 wait "$sender" || true
 kill -TERM "$recv"; wait "$recv" || true
 if [ -z "$done_at" ]; then
-  echo "catch-up did not complete within 60 s (target $target packets, reached $(durable_packets))" >&2
+  echo "catch-up did not complete within 60 s (target $target s acknowledged, reached $acked s)" >&2
   exit 1
 fi
 catchup=$(awk -v b="$back" -v d="$done_at" 'BEGIN { printf "%.3f", d - b }')
-backlog=$(awk -v t="$target" -v p="$before" 'BEGIN { printf "%.1f", (t - p) / 50 }')
+backlog=$(awk -v t="$target" -v p="$before" 'BEGIN { printf "%.1f", t - p }')
 speed=$(awk -v a="$backlog" -v c="$catchup" 'BEGIN { printf "%.0f", a / (c > 0 ? c : 0.001) }')
 
 # --- 2. spool write cost -----------------------------------------------------------------------

@@ -47,3 +47,22 @@ maximum() { printf '%s\n' "$@" | sort -g | tail -1; }
 
 # ratio A B: prints A / B with two decimals.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+# acknowledged STATUS_LOG: capture-send run with --log-format json --status-interval S; prints "MAIN_ACKED_S MOST_BEHIND_S CAPTURED_S" from the sender's
+# last JSON status line (0 0 0 before the first).
+acknowledged() {
+  python3 - "$1" <<'PY'
+import json, sys
+line = ""
+try:
+    with open(sys.argv[1]) as log:
+        for candidate in log:
+            if '"message":"status"' in candidate:
+                line = candidate
+    status = json.loads(line)
+    behind = max([backup.get("behind_s", 0) for backup in status.get("backups", [])] or [0])
+    print(status.get("acked_s", 0), behind, status.get("captured_s", 0))
+except (OSError, ValueError):
+    print(0, 0, 0)
+PY
+}

@@ -7,7 +7,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 work="$BENCH_WORK/pcm"
-mkdir -p "$work/out"
+# A run of its own each time: the file check below expects one file per stream name.
+rm -rf "$work"; mkdir -p "$work/out"
 sox -n -r 48000 -c 2 -b 24 -e signed-integer "$work/in.wav" synth 300 sine 440 sine 1000 gain -6
 sox "$work/in.wav" -t raw "$work/in.raw"
 bytes=$(stat -c %s "$work/in.raw")

@@ -140,7 +140,7 @@ public struct LibrarySettingNames: SettingNaming {
         case .backupGiveUp: "CaptureStreamer.Configuration.backupGiveUpAfter"
         case .stopTimeout: "the stop timeout"
         case .localCopy: "the local copy (LocalCopySettings.path)"
-        case .localCopySegment: "the local copy's segment length (LocalCopySettings.segmentSeconds)"
+        case .localCopySegment: "the local copy's segment length (LocalCopySettings.segmentLength)"
         case .deviceList: "ALSADeviceList.captureDevices()"
         case .toneSource: "SourceSettings.tone"
         case .reopenDevice: "DeviceSettings.reopen"

@@ -16,7 +16,7 @@ import Synchronization
 /// than `LocalCopySettings.backlog`, the copy stops, says so once through `stopped`, keeps
 /// what it wrote, and drops what comes after; `finish()` reports how far it got.
 ///
-/// Files are cut at UTC boundaries with `LocalCopySettings.segmentSeconds` (`LocalCopySegments`).
+/// Files are cut at UTC boundaries with `LocalCopySettings.segmentLength` (`LocalCopySegments`).
 public final class LocalCopy: Sendable {
     /// How a local copy ended.
     public struct Outcome: Sendable, Equatable {
@@ -175,7 +175,7 @@ public final class LocalCopy: Sendable {
         /// The timeline position of the current file's first frame, and where the copy stands.
         var fileStart: Int64 = 0
         var position: Int64 = 0
-        let segments = settings.segmentSeconds.map { LocalCopySegments(startTime: startTime, sampleRate: format.sampleRate, segmentSeconds: $0) }
+        let segments = settings.segmentLength.map { LocalCopySegments(startTime: startTime, sampleRate: format.sampleRate, length: $0) }
         var boundary = segments?.boundary(after: 0)
 
         func fail(_ failure: LocalCopyFailure) {
@@ -288,6 +288,6 @@ private final class FileHandOff: @unchecked Sendable {
 
 /// The path of a copy's first file: the path itself, or with segments the first segment's name.
 private func firstPath(settings: LocalCopySettings, startTime: Date, format: StreamFormat) -> String {
-    guard let seconds = settings.segmentSeconds else { return settings.path }
-    return LocalCopySegments(startTime: startTime, sampleRate: format.sampleRate, segmentSeconds: seconds).path(base: settings.path, firstFrame: 0)
+    guard let length = settings.segmentLength else { return settings.path }
+    return LocalCopySegments(startTime: startTime, sampleRate: format.sampleRate, length: length).path(base: settings.path, firstFrame: 0)
 }

@@ -3,17 +3,23 @@ import Foundation
 /// Where a segmented local copy is cut and what each file is called: a pure calculation on the
 /// capture's timeline (frames since its first sample, at `sampleRate`, the first at `startTime`).
 ///
-/// Boundaries fall at UTC times that are whole multiples of `segmentSeconds` counted from each UTC
+/// Boundaries fall at UTC times that are whole multiples of `length` counted from each UTC
 /// midnight (a midnight is always one), as the receiver's `--segment` puts them.
 public struct LocalCopySegments: Sendable, Equatable {
-    public var startTime: Date
-    public var sampleRate: Double
-    public var segmentSeconds: Int
+    /// The segment lengths a local copy takes (in whole seconds): 1 s to 24 h.
+    public static let allowedLengths: ClosedRange<Duration> = .seconds(1) ... .seconds(86_400)
 
-    public init(startTime: Date, sampleRate: Double, segmentSeconds: Int) {
+    /// The UTC time of the capture's first sample.
+    public var startTime: Date
+    /// The capture's frames per second.
+    public var sampleRate: Double
+    /// How long each file is: whole seconds within `allowedLengths`.
+    public var length: Duration
+
+    public init(startTime: Date, sampleRate: Double, length: Duration) {
         self.startTime = startTime
         self.sampleRate = sampleRate
-        self.segmentSeconds = segmentSeconds
+        self.length = length
     }
 
     /// The UTC time of `position`.
@@ -23,10 +29,11 @@ public struct LocalCopySegments: Sendable, Equatable {
 
     /// The first boundary strictly after `position`: the position of the first frame of the next file.
     public func boundary(after position: Int64) -> Int64 {
-        let seconds = time(of: position).timeIntervalSince1970
-        let midnight = (seconds / 86_400).rounded(.down) * 86_400
-        let intoDay = seconds - midnight
-        var next = midnight + ((intoDay / Double(segmentSeconds)).rounded(.down) + 1) * Double(segmentSeconds)
+        let now = time(of: position).timeIntervalSince1970
+        let midnight = (now / 86_400).rounded(.down) * 86_400
+        let intoDay = now - midnight
+        let step = Double(length.components.seconds)
+        var next = midnight + ((intoDay / step).rounded(.down) + 1) * step
         next = min(next, midnight + 86_400)
         // The frame at or after that time.
         var boundary = Int64(((next - startTime.timeIntervalSince1970) * sampleRate).rounded(.up))

@@ -15,30 +15,31 @@ public struct LocalCopySettings: Sendable, Equatable {
         case flac
     }
 
-    /// The file, or with `segmentSeconds` the pattern of the files: `take.caf` becomes
+    /// The file, or with `segmentLength` the pattern of the files: `take.caf` becomes
     /// `take_20261128T041500Z.caf`, named by the UTC time of each file's first sample.
     public var path: String
     /// The container, from the path's extension.
     public var container: Container
-    /// Cut the copy into files of this many seconds at UTC boundaries of the capture's timeline,
-    /// counted from each UTC midnight, as the receiver's `--segment` does; nil: one file.
-    public var segmentSeconds: Int?
+    /// Cut the copy into files of this length (whole seconds, 1 s to 24 h) at UTC boundaries of the
+    /// capture's timeline, counted from each UTC midnight, as the receiver's `--segment` does; nil:
+    /// one file.
+    public var segmentLength: Duration?
     /// Audio that may wait in memory for the disk before the copy is given up (30 s by default; the
     /// capture is never held up by it).
     public var backlog: Duration
 
     /// The settings for `path`; its extension says the container (`.caf`, `.wav`, `.flac`).
-    public init(path: String, segmentSeconds: Int? = nil, backlog: Duration = .seconds(30)) throws(LocalCopyError) {
+    public init(path: String, segmentLength: Duration? = nil, backlog: Duration = .seconds(30)) throws(LocalCopyError) {
         let suffix = (path as NSString).pathExtension.lowercased()
         guard let container = Container(rawValue: suffix) else {
             throw .unsupportedContainer(path: path)
         }
-        if let segmentSeconds, !(1...86_400).contains(segmentSeconds) {
-            throw .invalidSegment(seconds: segmentSeconds)
+        if let segmentLength, !LocalCopySegments.allowedLengths.contains(segmentLength) || segmentLength.components.attoseconds != 0 {
+            throw .invalidSegment(segmentLength)
         }
         self.path = path
         self.container = container
-        self.segmentSeconds = segmentSeconds
+        self.segmentLength = segmentLength
         self.backlog = backlog
     }
 
@@ -59,8 +60,8 @@ public struct LocalCopySettings: Sendable, Equatable {
 public enum LocalCopyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The path's extension names no container the copy can write.
     case unsupportedContainer(path: String)
-    /// `--record-segment` is out of range.
-    case invalidSegment(seconds: Int)
+    /// The segment length is not a whole number of seconds from 1 s to 24 h.
+    case invalidSegment(Duration)
     /// The capture's format does not fit the container.
     case unsupportedFormat(String)
     /// The file could not be created.
@@ -74,8 +75,8 @@ public enum LocalCopyError: Error, Sendable, Equatable, CustomStringConvertible 
         switch self {
         case .unsupportedContainer(let path):
             return "\(localCopy) \(path): the file must end in .caf, .wav or .flac"
-        case .invalidSegment(let seconds):
-            return "\(naming.name(of: .localCopySegment)) is \(seconds) s: use 1 s to 24 h (1s, 15m, 1h)"
+        case .invalidSegment(let length):
+            return "\(naming.name(of: .localCopySegment)) is \(length.secondsText) s: use whole seconds from 1 s to 24 h (1s, 15m, 1h)"
         case .unsupportedFormat(let reason):
             return "\(localCopy): \(reason)"
         case .cannotCreate(let path, let reason):

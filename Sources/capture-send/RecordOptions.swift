@@ -24,9 +24,9 @@ struct RecordOptions: ParsableArguments {
     func settings() throws -> LocalCopySettings? {
         guard let record else { return nil }
         let range = Int64(SendRanges.recordSegment.range.lowerBound)...Int64(SendRanges.recordSegment.range.upperBound)
-        let segment = try recordSegment.map { Int(try DurationText.seconds($0, option: "--record-segment", range: range)) }
+        let segment = try recordSegment.map { Duration.seconds(try DurationText.seconds($0, option: "--record-segment", range: range)) }
         do throws(LocalCopyError) {
-            return try LocalCopySettings(path: record, segmentSeconds: segment)
+            return try LocalCopySettings(path: record, segmentLength: segment)
         } catch {
             throw ValidationError(error.message(naming: CommandLineSettingNames()))
         }

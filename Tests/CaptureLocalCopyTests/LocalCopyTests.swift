@@ -130,7 +130,7 @@ final class LocalCopyTests: XCTestCase {
         // 4000 frames, then one per second.
         let start = Date(timeIntervalSince1970: 1_795_838_400.5)  // 2026-11-28T04:00:00.5Z
         let base = folder.appendingPathComponent("take.caf").path
-        let copy = try LocalCopy(settings: try LocalCopySettings(path: base, segmentSeconds: 1), format: format, startTime: start) { reason in
+        let copy = try LocalCopy(settings: try LocalCopySettings(path: base, segmentLength: .seconds(1)), format: format, startTime: start) { reason in
             XCTFail("the copy stopped: \(reason)")
         }
         let deliveries = [Delivery(start: 0, frames: 7_000), Delivery(start: 16_000, frames: 0, paused: 9_000), Delivery(start: 16_000, frames: 4_000, paused: 0)]
@@ -156,7 +156,7 @@ final class LocalCopyTests: XCTestCase {
     func testSegmentBoundariesFollowUTCFromMidnight() {
         // 7-hour segments from 20:30 UTC: 21:00, then midnight (not 28:00), then 07:00.
         let start = Date(timeIntervalSince1970: 1_795_811_400)  // 2026-11-27T20:30:00Z
-        let segments = LocalCopySegments(startTime: start, sampleRate: 48_000, segmentSeconds: 7 * 3_600)
+        let segments = LocalCopySegments(startTime: start, sampleRate: 48_000, length: .seconds(7 * 3_600))
         let first = segments.boundary(after: 0)
         XCTAssertEqual(first, 1_800 * 48_000, "21:00")
         let second = segments.boundary(after: first)
@@ -164,8 +164,27 @@ final class LocalCopyTests: XCTestCase {
         XCTAssertEqual(segments.boundary(after: second), (1_800 + 10 * 3_600) * 48_000, "07:00")
         XCTAssertEqual((segments.path(base: "/data/take.caf", firstFrame: second) as NSString).lastPathComponent, "take_20261128T000000Z.caf")
         // A rate whose boundary falls between frames: the first frame at or after it.
-        let odd = LocalCopySegments(startTime: Date(timeIntervalSince1970: 1_795_838_400.25), sampleRate: 44_100, segmentSeconds: 1)
+        let odd = LocalCopySegments(startTime: Date(timeIntervalSince1970: 1_795_838_400.25), sampleRate: 44_100, length: .seconds(1))
         XCTAssertEqual(odd.boundary(after: 0), 33_075)
+    }
+
+    /// The segment lengths a copy takes: whole seconds from 1 s to 24 h; anything else is refused
+    /// with the length it was given.
+    func testSegmentLengthsAreWholeSecondsFromOneSecondToADay() throws {
+        let rows: [(Duration, accepted: Bool)] = [
+            (.zero, false), (.milliseconds(500), false), (.seconds(1), true), (.milliseconds(1_500), false),
+            (.seconds(900), true), (.seconds(86_400), true), (.seconds(86_401), false), (.seconds(-1), false),
+        ]
+        for (length, accepted) in rows {
+            do {
+                let settings = try LocalCopySettings(path: "/tmp/take.caf", segmentLength: length)
+                XCTAssertTrue(accepted, "\(length) was accepted")
+                XCTAssertEqual(settings.segmentLength, length)
+            } catch {
+                XCTAssertFalse(accepted, "\(length) was refused: \(error)")
+                XCTAssertEqual(error, .invalidSegment(length))
+            }
+        }
     }
 
     /// A full disk (a small tmpfs) stops the copy once, with the reason, and keeps what it wrote.

@@ -293,11 +293,13 @@ final class CommandLineSettingNamesTests: XCTestCase {
             container.message(naming:), container.description,
             commandLine: "--record /tmp/take.mp3: the file must end in .caf, .wav or .flac",
             library: "the local copy (LocalCopySettings.path) /tmp/take.mp3: the file must end in .caf, .wav or .flac")
-        let segment = LocalCopyError.invalidSegment(seconds: 0)
+        let segment = LocalCopyError.invalidSegment(.zero)
         assertTexts(
             segment.message(naming:), segment.description,
-            commandLine: "--record-segment is 0 s: use 1 s to 24 h (1s, 15m, 1h)",
-            library: "the local copy's segment length (LocalCopySettings.segmentSeconds) is 0 s: use 1 s to 24 h (1s, 15m, 1h)")
+            commandLine: "--record-segment is 0 s: use whole seconds from 1 s to 24 h (1s, 15m, 1h)",
+            library: "the local copy's segment length (LocalCopySettings.segmentLength) is 0 s: use whole seconds from 1 s to 24 h (1s, 15m, 1h)")
+        let fraction = LocalCopyError.invalidSegment(.milliseconds(1_500))
+        XCTAssertEqual(fraction.message(naming: commandLine), "--record-segment is 1.5 s: use whole seconds from 1 s to 24 h (1s, 15m, 1h)")
     }
 
     func testConsoleErrors() throws {

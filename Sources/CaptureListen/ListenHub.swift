@@ -12,8 +12,8 @@ import Synchronization
 /// - `offer` never blocks and never fails: with nobody listening it costs one atomic load and
 ///   returns; otherwise it queues the buffer (a reference, not a copy) for the hub's own serial
 ///   executor, which splits or encodes, muxes and hands pages to each listener's bounded queue.
-/// - Bounds (`ListenLimits`): a listener more than `listenerBacklogSeconds` behind is dropped alone;
-///   when the executor itself is more than `queueBacklogSeconds` behind, offers are refused and all
+/// - Bounds (`ListenLimits`): a listener more than `listenerBacklog` behind is dropped alone;
+///   when the executor itself is more than `queueBacklog` behind, offers are refused and all
 ///   listeners of the stream are dropped. Nothing here ever slows or alters the recording.
 /// - Gaps in the stream are not marked: the listener hears the audio that arrived, back to back.
 public final class ListenHub: Sendable {
@@ -90,7 +90,7 @@ public final class ListenHub: Sendable {
         let id = nextListenerID.add(1, ordering: .relaxed).oldValue
         let pipeline = pipeline
         let queue = queue
-        let channel = ListenerChannel(boundSamples: limits.listenerBacklogSamples) {
+        let channel = ListenerChannel(bound: limits.listenerBacklog) {
             queue.async { pipeline.remove(id: id) }
         }
         counters.listeners.add(1, ordering: .relaxed)

@@ -122,7 +122,7 @@ final class ListenPipeline: @unchecked Sendable {
     func dropAllBehind() {
         guard !listeners.isEmpty else { return }
         counters.listenersDropped.add(listeners.count, ordering: .relaxed)
-        endAll(.receiverBehind(boundSeconds: limits.queueBacklogSeconds))
+        endAll(.receiverBehind(bound: limits.queueBacklog))
     }
 
     /// The stream ended: flush the encoder's tail, end every listener, refuse new ones.

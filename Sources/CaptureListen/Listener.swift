@@ -72,12 +72,15 @@ final class ListenerChannel: Sendable {
 
     /// The most samples (48 kHz) of audio that may wait unread.
     let boundSamples: Int
+    /// The bound as it was set (`ListenLimits.listenerBacklog`): what the listener is told when dropped.
+    let bound: Duration
     private let state = Mutex(State())
     /// Called once, when the channel ends for a reason the hub did not cause itself (cancellation).
     private let onCancel: @Sendable () -> Void
 
-    init(boundSamples: Int, onCancel: @escaping @Sendable () -> Void) {
-        self.boundSamples = boundSamples
+    init(bound: Duration, onCancel: @escaping @Sendable () -> Void) {
+        self.boundSamples = ListenLimits.samples(in: bound)
+        self.bound = bound
         self.onCancel = onCancel
     }
 
@@ -94,7 +97,7 @@ final class ListenerChannel: Sendable {
                 return (true, waiter, bytes)
             }
             guard state.queuedSamples + samples <= boundSamples else {
-                state.endReason = .tooSlow(boundSeconds: Double(boundSamples) / 48_000)
+                state.endReason = .tooSlow(bound: bound)
                 state.chunks = []
                 state.head = 0
                 state.queuedSamples = 0

@@ -11,7 +11,7 @@ final class ListenHubBoundsTests: XCTestCase {
         let stream = try ListenTestSupport.opusStream(seconds: 5, packetsPerOffer: 1)
         // The executor's own bound is generous here so that only the listeners' bound is tested.
         let hub = try ListenHub(
-            format: stream.format, magicCookie: stream.cookie, limits: ListenLimits(listenerBacklogSeconds: 2, queueBacklogSeconds: 60))
+            format: stream.format, magicCookie: stream.cookie, limits: ListenLimits(listenerBacklog: .seconds(2), queueBacklog: .seconds(60)))
         let slow = try hub.listen()
         let reader = try hub.listen()
         await hub.waitUntilIdle()
@@ -47,7 +47,7 @@ final class ListenHubBoundsTests: XCTestCase {
             try await Task.sleep(for: .milliseconds(10))
         }
         XCTAssertEqual(offersReturned.value.load(ordering: .relaxed), 250, "every offer returned though one listener never read")
-        XCTAssertEqual(slow.endReason, .tooSlow(boundSeconds: 2))
+        XCTAssertEqual(slow.endReason, .tooSlow(bound: .seconds(2)))
         XCTAssertEqual(
             slowEndedAtOffer.value.load(ordering: .relaxed), 100,
             "dropped with the packet that took its unread audio past 2 s (100 packets of 20 ms)")
@@ -82,13 +82,30 @@ final class ListenHubBoundsTests: XCTestCase {
         XCTAssertEqual(offersDone.wait(timeout: .now() + 30), .success, "4 s of offers returned while the executor was stuck")
         release.signal()
         await hub.waitUntilIdle()
-        XCTAssertEqual(first.endReason, .receiverBehind(boundSeconds: 2))
-        XCTAssertEqual(second.endReason, .receiverBehind(boundSeconds: 2))
+        XCTAssertEqual(first.endReason, .receiverBehind(bound: .seconds(2)))
+        XCTAssertEqual(second.endReason, .receiverBehind(bound: .seconds(2)))
         XCTAssertEqual(hub.statistics.listeners, 0)
         XCTAssertEqual(hub.statistics.listenersDropped, 2)
         XCTAssertEqual(
-            "\(ListenEndReason.receiverBehind(boundSeconds: 2))",
+            "\(ListenEndReason.receiverBehind(bound: .seconds(2)))",
             "the receiver fell more than 2 s behind preparing this stream for listening and dropped its listeners (the recording is unaffected): connect again, or listen to fewer streams at once")
+    }
+
+    /// The bounds are set as durations and counted in samples at 48 kHz, the rate every listener
+    /// hears; a listener dropped is told the bound as it was set.
+    func testBoundsAreDurationsCountedAt48kHz() {
+        let rows: [(Duration, samples: Int)] = [
+            (.seconds(2), 96_000), (.milliseconds(500), 24_000), (.milliseconds(100), 4_800),
+            (.milliseconds(50), 2_400), (.milliseconds(1), 48), (.microseconds(10), 0), (.zero, 0),
+            (.seconds(Int64.max), Int.max),
+        ]
+        for (bound, samples) in rows {
+            XCTAssertEqual(ListenLimits(listenerBacklog: bound).listenerBacklogSamples, samples, "\(bound)")
+            XCTAssertEqual(ListenLimits(queueBacklog: bound).queueBacklogSamples, samples, "\(bound)")
+        }
+        XCTAssertEqual(
+            "\(ListenEndReason.tooSlow(bound: .milliseconds(500)))",
+            "the listener fell more than 0.5 s behind the live stream and was dropped: connect again to listen from the live edge")
     }
 
     func testCancellingTheReadingTaskEndsTheListenerAndTheHubForgetsIt() async throws {

@@ -58,10 +58,6 @@ public struct ReceiverConfiguration: Sendable {
     /// When each stream's alarms (silence, clipping, loudness, link down, no audio) are raised and
     /// cleared (`--alarm-*`, `--alarm-override`, `--no-alarms`).
     public var alarms = StreamAlarmPolicy()
-    /// `resumeWindow` in whole seconds (for log lines and the session's settings).
-    public var resumeWindowSeconds: Int {
-        resumeWindow > .zero ? Int(resumeWindow.components.seconds) : 0
-    }
     /// Interrupted streams that may wait in the output folder for their senders at once; beyond it
     /// the sweep finalizes the ones waiting longest (`--max-waiting-streams`).
     public var maximumWaitingStreams: Int = 10_000

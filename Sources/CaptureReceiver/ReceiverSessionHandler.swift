@@ -335,7 +335,7 @@ extension ReceiverSession.Settings {
             heartbeatIntervalMilliseconds: UInt32(clamping: TimeAmount(configuration.heartbeatInterval).nanoseconds / 1_000_000),
             maximumFrameBytes: configuration.maximumFrameBytes,
             keepsInterruptedStreams: configuration.resumeWindow > .zero,
-            resumeWindowSeconds: configuration.resumeWindowSeconds,
+            resumeWindow: configuration.resumeWindow,
             usesTLS: usesTLS,
             // In NIO's words for an amount of time: `10 s`, `250 ms`.
             handshakeTimeoutText: "\(TimeAmount(configuration.handshakeTimeout))",

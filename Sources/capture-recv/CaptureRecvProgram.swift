@@ -50,7 +50,7 @@ public enum CaptureRecvProgram {
                 "idle-ns": "\(TimeAmount(configuration.idleTimeout).nanoseconds)",
                 "heartbeat-ns": "\(TimeAmount(configuration.heartbeatInterval).nanoseconds)",
                 "auth": "\(configuration.authFailureLimit) in 60 s, \(configuration.authBlockDuration.inSeconds) s",
-                "resume-window-s": "\(configuration.resumeWindowSeconds)",
+                "resume-window-s": configuration.resumeWindow.secondsText,
                 "max-waiting-streams": "\(configuration.maximumWaitingStreams)",
                 "segment-s": serve.recordings.segment.flatMap { try? RecordingOptions.parseDuration($0) }.map { "\($0)" } ?? "none",
             ]

@@ -171,7 +171,7 @@ final class ReceiverSessionTests: XCTestCase {
     }
 
     func testACloseWhileTheFileOpensWithNoResumeWindowFinalizesIt() throws {
-        var session = ReceiverSession(settings: .init(keepsInterruptedStreams: false, resumeWindowSeconds: 0))
+        var session = ReceiverSession(settings: .init(keepsInterruptedStreams: false, resumeWindow: .zero))
         _ = session.handle(.preambleReceived(version: 1))
         _ = session.handle(.messageReceived(.hello(Self.helloMessage)))
         _ = session.handle(.helloDecided(.accepted))
@@ -629,7 +629,7 @@ final class ReceiverSessionTests: XCTestCase {
             ("accepted after the close", .init(), handshake + [.connectionClosed, .helloDecided(.accepted)], .notOpened(hello), Self.stream, false),
             ("file could not be opened", .init(), handshake + [.helloDecided(.accepted), .fileOpenFailed(.streamBusy("busy")), .connectionClosed], .notOpened(hello), Self.stream, false),
             ("finished", .init(), opened + [endOfStream, .fileFinished(.success(Self.finished)), .connectionClosed], .finished(openedRecord), Self.stream, false),
-            ("lost, no resume window", .init(keepsInterruptedStreams: false, resumeWindowSeconds: 0), opened + [.connectionClosed, .fileReleased(.success(Self.finished))], .finalizedIncomplete(openedRecord), Self.stream, false),
+            ("lost, no resume window", .init(keepsInterruptedStreams: false, resumeWindow: .zero), opened + [.connectionClosed, .fileReleased(.success(Self.finished))], .finalizedIncomplete(openedRecord), Self.stream, false),
             ("lost", .init(), opened + [.connectionClosed, .fileReleased(.success(nil))], .resumable(openedRecord), Self.stream, true),
             ("shut down", .init(), opened + [.shutdownRequested, .connectionClosed, .fileReleased(.success(nil))], .resumable(openedRecord), Self.stream, true),
         ]

@@ -7,18 +7,6 @@ import XCTest
 /// conversion is total, whatever an embedding program sets (capture-recv and capture-send check
 /// their ranges first).
 final class LibraryConversionTests: XCTestCase {
-    func testTheResumeWindowInWholeSecondsNeverTraps() {
-        var configuration = ReceiverConfiguration(outputDirectory: "/nonexistent")
-        let rows: [(Duration, Int)] = [
-            (.seconds(2_592_000), 2_592_000), (.milliseconds(500), 0), (.milliseconds(86_400_999), 86_400), (.seconds(Int64.max), Int.max),
-            (.zero, 0), (.seconds(-5), 0),
-        ]
-        for (window, seconds) in rows {
-            configuration.resumeWindow = window
-            XCTAssertEqual(configuration.resumeWindowSeconds, seconds, "\(window)")
-        }
-    }
-
     func testTheStopSequenceDescribesAnyTimeout() {
         let rows: [(Duration, String)] = [
             (.seconds(10), "10"), (.seconds(2.5), "2.5"), (.seconds(0.3), "0.3"), (.milliseconds(1), "0.001"), (.nanoseconds(1), "0.000000001"),

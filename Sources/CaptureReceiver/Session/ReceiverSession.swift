@@ -31,8 +31,8 @@ public struct ReceiverSession: Sendable {
         public var maximumFrameBytes: Int
         /// False when a lost connection finalizes its file at once (`--resume-window 0`).
         public var keepsInterruptedStreams: Bool
-        /// Seconds an interrupted stream stays resumable (for log lines).
-        public var resumeWindowSeconds: Int
+        /// How long an interrupted stream stays resumable (for log lines).
+        public var resumeWindow: Duration
         /// The connection runs over TLS (how a silent hang-up is explained).
         public var usesTLS: Bool
         /// Audio handed to the file and not yet durable above which reading stops.
@@ -48,7 +48,7 @@ public struct ReceiverSession: Sendable {
 
         public init(
             heartbeatIntervalMilliseconds: UInt32 = 5_000, maximumFrameBytes: Int = WireProtocol.defaultMaxFrameBytes,
-            keepsInterruptedStreams: Bool = true, resumeWindowSeconds: Int = 86_400, usesTLS: Bool = false,
+            keepsInterruptedStreams: Bool = true, resumeWindow: Duration = .seconds(86_400), usesTLS: Bool = false,
             pauseReadingAbove: Int = 8 << 20, resumeReadingBelow: Int = 2 << 20,
             helloLimits: ValidatedHello.Limits = ValidatedHello.Limits(),
             handshakeTimeoutText: String = "10 s", idleTimeoutText: String = "20 s"
@@ -58,7 +58,7 @@ public struct ReceiverSession: Sendable {
             self.heartbeatIntervalMilliseconds = heartbeatIntervalMilliseconds
             self.maximumFrameBytes = maximumFrameBytes
             self.keepsInterruptedStreams = keepsInterruptedStreams
-            self.resumeWindowSeconds = resumeWindowSeconds
+            self.resumeWindow = resumeWindow
             self.usesTLS = usesTLS
             self.pauseReadingAbove = pauseReadingAbove
             self.resumeReadingBelow = resumeReadingBelow
@@ -578,7 +578,7 @@ public struct ReceiverSession: Sendable {
         guard case .releasing(let releasing) = state else { return }
         let record = releasing.file
         let path = record.filePath
-        let window = "\(settings.resumeWindowSeconds)"
+        let window = settings.resumeWindow.secondsText
         switch releasing.mode {
         case .finalizeIncomplete:
             switch result {

@@ -80,7 +80,7 @@ public enum ConsoleSetupError: Error, Equatable, Sendable, CustomStringConvertib
     /// A non-loopback address without tokens.
     case tokensRequired(host: String)
     /// The TLS certificate or key cannot be used.
-    case tls(String)
+    case tls(ServerTLSProblem)
     /// The address cannot be listened on.
     case cannotListen(host: String, port: Int, reason: String)
     /// A host name (the console's address, an allowed host name) that is no host name or address.
@@ -94,8 +94,8 @@ public enum ConsoleSetupError: Error, Equatable, Sendable, CustomStringConvertib
         case .tokensRequired(let host):
             return "\(naming.name(of: .consoleAddress)) \(host) is reachable from other machines, and the console plays live audio:"
                 + " give \(naming.name(of: .consoleTokenFile, value: "FILE")) (the tokens that may use it), or listen on 127.0.0.1"
-        case .tls(let message):
-            return "cannot serve the console over TLS: \(message)"
+        case .tls(let problem):
+            return "cannot serve the console over TLS: \(problem.message(naming: naming))"
         case .cannotListen(let host, let port, let reason):
             return "cannot serve the console and metrics on \(host):\(port): \(reason); choose another address with \(naming.name(of: .consoleAddress, value: "HOST:PORT"))"
         case .badHost(let setting, let value):

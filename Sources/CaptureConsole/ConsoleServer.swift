@@ -85,11 +85,14 @@ public enum ConsoleServer {
             let privateKey = try PEMFiles.privateKey(at: key)
             var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
             configuration.minimumTLSVersion = .tlsv12
+            // Hummingbird makes its TLS context when the server starts; made here first, a key that
+            // does not belong to the certificate is refused by `make`, with the files named.
+            _ = try NIOSSLContext(configuration: configuration)
             return try .tls(base, tlsConfiguration: configuration)
         } catch let error as SecurityError {
-            throw .tls(error.description)
+            throw .tls(.unusableFile(error))
         } catch {
-            throw .tls(TLSErrorText.reason(of: error))
+            throw .tls(.cannotSetUp(certificatePath: certificate, privateKeyPath: key, reason: TLSErrorText.reason(of: error)))
         }
     }
 }

@@ -20,7 +20,7 @@ public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConverti
     case outputDirectory(OutputFolderProblem)
     case bindFailed(host: String, port: Int, reason: String)
     /// The TLS certificate, key or client CA cannot be used.
-    case tls(TLSProblem)
+    case tls(ServerTLSProblem)
     /// The commit log cannot be opened or replayed.
     case commitLog(CommitLogStartFailure)
 
@@ -36,14 +36,6 @@ public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConverti
         case streamIndex(reason: String)
     }
 
-    /// Why the receiver's TLS files cannot be used.
-    public enum TLSProblem: Equatable, Sendable {
-        /// The certificate, key or client CA file cannot be read or holds nothing usable.
-        case unusableFile(SecurityError)
-        /// NIOSSL refused the certificate and key together (`reason`: its words).
-        case cannotSetUp(certificatePath: String, privateKeyPath: String, reason: String)
-    }
-
     public var description: String { message(naming: LibrarySettingNames()) }
 
     /// The error's text, naming the settings to change as `naming` spells them.
@@ -57,9 +49,7 @@ public enum ReceiverStartError: Error, Equatable, Sendable, CustomStringConverti
             return "cannot write to the output folder \(path); check its permissions"
         case .outputDirectory(.streamIndex(let reason)):
             return "cannot create the stream index in the output folder: \(reason)"
-        case .tls(.unusableFile(let error)): return error.message(naming: naming)
-        case .tls(.cannotSetUp(let certificatePath, let privateKeyPath, let reason)):
-            return "cannot set up TLS with \(certificatePath) and \(privateKeyPath): \(reason); check that the key belongs to the certificate"
+        case .tls(let problem): return problem.message(naming: naming)
         case .commitLog(let failure): return failure.message(naming: naming)
         case .bindFailed(let host, let port, let reason):
             return "cannot listen on \(host):\(port): \(reason); choose another address with \(naming.name(of: .listenAddress, value: "HOST:PORT"))"

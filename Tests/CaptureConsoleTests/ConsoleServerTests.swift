@@ -4,6 +4,7 @@ import CaptureCore
 import CaptureSecurity
 import CaptureWire
 import Foundation
+import Logging
 import TestSupport
 import XCTest
 
@@ -189,6 +190,41 @@ final class ConsoleServerTests: XCTestCase {
         XCTAssertTrue(https.outputText.contains("capture_active_streams"), https.outputText)
         let plain = try await Self.curl(["http://127.0.0.1:\(console.port)/metrics"])
         XCTAssertFalse(plain.succeeded && plain.outputText.contains("capture_active_streams"), "no plain HTTP on the TLS port")
+    }
+
+    /// Unusable TLS files stop the console before it listens, with the file and what to do: a
+    /// missing certificate, and a key that belongs to another certificate.
+    func testUnusableTLSFilesAreRefusedWithTheFileAndWhatToDo() throws {
+        let folder = NSTemporaryDirectory() + "console-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let files = try CertificateFactory.write(try CertificateFactory.make(commonName: "receiver", hosts: ["127.0.0.1"]), to: folder, overwrite: true)
+        let otherFolder = folder + "/other"
+        try FileManager.default.createDirectory(atPath: otherFolder, withIntermediateDirectories: true)
+        let other = try CertificateFactory.write(try CertificateFactory.make(commonName: "other", hosts: ["127.0.0.1"]), to: otherFolder, overwrite: true)
+        let access = try ConsoleAccess(host: "127.0.0.1", tokens: nil)
+        func make(certificate: String, key: String) -> ConsoleSetupError? {
+            let settings = ConsoleSettings(host: "127.0.0.1", port: 0, access: access, tlsCertificatePath: certificate, tlsKeyPath: key)
+            do throws(ConsoleSetupError) {
+                _ = try ConsoleServer.make(settings: settings, metrics: nil, directory: nil, logger: Logger(label: "console-test"))
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let missing = folder + "/missing.pem"
+        let unreadable = try XCTUnwrap(make(certificate: missing, key: files.key))
+        guard case .tls(.unusableFile(.unreadableFile(let path, _))) = unreadable else { return XCTFail("\(unreadable)") }
+        XCTAssertEqual(path, missing)
+        XCTAssertTrue(unreadable.description.hasPrefix("cannot serve the console over TLS: "), unreadable.description)
+        XCTAssertTrue(unreadable.description.contains(missing), unreadable.description)
+        let mismatched = try XCTUnwrap(make(certificate: files.certificate, key: other.key))
+        guard case .tls(.cannotSetUp(let certificatePath, let keyPath, let reason)) = mismatched else { return XCTFail("\(mismatched)") }
+        XCTAssertEqual([certificatePath, keyPath], [files.certificate, other.key])
+        XCTAssertFalse(reason.isEmpty)
+        XCTAssertEqual(
+            mismatched.description,
+            "cannot serve the console over TLS: cannot set up TLS with \(files.certificate) and \(other.key): \(reason); check that the key belongs to the certificate")
     }
 
     private static func curl(_ arguments: [String]) async throws -> ToolResult {

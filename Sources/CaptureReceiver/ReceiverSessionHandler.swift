@@ -127,9 +127,9 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
             // The TLS handshake failed: say why once (a probe that sent nothing, or an already
             // refused connection, adds nothing), count an authentication failure, and close.
             guard session.connection == .open else { return }
-            let explained = ReceiverTLSFailure.explain(error, report: tlsReport, settingNames: configuration.settingNames)
-            logger.warning("refused: \(explained.reason)", metadata: ["code": "\(explained.authentication ? "AUTHENTICATION_FAILED" : "TLS")"])
-            if explained.authentication, rateLimiter.recordFailure(from: peerAddress) {
+            let failure = ReceiverTLSFailure(error, report: tlsReport)
+            logger.warning("refused: \(failure.message(naming: configuration.settingNames))", metadata: ["code": "\(failure.isFailedAuthentication ? "AUTHENTICATION_FAILED" : "TLS")"])
+            if failure.isFailedAuthentication, rateLimiter.recordFailure(from: peerAddress) {
                 logger.warning("too many failed authentications from this address; refusing it for a while")
             }
             handle(.closeQuietly)

@@ -55,23 +55,62 @@ public struct ReceiverTLSConfiguration: Sendable {
     }
 }
 
-/// Turns TLS handshake errors on the receiver into the line it logs with the peer's address.
-enum ReceiverTLSFailure {
-    /// The reason, and whether it counts as a failed authentication (for the rate limiter).
-    static func explain(_ error: Error, report: TLSVerificationReport?, settingNames: any SettingNaming) -> (reason: String, authentication: Bool) {
+/// Why a TLS handshake on the receiver failed, told apart from the TLS library's error and the
+/// client-certificate verifier's report: what the receiver logs with the peer's address (worded with
+/// the receiver's setting names where it is logged), and whether it counts as a failed
+/// authentication for the rate limiter.
+enum ReceiverTLSFailure: Equatable {
+    /// The sender's client certificate was refused by the verifier.
+    case clientCertificateRefused(CertificateRefusal)
+    /// A client CA is required and the sender presented no certificate.
+    case missingClientCertificate
+    /// The client speaks something other than TLS (plaintext, HTTP) on the TLS port.
+    case notTLS
+    /// The sender refused this receiver's certificate (`reason`: the TLS library's, in words).
+    case receiverCertificateRefused(reason: String)
+    /// Any other handshake failure (`reason`: the TLS library's, in words).
+    case handshakeFailed(reason: String)
+
+    /// Tells the failure apart: the verifier's report first, then the TLS library's reason codes.
+    init(_ error: Error, report: TLSVerificationReport?) {
         if let failure = report?.failure {
-            return ("client certificate refused: \(failure.message(naming: settingNames))", true)
+            self = .clientCertificateRefused(failure)
+            return
         }
         let text = "\(error)"
         if text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") || text.contains("CERTIFICATE_REQUIRED") {
-            return ("missing client certificate: the sender presented none, and \(settingNames.name(of: .clientCertificateAuthority)) requires one (\(settingNames.name(of: .senderClientCertificate)))", true)
+            self = .missingClientCertificate
+        } else if text.contains("WRONG_VERSION_NUMBER") || text.contains("HTTP_REQUEST") || text.contains("PACKET_LENGTH_TOO_LONG") {
+            self = .notTLS
+        } else if text.contains("UNKNOWN_CA") || text.contains("BAD_CERTIFICATE") || text.contains("CERTIFICATE_UNKNOWN") {
+            self = .receiverCertificateRefused(reason: TLSErrorText.reason(of: error))
+        } else {
+            self = .handshakeFailed(reason: TLSErrorText.reason(of: error))
         }
-        if text.contains("WRONG_VERSION_NUMBER") || text.contains("HTTP_REQUEST") || text.contains("PACKET_LENGTH_TOO_LONG") {
-            return ("the client does not speak TLS on this TLS port", false)
+    }
+
+    /// Whether the sender failed to authenticate (counted by the rate limiter), rather than the
+    /// connection failing for another reason.
+    var isFailedAuthentication: Bool {
+        switch self {
+        case .clientCertificateRefused, .missingClientCertificate: true
+        case .notTLS, .receiverCertificateRefused, .handshakeFailed: false
         }
-        if text.contains("UNKNOWN_CA") || text.contains("BAD_CERTIFICATE") || text.contains("CERTIFICATE_UNKNOWN") {
-            return ("the sender refused this receiver's certificate (\(TLSErrorText.reason(of: error))); the sender's message says why", false)
+    }
+
+    /// The reason logged after "refused: ", naming the settings as `naming` spells them.
+    func message(naming: any SettingNaming) -> String {
+        switch self {
+        case .clientCertificateRefused(let refusal):
+            return "client certificate refused: \(refusal.message(naming: naming))"
+        case .missingClientCertificate:
+            return "missing client certificate: the sender presented none, and \(naming.name(of: .clientCertificateAuthority)) requires one (\(naming.name(of: .senderClientCertificate)))"
+        case .notTLS:
+            return "the client does not speak TLS on this TLS port"
+        case .receiverCertificateRefused(let reason):
+            return "the sender refused this receiver's certificate (\(reason)); the sender's message says why"
+        case .handshakeFailed(let reason):
+            return "TLS handshake failed: \(reason)"
         }
-        return ("TLS handshake failed: \(TLSErrorText.reason(of: error))", false)
     }
 }

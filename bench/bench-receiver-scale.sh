@@ -130,7 +130,8 @@ run_scale() {
   # Log segments made in the window (not recycled ones): what making the log wrote, once.
   local made_segments segment_bytes
   made_segments=$(segment_inodes "$out" | comm -13 "$BENCH_WORK/scale-segments-before" - | wc -l)
-  segment_bytes=$(find "$out" -path '*/.commit-log/*' -name 'segment-*' -printf '%s\n' 2>/dev/null | head -1)
+  # -quit, not `| head -1`: under pipefail, find killed by SIGPIPE after head exits ended the script.
+  segment_bytes=$(find "$out" -path '*/.commit-log/*' -name 'segment-*' -printf '%s\n' -quit 2>/dev/null)
   rss_steady=$(rss_kib "$recv_pid")
   fds=$(descriptors "$recv_pid")
   local load_status=0

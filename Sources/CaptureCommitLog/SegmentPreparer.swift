@@ -50,8 +50,10 @@ final class SegmentPreparer: @unchecked Sendable {
         }
         state = .requested(number)
         if thread == nil {
-            let thread = Thread { [self] in run() }
-            thread.name = "commit-log segments"
+            let thread = Thread { [self] in
+                DetachedThread.nameCurrentThread("log segments")
+                run()
+            }
             self.thread = thread
             thread.start()
         }

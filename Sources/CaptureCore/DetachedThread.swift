@@ -11,6 +11,24 @@ public enum DetachedThread {
     /// Starts `body` on a new detached thread named `name` (at most 15 bytes are kept on Linux).
     ///
     /// - Throws: `CaptureError.invalidState` when the system refuses to create a thread.
+    /// Names the calling thread `name` (at most 15 bytes are kept on Linux), as `top -H`, `perf`
+    /// and core dumps show it. Foundation's `Thread.name` does not reach the system's thread name on
+    /// Linux, so threads started with `Thread` call this first thing in their body.
+    public static func nameCurrentThread(_ name: String) {
+        #if canImport(Glibc)
+        // pthread_setname_np is not visible to Swift without _GNU_SOURCE; the kernel's comm file
+        // sets the same name.
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
+        if descriptor >= 0 {
+            let bytes = Array(name.utf8.prefix(15))
+            _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            close(descriptor)
+        }
+        #else
+        _ = pthread_setname_np(name)
+        #endif
+    }
+
     public static func start(name: String, _ body: @escaping @Sendable () -> Void) throws(CaptureError) {
         let context = Unmanaged.passRetained(ThreadContext(name: name, body: body)).toOpaque()
         #if canImport(Glibc)
@@ -47,18 +65,7 @@ private final class ThreadContext {
     }
 
     func run() {
-        #if canImport(Glibc)
-        // pthread_setname_np is not visible to Swift without _GNU_SOURCE; the kernel's comm file
-        // sets the same name (shown by top -H and in core dumps).
-        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
-        if descriptor >= 0 {
-            let bytes = Array(name.utf8.prefix(15))
-            _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-            close(descriptor)
-        }
-        #else
-        _ = pthread_setname_np(name)
-        #endif
+        DetachedThread.nameCurrentThread(name)
         body()
     }
 }

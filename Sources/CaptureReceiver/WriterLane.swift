@@ -1,3 +1,4 @@
+import CaptureCore
 import Foundation
 
 /// One thread of the `WriterPool`: runs the disk operations handed to it. A stream is bound to one
@@ -33,8 +34,10 @@ final class WriterLane: @unchecked Sendable {
     private var thread: Thread?
 
     init(name: String) {
-        let thread = Thread { [self] in run() }
-        thread.name = name
+        let thread = Thread { [self] in
+            DetachedThread.nameCurrentThread(name)
+            run()
+        }
         self.thread = thread
         thread.start()
     }

@@ -117,12 +117,16 @@ public final class WriterPool: @unchecked Sendable {
         } catch {
             throw .commitLog(error)
         }
-        lanes = (0..<max(1, threads)).map { WriterLane(name: "writer-pool \($0)") }
-        let committer = Thread { [self] in commitLoop() }
-        committer.name = "writer-pool commit"
+        lanes = (0..<max(1, threads)).map { WriterLane(name: "writer \($0)") }
+        let committer = Thread { [self] in
+            DetachedThread.nameCurrentThread("log commit")
+            commitLoop()
+        }
         committer.start()
-        let checkpointer = Thread { [self] in checkpointLoop() }
-        checkpointer.name = "writer-pool checkpoint"
+        let checkpointer = Thread { [self] in
+            DetachedThread.nameCurrentThread("log checkpoint")
+            checkpointLoop()
+        }
         checkpointer.start()
     }
 

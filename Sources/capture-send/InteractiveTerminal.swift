@@ -1,4 +1,5 @@
 import CaptureCLISupport
+import CaptureCore
 import CaptureSender
 import CaptureStatus
 import Foundation
@@ -58,7 +59,10 @@ final class InteractiveTerminal: Sendable {
         }
         state.withLock { $0.saved = settings }
         logger.notice("interactive: space pauses and resumes, m drops a marker (type a label, then Enter), q stops")
-        Thread.detachNewThread { [self] in readKeys() }
+        Thread.detachNewThread { [self] in
+            DetachedThread.nameCurrentThread("terminal keys")
+            readKeys()
+        }
     }
 
     /// Gives the terminal its settings back (once; later calls do nothing).

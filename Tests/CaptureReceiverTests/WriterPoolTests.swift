@@ -48,6 +48,22 @@ final class WriterPoolTests: XCTestCase {
         pool.shutDown()
     }
 
+    /// The pool's threads carry their own names where the system shows them (`top -H`, `perf`):
+    /// they had inherited the name of whatever thread started the receiver.
+    func testThePoolsThreadsAreNamedForTheSystem() throws {
+        let pool = try makePool(threads: 1, policy: SyncPolicy(interval: .milliseconds(20)))
+        let stream = try open(pool, name: "named")
+        stream.writer.write(sequence: 1, payload: Self.samples(stream: 0, sequence: 1), packetSizes: [], frameCount: 4, endSampleTime: 4)
+        _ = try finish(stream.writer)
+        // The stream's write went through lane 0 and its round through the commit thread: both
+        // have run their first line, which names them.
+        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").compactMap { task in
+            try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8).trimmingCharacters(in: .newlines)
+        }
+        XCTAssertTrue(names.contains("writer 0"), "\(names)")
+        XCTAssertTrue(names.contains("log commit"), "\(names)")
+    }
+
     func testAReportedDurablePositionIsInTheCommitLogAndTheNextStartReplaysItIntoTheFile() throws {
         let pool = try makePool(threads: 2, policy: SyncPolicy(interval: .milliseconds(20)))
         let hello = try Self.hello(name: "durable")

@@ -162,7 +162,9 @@ final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
                 let command = HandOffCommand()
                 commands[key] = command
                 let known = jobs[key]
+                let name = definition.commandName
                 let thread = Thread { [self] in
+                    DetachedThread.nameCurrentThread(name)
                     let report = run(key: key, known: known, attempt: attempt, command: command)
                     queue.async { [self] in
                         commands[key] = nil
@@ -170,7 +172,6 @@ final class HookQueue<Entry: HookJournalEntry>: @unchecked Sendable {
                         perform(schedule.handle(.runEnded(path: key, outcome: report.outcome, now: Self.now())))
                     }
                 }
-                thread.name = definition.commandName
                 thread.start()
             case .completed(let key):
                 let report = reports.removeValue(forKey: key)

@@ -4,13 +4,10 @@ import Glibc
 import Darwin
 #endif
 
-/// Starts a named, detached POSIX thread that runs a closure: the capture queue's capture and
-/// delivery threads. Plain pthreads keep the capture path free of Foundation (and of the start-up
-/// cost of loading it) for programs that embed the queue.
+/// Starts a named, detached POSIX thread that runs a closure (the capture queue's capture and
+/// delivery threads), and names threads started otherwise. Plain pthreads keep the capture path
+/// free of Foundation (and of the start-up cost of loading it) for programs that embed the queue.
 public enum DetachedThread {
-    /// Starts `body` on a new detached thread named `name` (at most 15 bytes are kept on Linux).
-    ///
-    /// - Throws: `CaptureError.invalidState` when the system refuses to create a thread.
     /// Names the calling thread `name` (at most 15 bytes are kept on Linux), as `top -H`, `perf`
     /// and core dumps show it. Foundation's `Thread.name` does not reach the system's thread name on
     /// Linux, so threads started with `Thread` call this first thing in their body.
@@ -29,6 +26,9 @@ public enum DetachedThread {
         #endif
     }
 
+    /// Starts `body` on a new detached thread named `name` (at most 15 bytes are kept on Linux).
+    ///
+    /// - Throws: `CaptureError.invalidState` when the system refuses to create a thread.
     public static func start(name: String, _ body: @escaping @Sendable () -> Void) throws(CaptureError) {
         let context = Unmanaged.passRetained(ThreadContext(name: name, body: body)).toOpaque()
         #if canImport(Glibc)

@@ -4,9 +4,9 @@ import Foundation
 
 /// The session handler's one hook into the stream directory: it subscribes to the session's domain
 /// events (`.streamAccepted`, `.streamReleased`) and the facts its actions carry (Acks sent,
-/// audio, gaps and markers written) and reports them to the directory. It changes nothing it sees,
-/// and reads nothing from the session but the durable position an Ack states. Used on the
-/// connection's event loop only.
+/// audio, gaps and markers written) and reports them to the directory. It changes nothing it sees
+/// and reads nothing from the session: every fact comes with the action. Used on the connection's
+/// event loop only.
 final class SessionDirectoryTap {
     private let feed: any StreamDirectoryFeed
     private let outputDirectory: String
@@ -18,12 +18,14 @@ final class SessionDirectoryTap {
     }
 
     /// Reports what `action` means for the stream, before the handler performs it.
-    func observe(_ action: ReceiverSessionAction, session: ReceiverSession, peer: @autoclosure () -> String) {
+    /// It runs for every action, each piece of audio included, so it takes the action alone.
+    func observe(_ action: ReceiverSessionAction, peer: @autoclosure () -> String) {
         switch action {
         case .write(let audio):
             recorder?.audioReceived(endSampleTime: audio.endSampleTime, levels: audio.levels)
         case .send(.ack(let ack)):
-            recorder?.positionsChanged(durableSampleTime: session.lastDurable.endSampleTime, acknowledgedSampleTime: ack.durableSampleTime)
+            // The session states in an Ack the position that just became durable.
+            recorder?.positionsChanged(durableSampleTime: ack.durableSampleTime, acknowledgedSampleTime: ack.durableSampleTime)
         case .recordGap(let gap):
             recorder?.gapRecorded(sampleTime: gap.sampleTime, lengthFrames: Int64(clamping: gap.lengthFrames), reason: gap.reason)
         case .recordFilledGap(let gap):

@@ -184,15 +184,19 @@ final class ReceiverSessionHandler: ChannelDuplexHandler {
                 perform(action)
             }
             // Storage callbacks hold this handler (through `loopBound`) while its file has work
-            // left; once the session is over, nothing may keep it alive.
-            if case .done = session.state { writer = nil }
-            if session.isFinished { loopBound = nil }
+            // left; once the session is over (`isFinished`), nothing may keep it alive. Stored
+            // properties are read here, not `isFinished`: a getter called on the session copies
+            // all of it out of this class first, for every event.
+            if case .done = session.state {
+                writer = nil
+                if session.connection == .closed { loopBound = nil }
+            }
             next = pendingEvents.isEmpty ? nil : pendingEvents.removeFirst()
         }
     }
 
     private func perform(_ action: ReceiverSessionAction) {
-        directoryTap?.observe(action, session: session, peer: logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer")
+        directoryTap?.observe(action, peer: logger[metadataKey: "peer"].map { "\($0)" } ?? "unknown peer")
         listenTap?.observe(action)
         switch action {
         case .send(let message):

@@ -137,11 +137,11 @@ public struct ReceiverSession: Sendable {
 
     /// The last durable position (what the last Ack said); zero until a file is open.
     public var lastDurable: StreamPosition {
-        openedFile?.durability.lastDurable ?? .start
+        readOpenedFile { $0.durability.lastDurable } ?? .start
     }
 
     /// Audio handed to the file and not yet durable, in bytes.
-    public var bytesNotDurable: Int { openedFile?.durability.bytesNotDurable ?? 0 }
+    public var bytesNotDurable: Int { readOpenedFile { $0.durability.bytesNotDurable } ?? 0 }
 
     /// The file was let go of unfinished, for its sender to resume (here or at another receiver).
     public var leftResumable: Bool {
@@ -149,18 +149,39 @@ public struct ReceiverSession: Sendable {
         return true
     }
 
-    /// Whether reading is paused, while streaming (nil in any other state).
-    private var readingPausedWhileStreaming: Bool? {
-        guard case .streaming(let streaming) = state else { return nil }
-        return streaming.readingPaused
+    /// The file name the sender is told (the last path component), or empty before a file is open.
+    private var fileName: String { readOpenedFile { $0.fileName } ?? "" }
+
+    // MARK: - Reaching the state's data without copying it
+    //
+    // `openedFile` and `hello` return a copy of what they find: a retain of everything the record
+    // holds, and a buffer shared with the state, which the next change then copies. What runs for
+    // every piece of audio and every Ack reaches the state's data in place with these instead.
+
+    /// What `read` makes of the open file's record, in whichever state holds it (nil before a file
+    /// is open); the record is read where it is, not copied.
+    private func readOpenedFile<Result>(_ read: (borrowing StreamFileRecord) -> Result) -> Result? {
+        switch state {
+        case .handshaking, .deciding, .opening, .done(.noStream), .done(.helloRefused), .done(.notOpened): nil
+        case .streaming(let streaming): read(streaming.file)
+        case .finishing(let finishing): read(finishing.file)
+        case .releasing(let releasing): read(releasing.file)
+        case .done(.finished(let file)), .done(.resumable(let file)), .done(.finalizedIncomplete(let file)): read(file)
+        }
     }
 
-    /// The file name the sender is told (the last path component), or empty before a file is open.
-    private var fileName: String { openedFile?.fileName ?? "" }
+    /// Changes the streaming state in place; nil (and nothing changes) when not streaming. The
+    /// state is taken out of `state` while `change` runs, so that the byte accounting's buffer is
+    /// not shared, and so not copied on write; `change` cannot reach `self` meanwhile.
+    private mutating func changeStreaming<Result>(_ change: (inout StreamingState) -> Result) -> Result? {
+        guard case .streaming(var streaming) = state else { return nil }
+        state = .handshaking
+        defer { state = .streaming(streaming) }
+        return change(&streaming)
+    }
 
     /// Changes the open file's record in place, in whichever state holds it (nothing before a file
-    /// is open). The state is taken out of `state` while `change` runs, so that the record's
-    /// byte accounting is not copied on every write; `change` cannot reach `self` meanwhile.
+    /// is open), taking the state out of `state` as `changeStreaming` does.
     private mutating func changeOpenedFile(_ change: (inout StreamFileRecord) -> Void) {
         switch state {
         case .handshaking, .deciding, .opening, .done(.noStream), .done(.helloRefused), .done(.notOpened):
@@ -279,18 +300,20 @@ public struct ReceiverSession: Sendable {
             state = .deciding(DecidingState(hello: hello))
             actions.append(.decide(hello))
         case .writeAudio(let audio):
-            // Scalars only: a copy of the streaming state held here would make the accounting below copy its buffer.
-            guard let readingPaused = readingPausedWhileStreaming, let channelCount = hello?.format.channelCount else { return }
+            guard case .streaming = state, let channelCount = readOpenedFile({ $0.hello.format.channelCount }) else { return }
             let frames = Int(audio.frameCount)
             let measured = levels(of: audio, channelCount: channelCount, &actions)
             actions.append(.write(AudioWrite(
                 sequence: audio.sequence, payload: audio.payload, packetSizes: audio.packetSizes,
                 frameCount: frames, endSampleTime: audio.firstSampleTime + Int64(frames), levels: measured)))
-            changeOpenedFile { $0.durability.handOver(sequence: audio.sequence, bytes: audio.payload.count) }
-            if !readingPaused, bytesNotDurable > settings.pauseReadingAbove {
-                setReadingPaused(true)
-                actions.append(.setReading(false))
+            let pauseAbove = settings.pauseReadingAbove
+            let pausesReading = changeStreaming { streaming in
+                streaming.file.durability.handOver(sequence: audio.sequence, bytes: audio.payload.count)
+                guard !streaming.readingPaused, streaming.file.durability.bytesNotDurable > pauseAbove else { return false }
+                streaming.readingPaused = true
+                return true
             }
+            if pausesReading == true { actions.append(.setReading(false)) }
         case .recordGap(let gap):
             guard case .streaming = state else { return }
             actions.append(.log(.init(.warning, "gap in stream", [
@@ -491,28 +514,26 @@ public struct ReceiverSession: Sendable {
     // MARK: - Durability
 
     private mutating func durable(_ position: StreamPosition, _ actions: inout [ReceiverSessionAction]) {
+        // While streaming (every Ack), one change of the state does both. No `switch state` here:
+        // the copy of the state a switch holds would make the accounting copy its buffer.
+        let resumeBelow = settings.resumeReadingBelow
+        let streamingChange = changeStreaming { streaming -> (advanced: Bool, resumesReading: Bool) in
+            guard streaming.file.durability.madeDurable(position) else { return (false, false) }
+            guard streaming.readingPaused, streaming.file.durability.bytesNotDurable < resumeBelow else { return (true, false) }
+            streaming.readingPaused = false
+            return (true, true)
+        }
+        if let streamingChange {
+            guard streamingChange.advanced else { return }
+            sendAck(&actions)
+            if streamingChange.resumesReading { actions.append(.setReading(true)) }
+            return
+        }
+        // Finishing, the file still takes Acks; a file being let go of still records what became
+        // durable (what its release states).
         var advanced = false
         changeOpenedFile { advanced = $0.durability.madeDurable(position) }
-        guard advanced else { return }
-        switch state {
-        case .streaming(let streaming):
-            sendAck(&actions)
-            if streaming.readingPaused, bytesNotDurable < settings.resumeReadingBelow {
-                setReadingPaused(false)
-                actions.append(.setReading(true))
-            }
-        case .finishing:
-            sendAck(&actions)
-        default:
-            break
-        }
-    }
-
-    /// Stops or restarts reading while streaming.
-    private mutating func setReadingPaused(_ paused: Bool) {
-        guard case .streaming(var streaming) = state else { return }
-        streaming.readingPaused = paused
-        state = .streaming(streaming)
+        if advanced, case .finishing = state { sendAck(&actions) }
     }
 
     private func sendAck(_ actions: inout [ReceiverSessionAction]) {

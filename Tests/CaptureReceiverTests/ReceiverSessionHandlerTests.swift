@@ -71,6 +71,12 @@ final class ReceiverSessionHandlerTests: XCTestCase {
             return file
         }
 
+        /// Lets go of the opens' callbacks, as a real storage does once it has called back (they
+        /// hold the handler).
+        func letGoOfOpens() {
+            lock.withLock { _requests.removeAll() }
+        }
+
         /// Fails the last open.
         func failOpen(_ error: StorageError) {
             requests.last?.completion(.failure(error))
@@ -210,6 +216,45 @@ final class ReceiverSessionHandlerTests: XCTestCase {
         XCTAssertFalse(channel.isActive, "closed after EndAccepted")
         XCTAssertEqual(registry.activeStreamCount, 0)
         XCTAssertNil(file.pendingDetach, "finished, not released for a resume")
+    }
+
+    /// The handler holds itself (for storage callbacks) while its session has work left; once the
+    /// session is over, whichever of the file and the connection ends last, nothing may keep it.
+    func testTheHandlerIsLetGoOfOnceItsSessionIsOver() throws {
+        // The connection closes after the file finished (EndAccepted, then the close).
+        weak var finishedFirst: ReceiverSessionHandler?
+        try {
+            let channel = try makeChannel()
+            let file = try streaming(channel)
+            try send(channel, try WireMessage.endOfStream(.with { $0.lastSequence = 0; $0.endSampleTime = 0 }).encode())
+            try XCTUnwrap(file.pendingFinish)(.success(FinishedFile(path: Self.path, frames: 0, packets: 0, bytes: 0, gaps: 0)))
+            channel.embeddedEventLoop.run()
+            XCTAssertFalse(channel.isActive)
+            finishedFirst = handler
+        }()
+        handler = nil
+        storage.letGoOfOpens()
+        XCTAssertNil(finishedFirst, "the finished stream's handler is freed")
+
+        // The file is let go of after the connection closed (the close came while it opened).
+        weak var closedFirst: ReceiverSessionHandler?
+        try {
+            let channel = try makeChannel()
+            try send(channel, try hello())
+            try channel.close().wait()
+            channel.embeddedEventLoop.run()
+            let file = try XCTUnwrap(storage.completeOpen(path: Self.path, resume: StreamPosition(nextSequence: 1, nextSampleTime: 0)))
+            channel.embeddedEventLoop.run()
+            try XCTUnwrap(file.pendingDetach).completion()
+            channel.embeddedEventLoop.run()
+            closedFirst = handler
+            guard case .done(.resumable)? = handler?.sessionState else {
+                return XCTFail("done, resumable: \(String(describing: handler?.sessionState))")
+            }
+        }()
+        handler = nil
+        storage.letGoOfOpens()
+        XCTAssertNil(closedFirst, "the handler of a stream left resumable is freed")
     }
 
     func testAShutdownDuringAResumeFinalizesTheFileAndKeepsItResumable() throws {

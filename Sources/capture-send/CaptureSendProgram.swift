@@ -2,6 +2,7 @@ import ArgumentParser
 import CaptureCLISupport
 import CaptureCodecs
 import CaptureCore
+import CaptureLocalCopy
 import CaptureSender
 import NIOCore
 
@@ -70,8 +71,11 @@ enum SendRanges {
     static let idleTimeout = NumericOption("idle-timeout", .real, 1...3_600, unit: "seconds")
     /// Checked by BackupOptions with DurationText (1 second to 7 days).
     static let alsoGiveUp = NumericOption("also-give-up", .duration, 1...604_800)
-    /// Checked by RecordOptions with DurationText (1 second to 24 hours).
-    static let recordSegment = NumericOption("record-segment", .duration, 1...86_400)
+    /// Checked by RecordOptions with DurationText: the lengths the safety copy allows
+    /// (`LocalCopySegments.allowedLengths`, 1 second to 24 hours).
+    static let recordSegment = NumericOption(
+        "record-segment", .duration,
+        Double(LocalCopySegments.allowedLengths.lowerBound.components.seconds)...Double(LocalCopySegments.allowedLengths.upperBound.components.seconds))
     /// `--also HOST:PORT,max-rate=BITS`: a setting inside `--also`'s value, not an option of its
     /// own (so not in `all`), checked by `BackupReceiverSpec`.
     static let alsoMaxRate = NumericOption("max-rate", .bitrate, 8_000...10_000_000_000)

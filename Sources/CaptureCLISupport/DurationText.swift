@@ -5,8 +5,12 @@ import ArgumentParser
 public enum DurationText {
     /// The whole seconds `text` names, within `range`; otherwise a `ValidationError` naming `option`.
     public static func seconds(_ text: String, option: String, range: ClosedRange<Int64>) throws(ValidationError) -> Int64 {
-        guard let total = total(text), range.contains(total) else {
-            throw ValidationError("\(option) \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (\(describe(range.lowerBound)) to \(describe(range.upperBound)))")
+        let allowed = "\(describe(range.lowerBound)) to \(describe(range.upperBound))"
+        guard let total = total(text) else {
+            throw ValidationError("\(option) \(text) is no duration: write it like 1h, 15m, 10s or 1h30m (\(allowed))")
+        }
+        guard range.contains(total) else {
+            throw ValidationError("\(option) \(text) is too \(total < range.lowerBound ? "short" : "long"): use \(allowed)")
         }
         return total
     }

@@ -188,10 +188,14 @@ final class HandOffConcurrencyTests: XCTestCase {
     }
 
     func testTheTimeLimitIsRangeChecked() throws {
-        for value in ["0", "0s", "25h", "-5", "soon", "99999999999999999999"] {
+        let noDuration = "is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 24 hours)"
+        for (value, problem) in [
+            ("0", "is too short: use 1 second to 24 hours"), ("0s", "is too short: use 1 second to 24 hours"),
+            ("25h", "is too long: use 1 second to 24 hours"), ("-5", noDuration), ("soon", noDuration), ("99999999999999999999", noDuration),
+        ] {
             let run = try ToolRunner.run(Products.recv, ["--out", work.appendingPathComponent("never").path, "--on-finalize", "true", "--on-finalize-timeout=\(value)"])
             XCTAssertEqual(run.exitStatus, 64, "\(value): \(run.errorText)")
-            XCTAssertTrue(run.errorText.contains("--on-finalize-timeout \(value) is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 24 hours)"), "\(value): \(run.errorText)")
+            XCTAssertTrue(run.errorText.contains("--on-finalize-timeout \(value) \(problem)"), "\(value): \(run.errorText)")
         }
         let help = try ToolRunner.run(Products.recv, ["--help"])
         let text = help.outputText.split(whereSeparator: \.isWhitespace).joined(separator: " ")

@@ -103,6 +103,17 @@ final class NumericOptionTests: XCTestCase {
                 (error as? ValidationError)?.message,
                 "--segment 9223372036854775807h is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 24 hours)")
         }
+        for (text, message) in [
+            ("0s", "--segment 0s is too short: use 1 second to 24 hours"),
+            ("0", "--segment 0 is too short: use 1 second to 24 hours"),
+            ("24h1s", "--segment 24h1s is too long: use 1 second to 24 hours"),
+            ("soon", "--segment soon is no duration: write it like 1h, 15m, 10s or 1h30m (1 second to 24 hours)"),
+        ] {
+            XCTAssertThrowsError(try DurationText.seconds(text, option: "--segment", range: 1...86_400), text) { error in
+                XCTAssertEqual((error as? ValidationError)?.message, message)
+            }
+        }
+        XCTAssertEqual(try DurationText.seconds("24h", option: "--segment", range: 1...86_400), 86_400)
     }
 
     func testSaturatingConversionsAreTotal() {

@@ -113,27 +113,19 @@ public struct ReceiverSession: Sendable {
         switch state {
         case .handshaking, .deciding: nil
         case .opening(let opening): opening.streamID
-        case .streaming, .finishing, .releasing: openedFile?.streamID
+        case .streaming, .finishing, .releasing: readOpenedFile { $0.streamID }
         case .done(let outcome): outcome.acceptedStreamID
         }
     }
 
-    /// The stream's file as this connection opened it, once open.
-    public var openedFile: StreamFileRecord? {
-        switch state {
-        case .handshaking, .deciding, .opening: nil
-        case .streaming(let streaming): streaming.file
-        case .finishing(let finishing): finishing.file
-        case .releasing(let releasing): releasing.file
-        case .done(let outcome): outcome.file
-        }
-    }
+    /// The stream's file as this connection opened it, once open (a copy: see `readOpenedFile`).
+    public var openedFile: StreamFileRecord? { readOpenedFile { copy $0 } }
 
     /// The stream's file, once open (with segments: its first).
-    public var filePath: String? { openedFile?.filePath }
+    public var filePath: String? { readOpenedFile { $0.filePath } }
 
     /// The file being written now: `filePath`, or with segments the latest segment's.
-    public var currentFilePath: String? { openedFile?.currentFilePath }
+    public var currentFilePath: String? { readOpenedFile { $0.currentFilePath } }
 
     /// The last durable position (what the last Ack said); zero until a file is open.
     public var lastDurable: StreamPosition {
@@ -155,8 +147,9 @@ public struct ReceiverSession: Sendable {
     // MARK: - Reaching the state's data without copying it
     //
     // `openedFile` and `hello` return a copy of what they find: a retain of everything the record
-    // holds, and a buffer shared with the state, which the next change then copies. What runs for
-    // every piece of audio and every Ack reaches the state's data in place with these instead.
+    // holds, and a buffer shared with the state, which the next change then copies. The getters
+    // above that return a part of the record, and what runs for every piece of audio and every
+    // Ack, reach the state's data in place with these instead.
 
     /// What `read` makes of the open file's record, in whichever state holds it (nil before a file
     /// is open); the record is read where it is, not copied.

@@ -107,7 +107,7 @@ final class SimulatedSender: @unchecked Sendable {
         let settings = self.settings
         let report = TLSVerificationReport()
         let bootstrap = ClientBootstrap(group: loop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
